@@ -1,0 +1,98 @@
+"""The numpy API: convolutions on host arrays, following the find mode or a named solver."""
+import threading
+
+import numpy as np
+import pyopencl as cl
+
+from .execute import run
+from .find import find
+from .handle import Handle
+from .plugins import registry
+from .problem import Direction, Problem
+from .errors import ValidationError
+
+_default_handle = None
+_default_lock = threading.Lock()
+
+
+def default_handle():
+    """The process's shared Handle on the default device (CONVSOLVE_DEVICE), made on first use."""
+    global _default_handle
+    with _default_lock:
+        if _default_handle is None:
+            _default_handle = Handle()
+        return _default_handle
+
+
+def _host_array(name, array):
+    """``array`` as a C-contiguous float32 ndarray; other dtypes are refused, not cast."""
+    array = np.asarray(array)
+    if array.dtype != np.float32:
+        raise ValidationError(f"{name}.dtype", str(array.dtype), "expected float32")
+    return np.ascontiguousarray(array)
+
+
+def _check_shape(name, array, shape):
+    if array.shape != tuple(shape):
+        raise ValidationError(f"{name}.shape", array.shape, f"the problem needs {tuple(shape)}")
+
+
+def _solve(problem, handle, solver, host):
+    """Compute ``problem``'s output from the host arrays in ``host`` (forward-sense names)."""
+    out_name = {Direction.FORWARD: "y", Direction.BACKWARD_DATA: "x",
+                Direction.BACKWARD_WEIGHTS: "w"}[problem.direction]
+    out_desc = getattr(problem, out_name)
+    if problem.n == 0:  # nothing reaches OpenCL: empty outputs, and zero weight gradients
+        return np.zeros(out_desc.shape, np.float32)
+    handle = handle or default_handle()
+    flags = cl.mem_flags
+    buffers = {name: cl.Buffer(handle.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=array)
+               for name, array in host.items()}
+    buffers[out_name] = cl.Buffer(handle.context, flags.READ_WRITE, out_desc.nbytes)
+    if solver is None:
+        solver = find(handle, problem, **buffers, request_count=1)[0].solver
+    run(handle, problem, solver, **buffers)
+    result = np.empty(out_desc.shape, np.float32)
+    cl.enqueue_copy(handle.queue, result, buffers[out_name])
+    return result
+
+
+def conv2d(x, w, stride=1, padding=0, dilation=1, groups=1, *, solver=None, handle=None):
+    """Forward convolution of NCHW ``x`` with KCRS ``w``; returns y.
+
+    ``padding`` is an int, (pad_h, pad_w) or ((top, bottom), (left, right)); ``stride`` and
+    ``dilation`` an int or a pair.  ``solver=None`` follows the find mode; a solver name forces it.
+    """
+    x, w = _host_array("x", x), _host_array("w", w)
+    problem = Problem.conv2d(x.shape, w.shape, stride, padding, dilation, groups)
+    return _solve(problem, handle, solver, {"x": x, "w": w})
+
+
+def conv2d_backward_data(dy, w, x_shape, stride=1, padding=0, dilation=1, groups=1, *,
+                         solver=None, handle=None):
+    """Gradient of the forward convolution with respect to its input, of shape ``x_shape``."""
+    dy, w = _host_array("dy", dy), _host_array("w", w)
+    problem = Problem.conv2d(x_shape, w.shape, stride, padding, dilation, groups,
+                             Direction.BACKWARD_DATA)
+    _check_shape("dy", dy, problem.y.shape)
+    return _solve(problem, handle, solver, {"y": dy, "w": w})
+
+
+def conv2d_backward_weights(dy, x, w_shape, stride=1, padding=0, dilation=1, groups=1, *,
+                            solver=None, handle=None):
+    """Gradient of the forward convolution with respect to its weights, of shape ``w_shape``."""
+    dy, x = _host_array("dy", dy), _host_array("x", x)
+    problem = Problem.conv2d(x.shape, w_shape, stride, padding, dilation, groups,
+                             Direction.BACKWARD_WEIGHTS)
+    _check_shape("dy", dy, problem.y.shape)
+    return _solve(problem, handle, solver, {"x": x, "y": dy})
+
+
+def applicable_solvers(problem, handle=None):
+    """Names of the installed, enabled solvers applicable to ``problem``.
+
+    ``handle`` is accepted for symmetry with the rest of the API; applicability does not depend
+    on the device in solver API 1.0.
+    """
+    del handle
+    return [solver.name for solver in registry().candidates(problem)[0]]

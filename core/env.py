@@ -1,0 +1,170 @@
+"""Every CONVSOLVE_* environment variable: its name, default and meaning, and how it is parsed.
+
+Values are read when they are used (not once at import), so a program or a test that changes
+os.environ sees the change at the next call.  docs/environment.md is generated from this table
+by ``convsolve env --markdown`` and a test keeps the two equal.
+"""
+import fnmatch
+import os
+from dataclasses import dataclass
+
+from .errors import ValidationError
+
+FAMILIES = ("gemm", "direct", "winograd", "fft", "implicit_gemm")
+
+
+@dataclass(frozen=True)
+class Var:
+    """One environment variable: name, default (as text, '' for unset) and meaning."""
+
+    name: str
+    default: str
+    doc: str
+
+    def raw(self):
+        """The stripped value, or the default when unset or empty."""
+        value = os.environ.get(self.name, "").strip()
+        return value or self.default
+
+
+VARS = {}
+
+
+def _declare(name, default, doc):
+    VARS[name] = Var(name, default, doc)
+    return VARS[name]
+
+
+# {{{ devices and caches
+
+DEVICE = _declare(
+    "CONVSOLVE_DEVICE", "",
+    "Device for Handle() when none is passed: an index into the flat list of devices "
+    "(`convsolve devices`), or a case-insensitive substring of 'platform name: device name'. "
+    "Unset: a GPU if one exists, else a PoCL CPU device that can build kernels.")
+CACHE_DIR = _declare(
+    "CONVSOLVE_CACHE_DIR", "",
+    "Directory of the kernel binary cache. Unset: platformdirs' user cache dir for 'convsolve'.")
+DISABLE_CACHE = _declare(
+    "CONVSOLVE_DISABLE_CACHE", "0", "1 turns the on-disk kernel binary cache off.")
+USER_DB_PATH = _declare(
+    "CONVSOLVE_USER_DB_PATH", "",
+    "Path of the user find-db (SQLite). Unset: find_db_v1.sqlite in platformdirs' user data dir.")
+SYSTEM_DB_PATH = _declare(
+    "CONVSOLVE_SYSTEM_DB_PATH", "",
+    "Path of the read-only system find-db (JSON lines). Unset: the one shipped in the package.")
+
+# }}}
+
+# {{{ plugins and solvers
+
+DISABLE_PLUGIN_AUTOLOAD = _declare(
+    "CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD", "0",
+    "1 stops loading every plugin of the 'convsolve.solvers' entry-point group; "
+    "only those named in CONVSOLVE_PLUGINS are loaded.")
+PLUGINS = _declare(
+    "CONVSOLVE_PLUGINS", "",
+    "Comma list of entry-point names (e.g. 'direct,gemm') to load when autoload is off.")
+STRICT_PLUGINS = _declare(
+    "CONVSOLVE_STRICT_PLUGINS", "0",
+    "1 makes a plugin that fails to import or breaks the solver contract a fatal PluginError "
+    "instead of a logged skip.")
+DISABLE_SOLVERS = _declare(
+    "CONVSOLVE_DISABLE_SOLVERS", "",
+    "Comma list of solver names or fnmatch globs (e.g. 'direct.Naive*') to turn off.")
+FAMILY_SWITCHES = {
+    family: _declare(
+        f"CONVSOLVE_DEBUG_CONV_{family.upper()}", "1",
+        f"0 turns off every solver of the {family!r} family (solver.algorithm == {family!r}).")
+    for family in FAMILIES
+}
+
+# }}}
+
+# {{{ find
+
+FIND_MODE = _declare(
+    "CONVSOLVE_FIND_MODE", "DYNAMIC_HYBRID",
+    "NORMAL (1), FAST (2), HYBRID (3) or DYNAMIC_HYBRID (5), by name or MIOpen's number.")
+COMPILE_PARALLEL_LEVEL = _declare(
+    "CONVSOLVE_COMPILE_PARALLEL_LEVEL", "",
+    "Threads that build find's candidates at once. Unset: the number of CPUs; 1 builds serially.")
+DEBUG_COMPILE_ONLY = _declare(
+    "CONVSOLVE_DEBUG_COMPILE_ONLY", "0",
+    "1 makes find stop after building every candidate (caches warmed, nothing timed or "
+    "recorded); find then returns an empty list.")
+WORKSPACE_LIMIT = _declare(
+    "CONVSOLVE_WORKSPACE_LIMIT", "1G",
+    "Most workspace find allocates itself when called with workspace=None; bytes, with an "
+    "optional K, M or G suffix (powers of 1024).")
+FIND_SOLVER_BUDGET_MS = _declare(
+    "CONVSOLVE_FIND_SOLVER_BUDGET_MS", "1000",
+    "Time find spends timing one solver, in ms of kernel time: sampling stops once it is spent.")
+
+# }}}
+
+LOG_LEVEL = _declare(
+    "CONVSOLVE_LOG_LEVEL", "WARNING",
+    "Level of the 'convsolve' logger: DEBUG, INFO (every skip and fallback), WARNING, ERROR.")
+
+
+# {{{ parsers
+
+def flag(var):
+    """True for 1/true/yes/on, False for 0/false/no/off; anything else is an error."""
+    value = var.raw().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValidationError(var.name, value, "expected 1 or 0")
+
+
+def integer(var, minimum=None):
+    """The value as an int (None when unset), at least ``minimum``."""
+    value = var.raw()
+    if not value:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValidationError(var.name, value, "expected an integer") from None
+    if minimum is not None and number < minimum:
+        raise ValidationError(var.name, value, f"must be at least {minimum}")
+    return number
+
+
+def names(var):
+    """The value as a list of stripped, non-empty comma-separated names."""
+    return [part.strip() for part in var.raw().split(",") if part.strip()]
+
+
+def size_in_bytes(var):
+    """The value as a byte count: digits with an optional K, M or G suffix."""
+    value = var.raw().upper().removesuffix("B")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(value[-1:], 1)
+    digits = value[:-1] if scale > 1 else value
+    if not digits.isdigit():
+        raise ValidationError(var.name, var.raw(), "expected bytes such as 512M or 2G")
+    return int(digits) * scale
+
+
+def disabled_by(solver_name, algorithm):
+    """The switch (e.g. 'CONVSOLVE_DEBUG_CONV_GEMM=0') that turns a solver off, or None."""
+    switch = FAMILY_SWITCHES.get(algorithm)
+    if switch is not None and not flag(switch):
+        return f"{switch.name}={switch.raw()}"
+    for pattern in names(DISABLE_SOLVERS):
+        if fnmatch.fnmatchcase(solver_name, pattern):
+            return f"{DISABLE_SOLVERS.name} ({pattern!r})"
+    return None
+
+# }}}
+
+
+def markdown_table():
+    """Every variable as a Markdown table: the body of docs/environment.md."""
+    lines = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    for var in VARS.values():
+        lines.append(f"| `{var.name}` | {f'`{var.default}`' if var.default else 'unset'} | {var.doc} |")
+    return "\n".join(lines) + "\n"

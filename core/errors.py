@@ -1,0 +1,46 @@
+"""The convsolve exception hierarchy: every error the library raises on purpose."""
+
+
+class ConvsolveError(Exception):
+    """Base of every error convsolve raises on purpose."""
+
+
+class ValidationError(ConvsolveError, ValueError):
+    """Invalid input: names the offending field and value, raised before anything reaches OpenCL."""
+
+    def __init__(self, field, value, why):
+        self.field = field
+        self.value = value
+        super().__init__(f"invalid {field}={value!r}: {why}")
+
+
+class PluginError(ConvsolveError):
+    """A plugin or solver that cannot be loaded or does not honour the solver contract."""
+
+    def __init__(self, message, plugin=None):
+        self.plugin = plugin
+        super().__init__(message)
+
+
+class SolverError(ConvsolveError, ValueError):
+    """A named solver that is unknown, disabled or not applicable to the problem."""
+
+
+class DeviceError(ConvsolveError):
+    """No usable OpenCL device, or the one asked for cannot be found or cannot build kernels."""
+
+
+class BuildError(ConvsolveError):
+    """An OpenCL program failed to build; the message holds the options and the build log."""
+
+    def __init__(self, message, log=""):
+        self.log = log
+        super().__init__(message)
+
+
+class FindError(ConvsolveError):
+    """find() could not produce a single working solver; the message lists every skip reason."""
+
+
+class DatabaseError(ConvsolveError):
+    """A find-db file that cannot be opened or written even after being set aside and rebuilt."""

@@ -1,0 +1,93 @@
+"""Running one solver: device-buffer checks, choosing the solver by name or family, enqueueing."""
+from typing import NamedTuple
+
+import pyopencl as cl
+
+from .errors import SolverError, ValidationError
+from .find_db import FindDb
+from .plugins import registry
+from .problem import Direction
+
+
+class Buffers(NamedTuple):
+    """Device buffers in forward-sense roles: input x, weights w, output y (see Direction)."""
+
+    x: object
+    w: object
+    y: object
+
+
+def check_buffers(problem, x, w, y):
+    """The three buffers as Buffers, each an OpenCL buffer at least as large as its tensor.
+
+    With a zero batch, ``x`` and ``y`` may be None (OpenCL has no empty buffers).
+    """
+    checked = []
+    for name, buffer, desc in (("x", x, problem.x), ("w", w, problem.w), ("y", y, problem.y)):
+        if buffer is None and desc.nbytes == 0:
+            checked.append(None)
+            continue
+        if buffer is None:
+            raise ValidationError(name, None, f"a device buffer of {desc.nbytes} bytes is required")
+        if not isinstance(buffer, cl.Buffer):
+            raise ValidationError(name, type(buffer).__name__, "expected a pyopencl.Buffer")
+        if buffer.size < desc.nbytes:
+            raise ValidationError(f"{name} buffer size", buffer.size,
+                                  f"tensor {desc.shape} {desc.dtype} needs {desc.nbytes} bytes")
+        checked.append(buffer)
+    return Buffers(*checked)
+
+
+def check_scratch(scratch, needed, solver_name):
+    """``scratch`` checked to hold ``needed`` bytes for ``solver_name``."""
+    if scratch is not None and not isinstance(scratch, cl.Buffer):
+        raise ValidationError("workspace", type(scratch).__name__, "expected a pyopencl.Buffer or None")
+    have = scratch.size if scratch is not None else 0
+    if have < needed:
+        raise ValidationError("workspace", have, f"{solver_name!r} needs {needed} bytes")
+    return scratch
+
+
+def resolve_solver(handle, problem, solver):
+    """The solver object for ``solver``: a solver name, or a family whose best find remembered.
+
+    Raises SolverError when it is not installed, disabled, or not applicable to ``problem``.
+    """
+    reg = registry()
+    name = solver
+    if solver not in reg.solvers:
+        name = handle.best.get(problem.key(), {}).get(solver)
+        if name is None:
+            family_records = [r for r in FindDb().lookup(handle.db_key, problem.key())
+                              if r.algorithm == solver and r.solver in reg.solvers]
+            if not family_records:
+                families = {s.algorithm for s in reg.solvers.values()}
+                if solver in families:
+                    raise SolverError(f"no {solver!r} solver was found for {problem.key()}: "
+                                      "run find first, or name a solver")
+                reg.get(solver)  # raises: neither a solver nor a family
+            name = family_records[0].solver
+    chosen = reg.enabled(name)
+    applicable, skipped = reg.candidates(problem)
+    if chosen not in applicable:
+        raise SolverError(f"solver {name!r} cannot run {problem.key()}: {skipped[name]}")
+    return chosen
+
+
+def run(handle, problem, solver, *, x, w, y, workspace=None):
+    """Enqueue ``solver`` (a name, or a family find has ranked) on ``problem``; returns its events.
+
+    Nothing waits: synchronise with ``handle.queue.finish()`` or the events.  ``workspace`` is a
+    buffer of at least the solver's workspace bytes, or None to use one the handle keeps.
+    """
+    buffers = check_buffers(problem, x, w, y)
+    chosen = resolve_solver(handle, problem, solver)
+    if problem.n == 0:
+        if problem.direction is Direction.BACKWARD_WEIGHTS:  # the sum over an empty batch
+            return [cl.enqueue_fill_buffer(handle.queue, buffers.w, b"\0\0\0\0", 0,
+                                           problem.w.nbytes)]
+        return []
+    needed = chosen.workspace(problem)
+    scratch = handle.scratch(needed) if workspace is None else workspace
+    check_scratch(scratch, needed, chosen.name)
+    return handle.invoker(chosen, problem)(buffers, scratch)

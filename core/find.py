@@ -1,0 +1,196 @@
+"""find: benchmark the applicable solvers of a problem, rank them and record them in the find-db."""
+import enum
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pyopencl as cl
+
+from . import env
+from .errors import FindError, ValidationError
+from .execute import check_buffers, check_scratch
+from .find_db import FindDb, Record
+from .plugins import registry
+from .solutions import Solution, usable_records, wti_fallback
+from .timing import time_invoker
+
+log = logging.getLogger("convsolve")
+
+#: A candidate whose warm-up run is this many times slower than the best so far is not sampled.
+CUTOFF_FACTOR = 10.0
+
+
+class FindMode(enum.Enum):
+    """What find does on a find-db hit or miss; values are MIOpen's numbers."""
+
+    NORMAL = 1           # always benchmark every applicable solver
+    FAST = 2             # db hit, else the WTI fallback ranking (nothing is run)
+    HYBRID = 3           # db hit, else benchmark every applicable solver
+    DYNAMIC_HYBRID = 5   # db hit, else benchmark the dynamic solvers only
+
+    @classmethod
+    def parse(cls, value=None):
+        """A FindMode from itself, a name or a number; None reads CONVSOLVE_FIND_MODE."""
+        if isinstance(value, cls):
+            return value
+        text = str(env.FIND_MODE.raw() if value is None else value).strip().upper()
+        for mode in cls:
+            if text in (mode.name, str(mode.value)):
+                return mode
+        raise ValidationError("find mode", value if value is not None else text,
+                              "expected " + ", ".join(f"{m.name} ({m.value})" for m in cls))
+
+
+def _remember(handle, problem, solutions):
+    """Keep each family's best solver for ``problem`` in the handle, for run(solver=family)."""
+    best = handle.best.setdefault(problem.key(), {})
+    for solution in sorted(solutions, key=lambda s: s.time_ms, reverse=True):
+        best[solution.algorithm] = solution.solver
+
+
+def _workspace(handle, workspace, needs):
+    """(scratch buffer, bytes available): the caller's buffer, or one find allocates itself.
+
+    With ``workspace=None`` find allocates the largest need up to CONVSOLVE_WORKSPACE_LIMIT and the
+    device's largest allocation, halving on allocation failure.
+    """
+    if workspace is not None:
+        check_scratch(workspace, 0, "find")
+        return workspace, workspace.size
+    largest = max(needs, default=0)
+    size = min(largest, env.size_in_bytes(env.WORKSPACE_LIMIT), handle.device.max_mem_alloc_size)
+    smallest = min((n for n in needs if n > 0), default=0)
+    while size > 0 and size >= smallest:
+        try:
+            return cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, size), size
+        except cl.Error as exc:
+            log.info("workspace of %d bytes not allocated (%s); trying half", size, exc)
+            size //= 2
+    return None, 0
+
+
+def _build_all(handle, problem, solvers, skipped):
+    """{solver: invoker} for the solvers that build, in parallel threads; failures go to skipped."""
+    level = env.integer(env.COMPILE_PARALLEL_LEVEL, minimum=1) or os.cpu_count() or 1
+
+    def build(solver):
+        try:
+            return solver, handle.invoker(solver, problem), None
+        except Exception as exc:  # noqa: BLE001 - one broken solver must not stop find
+            return solver, None, exc
+
+    built = {}
+    with ThreadPoolExecutor(max_workers=level) as pool:
+        for solver, invoker, error in pool.map(build, solvers):
+            if error is None:
+                built[solver] = invoker
+            else:
+                skipped[solver.name] = f"failed to build: {error}"
+                log.info("skip %r: failed to build: %s", solver.name, error)
+    return built
+
+
+def _benchmark(handle, problem, solvers, buffers, workspace, skipped):
+    """Build and time ``solvers``; returns their Solutions (may be empty) and fills ``skipped``."""
+    needs = {}
+    for solver in solvers:
+        try:
+            needs[solver] = int(solver.workspace(problem))
+        except Exception as exc:  # noqa: BLE001
+            skipped[solver.name] = f"workspace() raised {exc!r}"
+    scratch, available = _workspace(handle, workspace, needs.values())
+    fitting = []
+    for solver, need in needs.items():
+        if need > available:
+            skipped[solver.name] = (f"needs {need / 2**20:.1f} MiB workspace, "
+                                    f"{available / 2**20:.1f} MiB given")
+            log.info("skip %r: %s", solver.name, skipped[solver.name])
+        else:
+            fitting.append(solver)
+    fitting.sort(key=lambda s: -_safe_wti(s, problem))
+    built = _build_all(handle, problem, fitting, skipped)
+    if env.flag(env.DEBUG_COMPILE_ONLY):
+        log.info("compile only: built %d solvers for %s, timed none", len(built), problem.key())
+        return []
+    budget = float(env.FIND_SOLVER_BUDGET_MS.raw())
+    results = []
+    for solver, invoker in built.items():
+        best = min((r.time_ms for r in results), default=None)
+        try:
+            time_ms = time_invoker(invoker, buffers, scratch if needs[solver] else None, budget,
+                                   None if best is None else best * CUTOFF_FACTOR)
+        except Exception as exc:  # noqa: BLE001
+            handle.forget_invoker(solver, problem)
+            skipped[solver.name] = f"failed to run: {exc}"
+            log.info("skip %r: failed to run: %s", solver.name, exc)
+            continue
+        log.info("timed %r: %.4f ms", solver.name, time_ms)
+        results.append(Solution(solver.name, solver.algorithm, time_ms, needs[solver], "benchmark"))
+    return sorted(results, key=lambda s: s.time_ms)
+
+
+def _safe_wti(solver, problem):
+    try:
+        return float(solver.get_wti(problem))
+    except Exception:  # noqa: BLE001 - unknown WTI only orders the candidate last
+        return -1.0
+
+
+def find(handle, problem, *, x, w, y, workspace=None, request_count=None, exhaustive=False,
+         mode=None):
+    """Rank the solvers of ``problem``, fastest first, benchmarking as the find mode says.
+
+    Buffers are in forward-sense roles for every direction (backward-data writes ``x``,
+    backward-weights writes ``w``); find runs candidates on them, so the written buffer holds
+    some candidate's result afterwards.  ``workspace`` is a buffer, or None to let find allocate
+    what candidates need (up to CONVSOLVE_WORKSPACE_LIMIT).  ``exhaustive=True`` ignores the
+    find-db and benchmarks every applicable solver.  ``mode`` overrides CONVSOLVE_FIND_MODE.
+
+    :returns: a list of :class:`Solution`, at most ``request_count`` long; empty for a zero batch
+      and under CONVSOLVE_DEBUG_COMPILE_ONLY=1.
+    :raises FindError: when no solver works, listing why each was skipped.
+    """
+    if request_count is not None and (isinstance(request_count, bool)
+                                      or not isinstance(request_count, int) or request_count < 1):
+        raise ValidationError("request_count", request_count, "must be a positive integer or None")
+    buffers = check_buffers(problem, x, w, y)
+    mode = FindMode.parse(mode)
+    if problem.n == 0:
+        log.info("find %s: zero batch, nothing to compute", problem.key())
+        return []
+    reg = registry()
+    db = FindDb()
+    if mode is not FindMode.NORMAL and not exhaustive:
+        hit = usable_records(db.lookup(handle.db_key, problem.key()), reg, problem)
+        if hit:
+            log.info("find %s: find-db hit (%d solutions)", problem.key(), len(hit))
+            _remember(handle, problem, hit)
+            return hit[:request_count]
+        if mode is FindMode.FAST:
+            fallback = wti_fallback(reg, problem)
+            if not fallback:
+                raise FindError(f"FAST find for {problem.key()}: find-db miss and no applicable "
+                                "solver has a known WTI")
+            log.info("find %s: find-db miss, WTI fallback (FAST mode)", problem.key())
+            return fallback[:request_count]
+    solvers, skipped = reg.candidates(problem)
+    if mode is FindMode.DYNAMIC_HYBRID and not exhaustive:
+        dynamic = [s for s in solvers if s.dynamic]
+        if dynamic:
+            for solver in solvers:
+                if not solver.dynamic:
+                    skipped[solver.name] = "not dynamic (DYNAMIC_HYBRID benchmarks dynamic solvers on a miss)"
+            solvers = dynamic
+        else:
+            log.info("find %s: no dynamic solver applies; benchmarking all", problem.key())
+    results = _benchmark(handle, problem, solvers, buffers, workspace, skipped)
+    if env.flag(env.DEBUG_COMPILE_ONLY):
+        return []
+    if not results:
+        reasons = "; ".join(f"{name}: {why}" for name, why in sorted(skipped.items()))
+        raise FindError(f"no solver works for {problem.key()} on {handle.name}: "
+                        f"{reasons or 'no solver is installed'}")
+    db.store(handle.db_key, problem.key(),
+             [Record(r.solver, r.algorithm, r.time_ms, r.workspace) for r in results])
+    _remember(handle, problem, results)
+    return results[:request_count]

@@ -1,0 +1,232 @@
+"""Handle: one OpenCL device with its context and profiling queue; builds kernels and keeps invokers."""
+import logging
+import re
+import threading
+from importlib import resources
+from pathlib import Path
+
+import pyopencl as cl
+
+from . import env
+from .errors import BuildError, DeviceError, ValidationError
+from .kernel_cache import KernelCache, cache_dir, cache_key, included_sources
+
+log = logging.getLogger("convsolve")
+
+CORE_KERNELS = resources.files("convsolve") / "kernels"
+_PROBE_SOURCE = "__kernel void cs_probe(__global float *a) { a[get_global_id(0)] += 1.0f; }"
+_IDENTIFIER_RE = re.compile(r"^[A-Za-z_]\w*$")
+_POCL_HINT = ("install Debian's PoCL (apt-get install pocl-opencl-icd) for the CPU, or a GPU "
+              "driver's OpenCL ICD; PyPI's pocl-binary-distribution cannot build kernels on "
+              "recent CPUs ('unknown target CPU generic')")
+
+
+# {{{ device choice
+
+def list_devices():
+    """Every (platform, device) pyopencl sees, in platform order; the index is CONVSOLVE_DEVICE's."""
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:
+        return []
+    found = []
+    for platform in platforms:
+        try:
+            found.extend((platform, device) for device in platform.get_devices())
+        except cl.Error:
+            continue
+    return found
+
+
+def describe(platform, device):
+    """'platform name: device name', the text CONVSOLVE_DEVICE substrings are matched against."""
+    return f"{platform.name.strip()}: {device.name.strip()}"
+
+
+def probe(device):
+    """None when ``device`` builds and runs a tiny kernel, else the reason it cannot."""
+    try:
+        context = cl.Context([device])
+        program = cl.Program(context, _PROBE_SOURCE).build()
+        queue = cl.CommandQueue(context)
+        buffer = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4)
+        program.cs_probe(queue, (1,), None, buffer)
+        queue.finish()
+        return None
+    except cl.Error as exc:
+        return " ".join(str(exc).split())[:300]
+
+
+def choose_device(spec=None):
+    """The device named by ``spec`` (index or substring), else by CONVSOLVE_DEVICE, else the default.
+
+    The default is the first GPU that builds kernels, else the first PoCL CPU device that does,
+    else any device that does.
+    """
+    devices = list_devices()
+    if not devices:
+        raise DeviceError(f"no OpenCL platform found: {_POCL_HINT}")
+    spec = env.DEVICE.raw() if spec is None else str(spec)
+    if spec:
+        if spec.isdigit():
+            if int(spec) >= len(devices):
+                raise ValidationError("device", spec, f"only {len(devices)} devices are visible")
+            chosen = [devices[int(spec)]]
+        else:
+            chosen = [d for d in devices if spec.lower() in describe(*d).lower()]
+            if not chosen:
+                raise ValidationError("device", spec, "matches none of: " + "; ".join(
+                    describe(*d) for d in devices))
+    else:
+        def rank(pair):
+            platform, device = pair
+            is_gpu = bool(device.type & cl.device_type.GPU)
+            is_pocl = "portable computing language" in platform.name.lower()
+            return (not is_gpu, not is_pocl)
+        chosen = sorted(devices, key=rank)
+    failures = []
+    for platform, device in chosen:
+        reason = probe(device)
+        if reason is None:
+            return device
+        failures.append(f"{describe(platform, device)}: {reason}")
+        log.info("device %r cannot build kernels: %s", describe(platform, device), reason)
+    raise DeviceError("no OpenCL device can build kernels (" + "; ".join(failures) + f"); {_POCL_HINT}")
+
+# }}}
+
+
+def format_defines(defines):
+    """``-D NAME=value`` options, sorted by name; values must be ints, floats or identifiers."""
+    options = []
+    for name in sorted(defines or {}):
+        value = defines[name]
+        if not _IDENTIFIER_RE.match(str(name)):
+            raise ValidationError("define name", name, "must be a C identifier")
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValidationError(f"define {name}", value, "must be an int, a float or an identifier")
+        if isinstance(value, str) and not _IDENTIFIER_RE.match(value):
+            raise ValidationError(f"define {name}", value, "a text value must be an identifier")
+        text = f"{value!r}f" if isinstance(value, float) else str(value)
+        options.append(f"-D{name}={text}")
+    return options
+
+
+class Handle:
+    """One OpenCL device, its context and profiling command queue, and what was built on it.
+
+    ``context`` and ``queue`` are the pyopencl objects, so callers allocate buffers and
+    synchronise with them.  The handle is safe to build from several threads at once.
+    """
+
+    def __init__(self, device=None):
+        self.device = device if isinstance(device, cl.Device) else choose_device(device)
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(
+            self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        platform = self.device.platform
+        self.identity = {
+            "platform": platform.name.strip(), "platform_version": platform.version.strip(),
+            "device": self.device.name.strip(), "driver": self.device.driver_version.strip(),
+            "compute_units": self.device.max_compute_units}
+        self.is_cpu = bool(self.device.type & cl.device_type.CPU)
+        directory = cache_dir()
+        self._kernel_cache = KernelCache(directory) if directory else None
+        self._programs = {}       # cache key -> built cl.Program
+        self._invokers = {}       # (solver name, problem key) -> invoker
+        self._scratch = None      # reusable workspace buffer for run()
+        self._lock = threading.Lock()
+        self._key_locks = {}
+        self.best = {}            # problem key -> {family: solver name}, filled by find
+        log.info("handle on %s (driver %s, %d compute units)", self.name,
+                 self.identity["driver"], self.identity["compute_units"])
+
+    @property
+    def name(self):
+        """'platform: device', as ``convsolve devices`` lists it."""
+        return describe(self.device.platform, self.device)
+
+    @property
+    def db_key(self):
+        """The device's id in find-dbs: device name and compute units (not the driver version)."""
+        return f"{self.identity['device']}/{self.identity['compute_units']}cu"
+
+    # {{{ building
+
+    def build(self, file, kernel, defines=None):
+        """A fresh ``pyopencl.Kernel`` named ``kernel`` from the .cl ``file`` built with ``defines``.
+
+        ``file`` is a path or an importlib.resources file (a plugin's ``kernels/x.cl``); the core's
+        ``convsolve.h`` and the file's own folder are on the include path.  Programs are built once
+        per handle and kept in the on-disk kernel cache; each call returns a new Kernel object,
+        so invokers never share argument state.
+        """
+        source = file.read_text()
+        include_dirs = [str(CORE_KERNELS)]
+        if isinstance(file, Path) or hasattr(file, "parent"):
+            include_dirs.insert(0, str(file.parent))
+        defines_options = format_defines(defines)
+        key = cache_key(source, included_sources(source, include_dirs), defines_options,
+                        self.identity)
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            program = self._programs.get(key)
+            if program is None:
+                options = defines_options + [f"-I{d}" for d in include_dirs]
+                program = self._program(key, source, options, file)
+                self._programs[key] = program
+        try:
+            return cl.Kernel(program, kernel)
+        except cl.Error as exc:
+            raise BuildError(f"{file}: no kernel {kernel!r} in the built program ({exc})") from exc
+
+    def _program(self, key, source, options, file):
+        """A built program: from the kernel cache when it holds a good binary, else from source."""
+        cache = self._kernel_cache
+        binary = cache.load(key) if cache else None
+        if binary is not None:
+            try:
+                return cl.Program(self.context, [self.device], [binary]).build(options=options)
+            except cl.Error as exc:
+                log.warning("kernel cache: entry %s does not load (%s); rebuilding", key[:12], exc)
+                cache.discard(key)
+        try:
+            program = cl.Program(self.context, source).build(options=options)
+        except cl.Error as exc:
+            raise BuildError(
+                f"building {file} for {self.name} failed: {type(exc).__name__} "
+                f"(CL_BUILD_PROGRAM_FAILURE); options: {' '.join(options)}\n{exc}",
+                log=str(exc)) from exc
+        if cache:
+            cache.store(key, program.get_info(cl.program_info.BINARIES)[0])
+        log.debug("built %s with %s", file, " ".join(options))
+        return program
+
+    def invoker(self, solver, problem):
+        """The invoker of ``solver`` for ``problem``, built on first use and kept in the handle."""
+        key = (solver.name, problem.key())
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            if key not in self._invokers:
+                self._invokers[key] = solver.build_invoker(problem, self)
+            return self._invokers[key]
+
+    def forget_invoker(self, solver, problem):
+        """Drop a kept invoker (after it failed to run)."""
+        self._invokers.pop((solver.name, problem.key()), None)
+
+    # }}}
+
+    def scratch(self, nbytes):
+        """A workspace buffer of at least ``nbytes`` (None for 0), reused and grown across calls."""
+        if nbytes <= 0:
+            return None
+        with self._lock:
+            if self._scratch is None or self._scratch.size < nbytes:
+                self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
+            return self._scratch
+
+    def __repr__(self):
+        return f"<convsolve.Handle {self.name!r}>"

@@ -1,0 +1,37 @@
+"""Immediate mode: solutions from the find-db or the WTI fallback, then compile and run by name."""
+from .execute import resolve_solver, run
+from .find_db import FindDb
+from .plugins import registry
+from .solutions import usable_records, wti_fallback
+
+
+def get_solutions(handle, problem, max_count=None):
+    """Ranked solutions for ``problem`` without benchmarking.
+
+    From the find-db when it has usable records (``source == 'find-db'``), else from the fallback
+    that ranks applicable solvers by WTI, time = 10 / WTI ms (``source == 'fallback'``).
+    """
+    reg = registry()
+    solutions = usable_records(FindDb().lookup(handle.db_key, problem.key()), reg, problem)
+    if not solutions:
+        solutions = wti_fallback(reg, problem)
+    return solutions[:max_count]
+
+
+def get_solution_count(handle, problem):
+    """How many solutions get_solutions would return with no limit."""
+    return len(get_solutions(handle, problem))
+
+
+def get_solution_workspace_size(handle, problem, solver):
+    """Bytes of workspace the named solver needs for ``problem``."""
+    return int(resolve_solver(handle, problem, solver).workspace(problem))
+
+
+def compile_solution(handle, problem, solver):
+    """Build the named solver for ``problem`` now, so the first run_solution does not compile."""
+    handle.invoker(resolve_solver(handle, problem, solver), problem)
+
+
+#: Run a solution by solver name: the same function as :func:`convsolve.run`.
+run_solution = run

@@ -1,0 +1,41 @@
+/* convsolve.h: OpenCL helpers shared by every solver's kernels.
+ *
+ * On the include path of every build made through Handle.build (-I), so a kernel file says
+ * `#include "convsolve.h"`. Everything here carries the CS_ prefix.
+ *
+ * Defines read:
+ *   CS_PRECISION  32 (float, the default) or 16 (half, needs cl_khr_fp16); selects `real`.
+ */
+#ifndef CONVSOLVE_H
+#define CONVSOLVE_H
+
+#ifndef CS_PRECISION
+#define CS_PRECISION 32  /* element type of tensors: 32 = float, 16 = half */
+#endif
+
+#if CS_PRECISION == 16
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+typedef half real;
+#else
+typedef float real;
+#endif
+
+/* Ceiling of a / b for non-negative integers. */
+#define CS_DIV_UP(a, b) (((a) + (b) - 1) / (b))
+
+/* Floor division that is correct for negative numerators (b > 0). */
+#define CS_FLOOR_DIV(a, b) (((a) >= 0) ? ((a) / (b)) : -(((b) - 1 - (a)) / (b)))
+
+/* Packed NCHW offset of element (n, c, h, w) of a tensor with C channels and H x W pixels. */
+#define CS_NCHW(n, c, h, w, C, H, W) \
+    ((((size_t)(n) * (C) + (c)) * (H) + (h)) * (size_t)(W) + (w))
+
+/* The problem's sizes as kernel parameters, in the order Problem.kernel_args() passes them, for
+ * dynamic kernels (one build serves every problem).  Bottom/right padding is implied by OH, OW. */
+#define CS_CONV_PARAMS                                                                  \
+    const int N, const int C, const int H, const int W, const int K, const int R,       \
+    const int S, const int OH, const int OW, const int G, const int PAD_T,              \
+    const int PAD_L, const int STRIDE_H, const int STRIDE_W, const int DIL_H,           \
+    const int DIL_W
+
+#endif /* CONVSOLVE_H */

@@ -1,0 +1,221 @@
+"""Plugin discovery and the solver registry: load, validate against the contract, enable or disable."""
+import importlib
+import importlib.metadata
+import inspect
+import logging
+import re
+import threading
+from dataclasses import dataclass, field
+
+import pluggy
+
+from . import env, hookspecs
+from .errors import PluginError, SolverError
+from .problem import Direction
+
+log = logging.getLogger("convsolve")
+
+ENTRY_POINT_GROUP = "convsolve.solvers"
+_NAME_RE = re.compile(r"^[A-Za-z_]\w*\.[A-Za-z_]\w*$")
+
+
+@dataclass
+class PluginInfo:
+    """One plugin as discovery saw it: where it came from, and whether it loaded."""
+
+    name: str                       # entry-point (or module) name
+    module: str                     # the module it points at
+    distribution: str = None        # the distribution that declares it, if any
+    version: str = None
+    error: str = None               # None when it loaded
+    solvers: list = field(default_factory=list)   # names of its solvers that passed validation
+    solver_errors: dict = field(default_factory=dict)  # refused solver (or object) -> reason
+
+
+class Registry:
+    """The loaded plugins and their validated solvers, with enable/disable switches applied on use."""
+
+    def __init__(self, manager, plugins, solvers):
+        self.manager = manager
+        self.plugins = plugins      # [PluginInfo]
+        self.solvers = solvers      # {name: solver}, in load order
+
+    def get(self, name):
+        """The installed solver called ``name``, or a SolverError listing what is installed."""
+        try:
+            return self.solvers[name]
+        except KeyError:
+            raise SolverError(f"no solver {name!r} is installed; installed: "
+                              f"{', '.join(self.solvers) or 'none'}") from None
+
+    def enabled(self, name):
+        """The solver called ``name`` if installed and on, else a SolverError saying why not."""
+        solver = self.get(name)
+        reason = env.disabled_by(solver.name, solver.algorithm)
+        if reason:
+            raise SolverError(f"solver {name!r} is disabled by {reason}")
+        return solver
+
+    def enabled_solvers(self):
+        """(solvers that are on, {name: switch} of those turned off)."""
+        on, off = [], {}
+        for solver in self.solvers.values():
+            reason = env.disabled_by(solver.name, solver.algorithm)
+            if reason:
+                off[solver.name] = reason
+            else:
+                on.append(solver)
+        return on, off
+
+    def candidates(self, problem):
+        """(solvers that are on and applicable to ``problem``, {solver name: why not} for the rest)."""
+        on, skipped = self.enabled_solvers()
+        skipped = {name: f"disabled by {switch}" for name, switch in skipped.items()}
+        applicable = []
+        for solver in on:
+            if problem.direction not in solver.directions:
+                skipped[solver.name] = f"does not serve {problem.direction.name}"
+                continue
+            try:
+                ok = bool(solver.is_applicable(problem))
+            except Exception as exc:  # noqa: BLE001 - a faulty solver is only not applicable
+                skipped[solver.name] = f"is_applicable raised {exc!r}"
+                continue
+            if ok:
+                applicable.append(solver)
+            else:
+                skipped[solver.name] = "not applicable"
+        return applicable, skipped
+
+
+# {{{ validation
+
+def _check_attributes(solver):
+    """Reasons the solver's plain attributes break the contract (empty when fine)."""
+    problems = []
+    name = getattr(solver, "name", None)
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        problems.append(f"name={name!r} is not of the form 'family.Name'")
+    if not isinstance(getattr(solver, "algorithm", None), str) or not solver.algorithm:
+        problems.append(f"algorithm={getattr(solver, 'algorithm', None)!r} is not a family name")
+    directions = getattr(solver, "directions", None)
+    if not directions or not all(isinstance(d, Direction) for d in directions):
+        problems.append(f"directions={directions!r} is not a non-empty collection of Direction")
+    if not isinstance(getattr(solver, "dynamic", None), bool):
+        problems.append(f"dynamic={getattr(solver, 'dynamic', None)!r} is not a bool")
+    return problems
+
+
+def _register_solver(manager, solver):
+    """Register one solver with pluggy; raise PluginError when it breaks the contract."""
+    problems = _check_attributes(solver)
+    if problems:
+        raise PluginError(f"solver {solver!r}: " + "; ".join(problems), solver)
+    if manager.get_plugin(solver.name) is not None:
+        raise PluginError(f"solver {solver.name!r} is provided twice", solver)
+    try:
+        manager.register(solver, name=solver.name)
+        manager.check_pending()
+    except pluggy.PluginValidationError as exc:
+        manager.unregister(solver)
+        raise PluginError(f"solver {solver.name!r}: {exc}", solver) from exc
+    implemented = {caller.name for caller in manager.get_hookcallers(solver) or ()}
+    missing = [hook for hook in hookspecs.REQUIRED_SOLVER_HOOKS if hook not in implemented]
+    if missing:
+        manager.unregister(solver)
+        where = inspect.getsourcefile(type(solver)) or type(solver).__module__
+        raise PluginError(f"solver {solver.name!r} ({type(solver).__qualname__} in {where}) "
+                          f"does not implement {missing} as @hookimpl methods", solver)
+
+# }}}
+
+
+# {{{ discovery
+
+def _sources():
+    """(name, module path, distribution, version) of each plugin to load, in discovery order."""
+    sources, seen = [], set()
+    if not env.flag(env.DISABLE_PLUGIN_AUTOLOAD):
+        for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP),
+                         key=lambda ep: ep.name):
+            dist = getattr(ep, "dist", None)
+            sources.append((ep.name, ep.value, dist and dist.name, dist and dist.version))
+            seen.add(ep.name)
+    by_name = {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    for name in env.names(env.PLUGINS):
+        if name in seen:
+            continue
+        seen.add(name)
+        ep = by_name.get(name)
+        if ep is not None:
+            dist = getattr(ep, "dist", None)
+            sources.append((name, ep.value, dist and dist.name, dist and dist.version))
+        else:  # not an entry point: an importable module name
+            sources.append((name, name, None, None))
+    return sources
+
+
+def _load_plugin(manager, info, strict):
+    """Import one plugin, call its convsolve_solvers() and register each solver it returns."""
+    try:
+        module = importlib.import_module(info.module.split(":")[0])
+        if ":" in info.module:
+            for attr in info.module.split(":")[1].split("."):
+                module = getattr(module, attr)
+        manager.register(module, name=f"plugin:{info.name}")
+        manager.check_pending()
+        impls = [impl for impl in manager.hook.convsolve_solvers.get_hookimpls()
+                 if impl.plugin is module]
+        if not impls:
+            raise PluginError(f"plugin {info.name!r} ({info.module}) has no @hookimpl "
+                              "convsolve_solvers()", module)
+        solvers = [solver for impl in impls for solver in impl.function()]
+    except Exception as exc:  # noqa: BLE001 - a broken plugin must not take the others down
+        info.error = f"{type(exc).__name__}: {exc}"
+        if strict:
+            raise PluginError(f"plugin {info.name!r} failed to load: {info.error}", info) from exc
+        log.error("skip plugin %r (%s): %s", info.name, info.module, info.error)
+        return {}
+    loaded = {}
+    for solver in solvers:
+        try:
+            _register_solver(manager, solver)
+        except PluginError as exc:
+            info.solver_errors[getattr(solver, "name", repr(solver))] = str(exc)
+            if strict:
+                raise
+            log.error("skip solver of plugin %r: %s", info.name, exc)
+            continue
+        loaded[solver.name] = solver
+        info.solvers.append(solver.name)
+    return loaded
+
+
+def load():
+    """Discover and validate plugins now, following the autoload and plugin-list switches."""
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    strict = env.flag(env.STRICT_PLUGINS)
+    plugins, solvers = [], {}
+    for name, module, dist, version in _sources():
+        info = PluginInfo(name, module, dist, version)
+        plugins.append(info)
+        solvers.update(_load_plugin(manager, info, strict))
+    log.debug("loaded %d solvers from %d plugins", len(solvers), len(plugins))
+    return Registry(manager, plugins, solvers)
+
+
+_cache = {}
+_lock = threading.Lock()
+
+
+def registry():
+    """The process's Registry, loaded on first use and again when a loading switch changes."""
+    state = (env.DISABLE_PLUGIN_AUTOLOAD.raw(), env.PLUGINS.raw(), env.STRICT_PLUGINS.raw())
+    with _lock:
+        if state not in _cache:
+            _cache.clear()
+            _cache[state] = load()
+        return _cache[state]
+
+# }}}

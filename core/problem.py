@@ -1,0 +1,246 @@
+"""The convolution problem: tensor and convolution descriptors, validation, shapes and cache keys."""
+import enum
+import operator
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ValidationError
+
+DTYPE_SIZES = {"float32": 4}  # float16 follows once a solver supports it
+LAYOUTS = ("NCHW",)
+
+
+class Direction(enum.Enum):
+    """Which of the three convolutions to compute; buffers keep their forward-sense roles."""
+
+    FORWARD = "fwd"            # y = conv(x, w)
+    BACKWARD_DATA = "bwd"      # x = conv_transpose(y, w)   (dx from dy)
+    BACKWARD_WEIGHTS = "wrw"   # w = correlate(x, y)        (dw from x and dy)
+
+    @classmethod
+    def parse(cls, value):
+        """A Direction from itself, its value ('fwd'), or a name ('forward', 'backward-data', ...)."""
+        if isinstance(value, cls):
+            return value
+        text = str(value).strip().lower().replace("-", "_")
+        aliases = {"forward": cls.FORWARD, "backward_data": cls.BACKWARD_DATA,
+                   "backward_weights": cls.BACKWARD_WEIGHTS}
+        for member in cls:
+            if text in (member.value, member.name.lower()):
+                return member
+        if text in aliases:
+            return aliases[text]
+        raise ValidationError("direction", value, "expected forward, backward-data or backward-weights")
+
+    @property
+    def label(self):
+        """Human name as MIOpenDriver prints it: 'Forward', 'Backward Data', 'Backward Weights'."""
+        return self.name.replace("_", " ").title()
+
+
+def _positive_int(field, value, minimum=1):
+    """``value`` as an int >= minimum, else a ValidationError naming ``field``."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        raise ValidationError(field, value, "expected an integer") from None
+    if number < minimum:
+        raise ValidationError(field, value, f"must be at least {minimum}")
+    return number
+
+
+def _pair(field, value, minimum):
+    """An int or a pair of ints, as a 2-tuple of ints >= minimum."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValidationError(field, value, "expected an int or a pair (h, w)")
+        return tuple(_positive_int(field, v, minimum) for v in value)
+    number = _positive_int(field, value, minimum)
+    return (number, number)
+
+
+def parse_padding(padding):
+    """Padding as an int, (pad_h, pad_w) or ((top, bottom), (left, right)) -> ((t, b), (l, r))."""
+    if isinstance(padding, (tuple, list)) and len(padding) == 2 and all(
+            isinstance(side, (tuple, list)) for side in padding):
+        return tuple(_pair("padding", side, 0) for side in padding)
+    if isinstance(padding, (tuple, list)) and any(isinstance(p, (tuple, list)) for p in padding):
+        raise ValidationError("padding", padding, "expected ((top, bottom), (left, right))")
+    pad_h, pad_w = _pair("padding", padding, 0)
+    return ((pad_h, pad_h), (pad_w, pad_w))
+
+
+@dataclass(frozen=True)
+class TensorDesc:
+    """A packed tensor: shape, element type and layout."""
+
+    shape: tuple
+    dtype: str = "float32"
+    layout: str = "NCHW"
+
+    @classmethod
+    def make(cls, field, shape, dtype="float32", layout="NCHW", allow_zero_batch=True):
+        """A validated TensorDesc; ``field`` names the argument in error messages."""
+        if dtype not in DTYPE_SIZES:
+            raise ValidationError(f"{field}.dtype", dtype, f"supported: {sorted(DTYPE_SIZES)}")
+        if layout not in LAYOUTS:
+            raise ValidationError(f"{field}.layout", layout, f"supported: {list(LAYOUTS)}")
+        if not isinstance(shape, (tuple, list)) or len(shape) != len(layout):
+            raise ValidationError(field, shape, f"expected {len(layout)} sizes ({layout})")
+        dims = tuple(_positive_int(f"{field}[{i}] ({layout[i]})", size,
+                                   0 if (i == 0 and allow_zero_batch) else 1)
+                     for i, size in enumerate(shape))
+        return cls(dims, dtype, layout)
+
+    @property
+    def size(self):
+        """Number of elements."""
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        return count
+
+    @property
+    def nbytes(self):
+        """Bytes of a packed buffer holding the tensor."""
+        return self.size * DTYPE_SIZES[self.dtype]
+
+
+@dataclass(frozen=True)
+class ConvDesc:
+    """Convolution parameters: per-side pads, strides, dilations (one entry per spatial dim), groups."""
+
+    pads: tuple        # ((top, bottom), (left, right))
+    strides: tuple     # (stride_h, stride_w)
+    dilations: tuple   # (dilation_h, dilation_w)
+    groups: int = 1
+
+
+_KEY_RE = re.compile(
+    r"^(?P<dir>fwd|bwd|wrw)-n(?P<n>\d+)-c(?P<c>\d+)-h(?P<h>\d+)-w(?P<w>\d+)-k(?P<k>\d+)"
+    r"-y(?P<y>\d+)-x(?P<x>\d+)-p(?P<pt>\d+)\.(?P<pb>\d+)-q(?P<pl>\d+)\.(?P<pr>\d+)"
+    r"-u(?P<u>\d+)-v(?P<v>\d+)-l(?P<l>\d+)-j(?P<j>\d+)-g(?P<g>\d+)-(?P<dtype>\w+)-(?P<layout>\w+)$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One 2-D convolution problem, validated at construction; immutable and hashable.
+
+    ``x``, ``w`` and ``y`` are the forward-sense tensors (input, weights, output) whatever the
+    direction: backward-data computes x from y and w, backward-weights w from x and y.
+    """
+
+    direction: Direction
+    x: TensorDesc
+    w: TensorDesc
+    y: TensorDesc
+    conv: ConvDesc
+
+    @classmethod
+    def conv2d(cls, x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1,
+               direction=Direction.FORWARD, dtype="float32"):
+        """The problem of convolving an NCHW ``x_shape`` with a KCRS ``w_shape`` (C per group)."""
+        direction = Direction.parse(direction)
+        x = TensorDesc.make("x_shape", x_shape, dtype)
+        w = TensorDesc.make("w_shape", w_shape, dtype, allow_zero_batch=False)
+        pads = parse_padding(padding)
+        strides = _pair("stride", stride, 1)
+        dilations = _pair("dilation", dilation, 1)
+        groups = _positive_int("groups", groups)
+        n, c, h, wd = x.shape
+        k, c_per_group, r, s = w.shape
+        if c % groups:
+            raise ValidationError("groups", groups, f"input channels c={c} are not divisible by it")
+        if k % groups:
+            raise ValidationError("groups", groups, f"output channels k={k} are not divisible by it")
+        if c_per_group != c // groups:
+            raise ValidationError("w_shape[1] (C)", c_per_group,
+                                  f"must be c/groups = {c}/{groups} = {c // groups}")
+        out = []
+        for axis, (size, fil, (lo, hi), u, d) in enumerate(zip(
+                (h, wd), (r, s), pads, strides, dilations)):
+            span = (fil - 1) * d + 1
+            extent = size + lo + hi - span
+            if extent < 0:
+                name = ("output height", "output width")[axis]
+                raise ValidationError(name, extent // u + 1,
+                                      f"padded input {size + lo + hi} is smaller than the "
+                                      f"dilated filter {span}; the output must be at least 1")
+            out.append(extent // u + 1)
+        y = TensorDesc((n, k, out[0], out[1]), dtype)
+        return cls(direction, x, w, y, ConvDesc(pads, strides, dilations, groups))
+
+    # {{{ derived sizes
+
+    n = property(lambda self: self.x.shape[0], doc="Batch size.")
+    c = property(lambda self: self.x.shape[1], doc="Input channels (all groups).")
+    in_h = property(lambda self: self.x.shape[2], doc="Input height.")
+    in_w = property(lambda self: self.x.shape[3], doc="Input width.")
+    k = property(lambda self: self.w.shape[0], doc="Output channels (all groups).")
+    fil_h = property(lambda self: self.w.shape[2], doc="Filter height.")
+    fil_w = property(lambda self: self.w.shape[3], doc="Filter width.")
+    out_h = property(lambda self: self.y.shape[2], doc="Output height.")
+    out_w = property(lambda self: self.y.shape[3], doc="Output width.")
+    groups = property(lambda self: self.conv.groups, doc="Group count.")
+    dtype = property(lambda self: self.x.dtype, doc="Element type of all three tensors.")
+
+    @property
+    def flops(self):
+        """Floating-point operations of the direct algorithm (2 per multiply-add), any direction."""
+        return (2 * self.n * self.k * self.out_h * self.out_w
+                * (self.c // self.groups) * self.fil_h * self.fil_w)
+
+    def with_direction(self, direction):
+        """The same convolution in another direction."""
+        return Problem(Direction.parse(direction), self.x, self.w, self.y, self.conv)
+
+    # }}}
+
+    # {{{ keys and kernel defines
+
+    def key(self):
+        """Stable, readable key naming every field, e.g. 'fwd-n8-c64-h56-w56-k64-y3-x3-p1.1-q1.1-u1-v1-l1-j1-g1-float32-NCHW'."""
+        (pt, pb), (pl, pr) = self.conv.pads
+        (u, v), (l, j) = self.conv.strides, self.conv.dilations
+        return (f"{self.direction.value}-n{self.n}-c{self.c}-h{self.in_h}-w{self.in_w}"
+                f"-k{self.k}-y{self.fil_h}-x{self.fil_w}-p{pt}.{pb}-q{pl}.{pr}"
+                f"-u{u}-v{v}-l{l}-j{j}-g{self.groups}-{self.dtype}-{self.x.layout}")
+
+    @classmethod
+    def from_key(cls, key):
+        """The Problem a key() string describes."""
+        match = _KEY_RE.match(key.strip())
+        if not match:
+            raise ValidationError("problem key", key, "expected the form Problem.key() returns")
+        f = {name: (int(v) if v.isdigit() else v) for name, v in match.groupdict().items()}
+        return cls.conv2d((f["n"], f["c"], f["h"], f["w"]), (f["k"], f["c"] // f["g"], f["y"], f["x"]),
+                          stride=(f["u"], f["v"]), padding=((f["pt"], f["pb"]), (f["pl"], f["pr"])),
+                          dilation=(f["l"], f["j"]), groups=f["g"], direction=f["dir"],
+                          dtype=f["dtype"])
+
+    def defines(self):
+        """The problem's sizes as OpenCL -D defines, for solvers that compile per problem."""
+        (pt, pb), (pl, pr) = self.conv.pads
+        return {"CS_N": self.n, "CS_C": self.c, "CS_H": self.in_h, "CS_W": self.in_w,
+                "CS_K": self.k, "CS_R": self.fil_h, "CS_S": self.fil_w,
+                "CS_OH": self.out_h, "CS_OW": self.out_w, "CS_GROUPS": self.groups,
+                "CS_PAD_T": pt, "CS_PAD_B": pb, "CS_PAD_L": pl, "CS_PAD_R": pr,
+                "CS_STRIDE_H": self.conv.strides[0], "CS_STRIDE_W": self.conv.strides[1],
+                "CS_DIL_H": self.conv.dilations[0], "CS_DIL_W": self.conv.dilations[1],
+                "CS_PRECISION": 8 * DTYPE_SIZES[self.dtype]}
+
+    def kernel_args(self):
+        """The sizes as int32 kernel arguments, in the order of CS_CONV_PARAMS in convsolve.h."""
+        (pt, _), (pl, _) = self.conv.pads
+        return tuple(np.int32(v) for v in (
+            self.n, self.c, self.in_h, self.in_w, self.k, self.fil_h, self.fil_w, self.out_h,
+            self.out_w, self.groups, pt, pl, *self.conv.strides, *self.conv.dilations))
+
+    # }}}
+
+    def __str__(self):
+        return self.key()

@@ -1,0 +1,62 @@
+"""Solution records, and how they are ranked without benchmarking: find-db hits and the WTI fallback."""
+import logging
+from dataclasses import dataclass
+
+log = logging.getLogger("convsolve")
+
+#: Estimated time of a fallback solution is this many ms divided by its WTI (MIOpen's convention).
+FALLBACK_TIME_SCALE_MS = 10.0
+
+
+@dataclass(frozen=True)
+class Solution:
+    """One ranked way to solve a problem.
+
+    ``source`` says where ``time_ms`` comes from: ``'benchmark'`` (timed by this find),
+    ``'find-db'`` (a user or system db record) or ``'fallback'`` (estimated as 10 / WTI ms).
+    """
+
+    solver: str
+    algorithm: str
+    time_ms: float
+    workspace: int
+    source: str
+
+    @property
+    def from_db(self):
+        """True when the solution came from a find-db record."""
+        return self.source == "find-db"
+
+
+def usable_records(records, registry, problem):
+    """Solutions from find-db records whose solver is installed, on and applicable; others logged."""
+    applicable, skipped = registry.candidates(problem)
+    names = {solver.name for solver in applicable}
+    usable = []
+    for record in records:
+        if record.solver in names:
+            usable.append(Solution(record.solver, record.algorithm, record.time_ms,
+                                   record.workspace, "find-db"))
+        else:
+            log.info("skip find-db record %r: %s", record.solver,
+                     skipped.get(record.solver, "solver not installed"))
+    return usable
+
+
+def wti_fallback(registry, problem):
+    """Applicable solvers ranked by WTI, without running anything; unknown WTI is left out."""
+    applicable, _ = registry.candidates(problem)
+    ranked = []
+    for solver in applicable:
+        try:
+            wti = float(solver.get_wti(problem))
+            ws = int(solver.workspace(problem))
+        except Exception as exc:  # noqa: BLE001 - a faulty solver must not break the ranking
+            log.warning("skip %r in fallback: its get_wti/workspace raised %r", solver.name, exc)
+            continue
+        if wti <= 0:
+            log.info("skip %r in fallback: WTI unknown", solver.name)
+            continue
+        ranked.append(Solution(solver.name, solver.algorithm,
+                               FALLBACK_TIME_SCALE_MS / min(wti, 1.0), ws, "fallback"))
+    return sorted(ranked, key=lambda s: s.time_ms)

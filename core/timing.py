@@ -1,0 +1,32 @@
+"""Timing an invoker with OpenCL profiling events: one warm-up run, then samples within a budget."""
+import statistics
+
+import pyopencl as cl
+
+#: Timed runs after the warm-up, unless the time budget is spent first.
+SAMPLES = 5
+
+
+def elapsed_ms(events):
+    """Milliseconds from the first event's start to the last event's end (0 for no events)."""
+    if not events:
+        return 0.0
+    cl.wait_for_events(events)
+    return (events[-1].profile.end - events[0].profile.start) * 1e-6
+
+
+def time_invoker(invoker, buffers, scratch, budget_ms, cutoff_ms=None):
+    """Median time in ms of ``invoker``: a warm-up run, then up to SAMPLES runs.
+
+    Sampling stops once ``budget_ms`` of kernel time is spent; when the warm-up alone took
+    longer than the budget or than ``cutoff_ms`` (a multiple of the best time so far), the warm-up
+    time is returned without sampling, so a slow solver cannot stall find.
+    """
+    warmup = elapsed_ms(invoker(buffers, scratch))
+    if warmup >= budget_ms or (cutoff_ms is not None and warmup > cutoff_ms):
+        return warmup
+    samples, spent = [], 0.0
+    while len(samples) < SAMPLES and spent < budget_ms:
+        samples.append(elapsed_ms(invoker(buffers, scratch)))
+        spent += samples[-1]
+    return statistics.median(samples)

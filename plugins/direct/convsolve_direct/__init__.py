@@ -1,0 +1,13 @@
+"""convsolve-direct: direct-convolution solvers (the naive ones are the always-correct fallback)."""
+from convsolve import hookimpl
+
+from .naive import NaiveBwdData, NaiveBwdWeights, NaiveFwd
+
+__version__ = "0.1.0"
+#: Solver API versions this plugin supports.
+CONVSOLVE_SOLVER_API = ">=1.0,<2"
+
+
+@hookimpl
+def convsolve_solvers():
+    return [NaiveFwd(), NaiveBwdData(), NaiveBwdWeights()]

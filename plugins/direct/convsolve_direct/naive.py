@@ -1,0 +1,70 @@
+"""direct.Naive*: one work-item per output element; any stride, padding, dilation and groups."""
+from importlib import resources
+
+import pyopencl as cl
+
+from convsolve import Direction, hookimpl
+
+KERNELS = resources.files(__package__) / "kernels"
+WORK_GROUP = 64   # work-items per group; the range is rounded up to it (kernels guard the tail)
+
+#: Estimated fraction of peak: a scalar loop with no reuse reaches a few percent of it.
+NAIVE_WTI = 0.01
+
+
+class _Naive:
+    """Shared body of the three naive solvers: a dynamic kernel launched over the output."""
+
+    algorithm = "direct"
+    dynamic = True
+    kernel = None       # kernel name in naive.cl
+    output = None       # forward-sense name of the tensor the direction writes
+
+    @property
+    def directions(self):
+        return (self.direction,)
+
+    @hookimpl
+    def is_applicable(self, problem):
+        return problem.dtype == "float32"
+
+    @hookimpl
+    def get_wti(self, problem):
+        return NAIVE_WTI
+
+    @hookimpl
+    def workspace(self, problem):
+        return 0
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        kernel = handle.build(KERNELS / "naive.cl", self.kernel)
+        count = getattr(problem, self.output).size
+        global_size = (-(-count // WORK_GROUP) * WORK_GROUP,)
+        args = problem.kernel_args()
+
+        def invoker(buffers, scratch):
+            kernel.set_args(buffers.x, buffers.w, buffers.y, *args)
+            return [cl.enqueue_nd_range_kernel(handle.queue, kernel, global_size, (WORK_GROUP,))]
+        return invoker
+
+
+class NaiveFwd(_Naive):
+    name = "direct.NaiveFwd"
+    direction = Direction.FORWARD
+    kernel = "naive_fwd"
+    output = "y"
+
+
+class NaiveBwdData(_Naive):
+    name = "direct.NaiveBwdData"
+    direction = Direction.BACKWARD_DATA
+    kernel = "naive_bwd_data"
+    output = "x"
+
+
+class NaiveBwdWeights(_Naive):
+    name = "direct.NaiveBwdWeights"
+    direction = Direction.BACKWARD_WEIGHTS
+    kernel = "naive_bwd_weights"
+    output = "w"

@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""Measure gemm.cl configurations: GFLOP/s from profiling events, correctness against numpy.
+
+Standalone (needs only pyopencl and numpy); builds ../convsolve_gemm/kernels/gemm.cl with
+-I core/kernels and the given -D options, exactly as the solver will.
+
+Examples:
+    python3 gemm_probe.py --peak                                  # FMA peak of the device
+    python3 gemm_probe.py -c "TM=6 TN=16 VW=8 WGD_M=4" --size 1024 # one config at 1024^3
+    python3 gemm_probe.py -c "..." -c "..." --size 1024 --rounds 3 # several configs, interleaved
+    python3 gemm_probe.py -c "USE_LOCAL=1 ..." --check-suite       # odd sizes, transposes, batch
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import pyopencl as cl
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GEMM_CL = os.path.join(HERE, "..", "convsolve_gemm", "kernels", "gemm.cl")
+FMA_CL = os.path.join(HERE, "fma_peak.cl")
+INCLUDE = os.path.normpath(os.path.join(HERE, "..", "..", "..", "core", "kernels"))
+
+# Defaults of gemm.cl, needed here only to compute launch sizes (the .cl file owns them).
+CL_DEFAULTS = {"WGD_M": 4, "WGD_N": 1, "TM": 6, "TN": 16}
+
+
+def pick_device(want):
+    """First device whose '<platform> <device>' contains `want` and that can build a kernel."""
+    for plat in cl.get_platforms():
+        for dev in plat.get_devices():
+            if want.lower() not in f"{plat.name} {dev.name}".lower():
+                continue
+            ctx = cl.Context([dev])
+            try:
+                cl.Program(ctx, "__kernel void k(__global float *x) { x[0] = 1.0f; }").build()
+            except cl.Error as exc:
+                print(f"skip {dev.name!r}: cannot build ({exc})", file=sys.stderr)
+                continue
+            return ctx, dev
+    sys.exit(f"gemm_probe: no buildable OpenCL device matches {want!r}")
+
+
+def parse_defines(text):
+    """'TM=6 TN=16,VW=8' -> {'TM': 6, ...}; values are ints or identifiers."""
+    out = {}
+    for item in text.replace(",", " ").split():
+        name, _, value = item.partition("=")
+        out[name] = int(value) if value.lstrip("-").isdigit() else (value or 1)
+    return out
+
+
+def build(ctx, path, defines):
+    opts = [f"-I{INCLUDE}"] + [f"-D{k}={v}" for k, v in sorted(defines.items())]
+    t0 = time.perf_counter()
+    with open(path) as f:
+        prg = cl.Program(ctx, f.read()).build(options=opts)
+    return prg, time.perf_counter() - t0
+
+
+def event_times(queue, launch, warmup, runs):
+    """Median and min seconds of `runs` launches after `warmup`, from profiling events."""
+    for _ in range(warmup):
+        launch()
+    queue.finish()
+    times = []
+    for _ in range(runs):
+        ev = launch()
+        ev.wait()
+        times.append((ev.profile.end - ev.profile.start) * 1e-9)
+    return statistics.median(times), min(times)
+
+
+# {{{ FMA peak
+
+def measure_peak(ctx, dev, queue, args):
+    """Best GFLOP/s over a few (vector width, chains) of fma_peak.cl."""
+    units = dev.max_compute_units
+    best = 0.0
+    for vw, chains in ((8, 8), (8, 12), (8, 14), (16, 6), (16, 7)):
+        prg, _ = build(ctx, FMA_CL, {"FMA_VW": vw, "FMA_CHAINS": chains})
+        knl = prg.fma_peak
+        nwi = 64 * units if dev.type & cl.device_type.CPU else 256 * units * 32
+        out = cl.Buffer(ctx, cl.mem_flags.WRITE_ONLY, 4 * nwi)
+        iters = args.peak_iters
+        knl.set_args(out, np.int32(iters), np.float32(1.5))
+        med, best_t = event_times(
+            queue, lambda: cl.enqueue_nd_range_kernel(queue, knl, (nwi,), None), 2, args.runs)
+        flops = 2.0 * vw * chains * iters * nwi
+        print(f"fma_peak FMA_VW={vw:2d} FMA_CHAINS={chains:2d}: median {flops / med * 1e-9:8.1f}"
+              f" GFLOP/s, best {flops / best_t * 1e-9:8.1f}")
+        best = max(best, flops / med * 1e-9)
+    print(f"peak (best median) {best:.1f} GFLOP/s on {dev.name!r}, {units} compute units")
+    return best
+
+# }}}
+
+
+# {{{ GEMM
+
+class Problem:
+    """One batched GEMM with random data, leading dimensions padded by `pad`, offsets `off`."""
+
+    def __init__(self, ctx, M, N, K, batch=1, ta=0, tb=0, pad=0, off=0, beta=0.0, seed=0):
+        rng = np.random.default_rng(seed)
+        self.M, self.N, self.K, self.batch, self.ta, self.tb = M, N, K, batch, ta, tb
+        self.alpha, self.beta, self.off = 1.0 if beta == 0 else 0.75, beta, off
+        ar, ac = (K, M) if ta else (M, K)
+        br, bc = (N, K) if tb else (K, N)
+        self.lda, self.ldb, self.ldc = ac + pad, bc + pad, N + pad
+        self.sa, self.sb, self.sc = ar * self.lda + off, br * self.ldb + off, M * self.ldc + off
+        self.a = rng.standard_normal((batch, ar, ac), dtype=np.float32)
+        self.b = rng.standard_normal((batch, br, bc), dtype=np.float32)
+        self.c0 = rng.standard_normal((batch, M, N), dtype=np.float32)
+        mf = cl.mem_flags
+        self.abuf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=self._pack(
+            self.a, self.lda, self.sa))
+        self.bbuf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=self._pack(
+            self.b, self.ldb, self.sb))
+        self.cinit = self._pack(self.c0, self.ldc, self.sc, fill=np.nan if beta == 0 else 0)
+        self.cbuf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=self.cinit)
+
+    def _pack(self, x, ld, stride, fill=0.0):
+        """Batch of matrices -> flat array with element offset `off`, row pitch ld, stride."""
+        flat = np.full(self.batch * stride + self.off, fill, dtype=np.float32)
+        for i in range(self.batch):
+            base = self.off + i * stride
+            view = flat[base:base + x.shape[1] * ld].reshape(x.shape[1], ld)
+            view[:, :x.shape[2]] = x[i]
+        return flat
+
+    def args(self):
+        i32 = np.int32
+        return (i32(self.M), i32(self.N), i32(self.K), np.float32(self.alpha),
+                np.float32(self.beta), self.abuf, i32(self.off), i32(self.lda), i32(self.sa),
+                self.bbuf, i32(self.off), i32(self.ldb), i32(self.sb),
+                self.cbuf, i32(self.off), i32(self.ldc), i32(self.sc))
+
+    def max_error(self, queue):
+        """Max |C - ref| / (sqrt(K) * max|ref| + tiny), and whether padding was left alone."""
+        cl.enqueue_copy(queue, self.cbuf, self.cinit).wait()
+        return self
+
+    def check(self, queue, launch):
+        cl.enqueue_copy(queue, self.cbuf, self.cinit)
+        launch().wait()
+        out = np.empty_like(self.cinit)
+        cl.enqueue_copy(queue, out, self.cbuf).wait()
+        worst = 0.0
+        for i in range(self.batch):
+            a = self.a[i].T if self.ta else self.a[i]
+            b = self.b[i].T if self.tb else self.b[i]
+            ref = self.alpha * (a.astype(np.float64) @ b.astype(np.float64))
+            if self.beta:
+                ref += self.beta * self.c0[i]
+            base = self.off + i * self.sc
+            got = out[base:base + self.M * self.ldc].reshape(self.M, self.ldc)[:, :self.N]
+            scale = max(1.0, np.sqrt(self.K)) * max(1.0, float(np.abs(ref).max(initial=0)))
+            worst = max(worst, float(np.abs(got - ref).max(initial=0)) / scale)
+        # everything outside C (offsets, padding, other batches' gaps) must be untouched
+        mask = np.ones(out.shape, bool)
+        for i in range(self.batch):
+            base = self.off + i * self.sc
+            mask[base:base + self.M * self.ldc].reshape(self.M, self.ldc)[:, :self.N] = False
+        clobbered = not np.array_equal(out[mask], self.cinit[mask], equal_nan=True)
+        return worst, clobbered
+
+
+def launch_sizes(defines, M, N, batch):
+    d = dict(CL_DEFAULTS, **defines)
+    mwg, nwg = d["TM"] * d["WGD_M"], d["TN"] * d["WGD_N"]
+    local = (d["WGD_N"], d["WGD_M"], 1)
+    glob = (-(-N // nwg) * d["WGD_N"], -(-M // mwg) * d["WGD_M"], batch)
+    return glob, local
+
+
+def make_launch(queue, knl, prob, defines):
+    glob, local = launch_sizes(defines, prob.M, prob.N, prob.batch)
+    knl.set_args(*prob.args())
+    return lambda: cl.enqueue_nd_range_kernel(queue, knl, glob, local)
+
+
+def check_suite(ctx, queue, defines):
+    """Odd sizes, both transposes, batch, offsets, padded ld, beta != 0. Returns failures."""
+    cases = [(1, 1, 1), (7, 13, 5), (33, 65, 17), (100, 37, 129), (128, 128, 128),
+             (129, 131, 67), (64, 49, 576), (250, 3, 1000), (5, 300, 2)]
+    fails = 0
+    for ta in (0, 1):
+        for tb in (0, 1):
+            d = dict(defines, TRANS_A=ta, TRANS_B=tb)
+            prg, _ = build(ctx, GEMM_CL, d)
+            knl = cl.Kernel(prg, "gemm")
+            for n, (M, N, K) in enumerate(cases):
+                beta = 0.0 if n % 2 else 0.5
+                prob = Problem(ctx, M, N, K, batch=1 + n % 3, ta=ta, tb=tb, pad=n % 4,
+                               off=3 * (n % 2), beta=beta, seed=n)
+                err, clob = prob.check(queue, make_launch(queue, knl, prob, d))
+                ok = err < 1e-5 and not clob
+                fails += not ok
+                if not ok or os.environ.get("VERBOSE"):
+                    print(f"  TA={ta} TB={tb} M={M} N={N} K={K} batch={prob.batch} "
+                          f"beta={beta}: err {err:.2e} clobbered={clob} "
+                          f"{'ok' if ok else 'FAIL'}")
+    print(f"check-suite {' '.join(f'{k}={v}' for k, v in sorted(defines.items()))}: "
+          f"{'all ok' if not fails else f'{fails} FAILED'}")
+    return fails
+
+# }}}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-c", "--config", action="append", default=[],
+                    help="defines, e.g. 'TM=6 TN=16 VW=8' (repeatable)")
+    ap.add_argument("--size", type=int, help="M = N = K")
+    ap.add_argument("--mnk", type=int, nargs=3, metavar=("M", "N", "K"))
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=7, help="timed launches per measurement")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure every config this many times, interleaved")
+    ap.add_argument("--peak", action="store_true", help="measure the FMA peak first")
+    ap.add_argument("--peak-value", type=float, help="known peak GFLOP/s, for %% of peak")
+    ap.add_argument("--peak-iters", type=int, default=20000)
+    ap.add_argument("--check-suite", action="store_true", help="odd-size correctness suite")
+    ap.add_argument("--device", default="", help="substring of '<platform> <device>'")
+    args = ap.parse_args()
+
+    ctx, dev = pick_device(args.device)
+    queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    print(f"device {dev.name!r} ({dev.platform.name}, driver {dev.driver_version}), "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    peak = args.peak_value
+    if args.peak:
+        peak = measure_peak(ctx, dev, queue, args)
+
+    configs = [parse_defines(c) for c in args.config] or ([{}] if args.size or args.mnk else [])
+    fails = 0
+    if args.check_suite:
+        for d in configs:
+            fails += check_suite(ctx, queue, d)
+    if args.size or args.mnk:
+        M, N, K = args.mnk or (args.size,) * 3
+        runs = []
+        for d in configs:
+            prg, tbuild = build(ctx, GEMM_CL, d)
+            prob = Problem(ctx, M, N, K, batch=args.batch, ta=d.get("TRANS_A", 0),
+                           tb=d.get("TRANS_B", 0))
+            launch = make_launch(queue, cl.Kernel(prg, "gemm"), prob, d)
+            t0 = time.perf_counter()
+            err, clob = prob.check(queue, launch)  # first launch also compiles (PoCL)
+            runs.append((d, launch, err, clob, tbuild, time.perf_counter() - t0, [], prob))
+        flops = 2.0 * M * N * K * args.batch
+        for _ in range(args.rounds):
+            for d, launch, *_, meds, _prob in runs:
+                meds.append(event_times(queue, launch, args.warmup, args.runs)[0])
+        for d, launch, err, clob, tbuild, tfirst, meds, _prob in runs:
+            med = statistics.median(meds)
+            gf = flops / med * 1e-9
+            pct = f" {100 * gf / peak:5.1f}% of peak" if peak else ""
+            ok = err < 1e-5 and not clob
+            fails += not ok
+            name = " ".join(f"{k}={v}" for k, v in sorted(d.items())) or "(defaults)"
+            print(f"{M}x{N}x{K} b{args.batch} {name}: {med * 1e3:8.3f} ms {gf:8.1f} GFLOP/s"
+                  f"{pct}  rounds [{' '.join(f'{flops / m * 1e-9:.0f}' for m in meds)}]"
+                  f"  err {err:.1e}{' CLOBBERED' if clob else ''} {'ok' if ok else 'FAIL'}"
+                  f"  build {tbuild:.2f}s first-launch {tfirst:.2f}s")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
