@@ -218,6 +218,7 @@ def main():
     ap.add_argument("--size", type=int, help="M = N = K")
     ap.add_argument("--mnk", type=int, nargs=3, metavar=("M", "N", "K"))
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--pad", type=int, default=0, help="add to every leading dimension")
     ap.add_argument("--runs", type=int, default=7, help="timed launches per measurement")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=1,
@@ -248,7 +249,7 @@ def main():
         for d in configs:
             prg, tbuild = build(ctx, GEMM_CL, d)
             prob = Problem(ctx, M, N, K, batch=args.batch, ta=d.get("TRANS_A", 0),
-                           tb=d.get("TRANS_B", 0))
+                           tb=d.get("TRANS_B", 0), pad=args.pad)
             launch = make_launch(queue, cl.Kernel(prg, "gemm"), prob, d)
             t0 = time.perf_counter()
             err, clob = prob.check(queue, launch)  # first launch also compiles (PoCL)
@@ -265,6 +266,7 @@ def main():
             fails += not ok
             name = " ".join(f"{k}={v}" for k, v in sorted(d.items())) or "(defaults)"
             print(f"{M}x{N}x{K} b{args.batch} {name}: {med * 1e3:8.3f} ms {gf:8.1f} GFLOP/s"
+                  f" (best round {flops / min(meds) * 1e-9:.1f})"
                   f"{pct}  rounds [{' '.join(f'{flops / m * 1e-9:.0f}' for m in meds)}]"
                   f"  err {err:.1e}{' CLOBBERED' if clob else ''} {'ok' if ok else 'FAIL'}"
                   f"  build {tbuild:.2f}s first-launch {tfirst:.2f}s")

@@ -68,6 +68,9 @@
 #ifndef KU
 #define KU 4 /* K unroll factor of the global-memory loop (USE_LOCAL == 0) */
 #endif
+#ifndef KB
+#define KB 0 /* USE_LOCAL == 0: > 0 = work-group barrier every KB steps of k (shares op(B) in cache) */
+#endif
 #ifndef USE_LOCAL
 #define USE_LOCAL 0 /* 1: stage KWG-deep tiles of op(A) and op(B) in local memory */
 #endif
@@ -242,6 +245,25 @@ inline void gemm_step_edge(const __global real *A, int lda, const __global real 
             acc[i][j] = fma(a, b[j], acc[i][j]);
     }
 }
+/* acc += op(A)[rows][k0 .. k1 - 1] * op(B)[k0 .. k1 - 1][columns]. */
+inline void gemm_panel(const __global real *A, int lda, const __global real *B, int ldb,
+                       int M, int N, int m0, int n0, int k0, int k1, bool full, int lx, int ly,
+                       realN acc[TM][NVEC])
+{
+    if (full) {
+        int k = k0;
+        for (; k + KU <= k1; k += KU) {
+#pragma unroll
+            for (int u = 0; u < KU; ++u)
+                gemm_step(A, lda, B, ldb, m0, n0, k + u, lx, ly, acc);
+        }
+        for (; k < k1; ++k)
+            gemm_step(A, lda, B, ldb, m0, n0, k, lx, ly, acc);
+    } else {
+        for (int k = k0; k < k1; ++k)
+            gemm_step_edge(A, lda, B, ldb, M, N, m0, n0, k, lx, ly, acc);
+    }
+}
 /* }}} */
 
 #if USE_LOCAL
@@ -357,22 +379,20 @@ void gemm(const int M, const int N, const int K, const real alpha, const real be
 #if !USE_LOCAL
     /* {{{ global-memory path: each work-item streams its own panels */
     const int m0 = m_wg0;
-    if (m0 + GEMM_ROW(0) >= M || n_wg0 + GEMM_COL(0) >= N)
-        return; /* no element of this work-item's tile is in C */
-    if (m0 + GEMM_ROW(TM - 1) < M && n_wg0 + GEMM_COL(NVEC - 1) + VW <= N) {
-        /* fast path: the whole register tile is inside C */
-        int k = 0;
-        for (; k + KU <= K; k += KU) {
-#pragma unroll
-            for (int u = 0; u < KU; ++u)
-                gemm_step(A, lda, B, ldb, m0, n_wg0, k + u, lx, ly, acc);
-        }
-        for (; k < K; ++k)
-            gemm_step(A, lda, B, ldb, m0, n_wg0, k, lx, ly, acc);
-    } else {
-        for (int k = 0; k < K; ++k)
-            gemm_step_edge(A, lda, B, ldb, M, N, m0, n_wg0, k, lx, ly, acc);
+    const bool inside = m0 + GEMM_ROW(0) < M && n_wg0 + GEMM_COL(0) < N;
+    const bool full = m0 + GEMM_ROW(TM - 1) < M && n_wg0 + GEMM_COL(NVEC - 1) + VW <= N;
+#if KB > 0
+    for (int kb = 0; kb < K; kb += KB) {
+        if (inside)
+            gemm_panel(A, lda, B, ldb, M, N, m0, n_wg0, kb, min(kb + KB, K), full, lx, ly, acc);
+        barrier(CLK_LOCAL_MEM_FENCE); /* the work-group moves through k together */
     }
+#else
+    if (inside)
+        gemm_panel(A, lda, B, ldb, M, N, m0, n_wg0, 0, K, full, lx, ly, acc);
+#endif
+    if (!inside)
+        return; /* no element of this work-item's tile is in C */
     /* }}} */
 #else
     /* {{{ local-memory path: the work-group stages KWG-deep tiles, k-major */

@@ -1,0 +1,273 @@
+"""The `convsolve` command: list solvers and devices, run MIOpenDriver-style convolutions, manage the find-db."""
+import argparse
+import json
+import logging
+import statistics
+import sys
+
+import numpy as np
+import pyopencl as cl
+
+from . import env, reference
+from .errors import ConvsolveError, ValidationError
+from .execute import run
+from .find import find
+from .find_db import FindDb, system_db_path
+from .handle import Handle, describe, list_devices
+from .immediate import compile_solution, get_solutions
+from .plugins import registry
+from .problem import Direction, Problem
+from .timing import elapsed_ms
+
+#: Verification passes when the relative RMS error against the float64 reference is below this.
+FLOAT32_TOLERANCE = 1e-5
+_DIRECTION_BITS = {1: Direction.FORWARD, 2: Direction.BACKWARD_DATA, 4: Direction.BACKWARD_WEIGHTS}
+_VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
+                 Direction.BACKWARD_DATA: "Backward Convolution Data",
+                 Direction.BACKWARD_WEIGHTS: "Backward Convolution Weights"}
+
+
+def _bytes(count):
+    for unit in ("B", "KiB", "MiB"):
+        if count < 1024:
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} GiB"
+
+
+def _print_table(rows, headers):
+    widths = [max(len(str(v)) for v in column) for column in zip(headers, *rows)]
+    for row in (headers, *rows):
+        print("  ".join(str(v).rjust(w) if i and i != 1 else str(v).ljust(w)
+                        for i, (v, w) in enumerate(zip(row, widths))).rstrip())
+
+
+# {{{ convsolve solvers / devices / env / db
+
+def cmd_solvers(args):
+    reg = registry()
+    on, off = reg.enabled_solvers()
+    plugins = [{"name": p.name, "module": p.module, "distribution": p.distribution,
+                "version": p.version, "loaded": p.error is None, "error": p.error,
+                "solvers": p.solvers, "refused_solvers": p.solver_errors} for p in reg.plugins]
+    solvers = [{"name": s.name, "family": s.algorithm,
+                "directions": [d.value for d in s.directions], "dynamic": s.dynamic,
+                "enabled": s.name not in off, "disabled_by": off.get(s.name)}
+               for s in reg.solvers.values()]
+    if args.json:
+        print(json.dumps({"plugins": plugins, "solvers": solvers}, indent=2))
+        return 0
+    print("plugins:")
+    for p in plugins:
+        state = "loaded" if p["loaded"] else f"FAILED: {p['error']}"
+        print(f"  {p['name']:<14} {p['distribution'] or p['module']} {p['version'] or ''}  {state}")
+        for name, why in p["refused_solvers"].items():
+            print(f"      refused solver {name}: {why}")
+    print("solvers:")
+    _print_table([(s["name"], s["family"], ",".join(s["directions"]),
+                   "yes" if s["dynamic"] else "no",
+                   "on" if s["enabled"] else f"off ({s['disabled_by']})") for s in solvers],
+                 ("solver", "family", "directions", "dynamic", "state"))
+    return 0
+
+
+def cmd_devices(args):
+    for index, (platform, device) in enumerate(list_devices()):
+        print(f"{index}: {describe(platform, device)} ({cl.device_type.to_string(device.type)}, "
+              f"{device.max_compute_units} compute units, driver {device.driver_version})")
+    return 0
+
+
+def cmd_env(args):
+    if args.markdown:
+        print(env.markdown_table(), end="")
+        return 0
+    for var in env.VARS.values():
+        print(f"{var.name}={var.raw()}")
+    return 0
+
+
+def cmd_db(args):
+    db = FindDb()
+    if args.action == "path":
+        print(f"user:   {db.user_path}\nsystem: {system_db_path()}")
+    elif args.action == "show":
+        rows = db.rows()
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            _print_table([(r["problem"], r["solver"], r["device"], f"{r['time_ms']:.4f}",
+                           _bytes(r["workspace"])) for r in rows],
+                         ("problem", "solver", "device", "time (ms)", "workspace"))
+    else:
+        print(f"removed {db.clear()} records from {db.user_path}")
+    return 0
+
+# }}}
+
+
+# {{{ convsolve conv
+
+def _problems(args):
+    bits = [bit for bit in (1, 2, 4) if args.forw & bit] if args.forw else [1, 2, 4]
+    if args.forw < 0 or args.forw > 7:
+        raise ValidationError("-F", args.forw, "expected 0 (all) or a sum of 1, 2 and 4")
+    x_shape = (args.batchsize, args.in_channels, args.in_h, args.in_w)
+    groups = args.group_count
+    w_shape = (args.out_channels, args.in_channels // groups if groups > 0 else 0,
+               args.fil_h, args.fil_w)
+    return [Problem.conv2d(x_shape, w_shape, stride=(args.conv_stride_h, args.conv_stride_w),
+                           padding=(args.pad_h, args.pad_w),
+                           dilation=(args.dilation_h, args.dilation_w), groups=groups,
+                           direction=_DIRECTION_BITS[bit]) for bit in bits]
+
+
+def _solve_one(handle, problem, args, rng):
+    """Find or choose, optionally time and verify one problem; returns its JSON report."""
+    host = {name: rng.uniform(-1, 1, getattr(problem, name).shape).astype(np.float32)
+            for name in ("x", "w", "y")}
+    buffers = {name: cl.Buffer(handle.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                               hostbuf=array) if array.size else None
+               for name, array in host.items()}
+    report = {"direction": problem.direction.value, "problem": problem.key(),
+              "gflop": problem.flops / 1e9}
+    if args.solver:
+        solutions, chosen = [], args.solver
+    elif args.search == "immediate":
+        solutions = get_solutions(handle, problem)
+        chosen = solutions[0].solver if solutions else None
+    else:
+        solutions = find(handle, problem, **buffers)
+        chosen = solutions[0].solver if solutions else None
+    report["solutions"] = [{"solver": s.solver, "family": s.algorithm, "time_ms": s.time_ms,
+                            "gflops": problem.flops / s.time_ms / 1e6 if s.time_ms else None,
+                            "workspace": s.workspace, "source": s.source} for s in solutions]
+    report["source"] = solutions[0].source if solutions else "named"
+    report["solver"] = chosen
+    if chosen is None or problem.n == 0:
+        return report
+    compile_solution(handle, problem, chosen)
+    out = {Direction.FORWARD: "y", Direction.BACKWARD_DATA: "x",
+           Direction.BACKWARD_WEIGHTS: "w"}[problem.direction]
+    if args.time:
+        times = [elapsed_ms(run(handle, problem, chosen, **buffers)) for _ in range(args.iter)]
+        report["time_ms"] = statistics.median(times)
+    if args.verify:
+        run(handle, problem, chosen, **buffers)
+        result = np.empty_like(host[out])
+        cl.enqueue_copy(handle.queue, result, buffers[out])
+        error = reference.relative_error(result, reference.compute(problem, **host))
+        report["verify"] = {"ok": bool(error < FLOAT32_TOLERANCE), "error": error,
+                            "tolerance": FLOAT32_TOLERANCE}
+    return report
+
+
+def _print_report(problem, report):
+    print(f"{_VERIFY_NAMES[problem.direction]}: {report['problem']} "
+          f"({report['gflop']:.3f} GFLOP)")
+    if report["source"] == "find-db":
+        print("find-db hit: nothing benchmarked")
+    elif report["source"] == "fallback":
+        print("find-db miss: solutions ranked by the WTI fallback (estimated times, nothing run)")
+    rows = [(i, s["solver"], s["family"], f"{s['time_ms']:.4f}",
+             f"{s['gflops']:.1f}" if s["gflops"] else "-", _bytes(s["workspace"]), s["source"])
+            for i, s in enumerate(report["solutions"], 1)]
+    if rows:
+        _print_table(rows, ("rank", "solver", "family", "time (ms)", "GFLOP/s", "workspace",
+                            "from"))
+    print(f"chosen: {report['solver']}")
+    if "time_ms" in report:
+        print(f"time: {report['time_ms']:.4f} ms, "
+              f"{problem.flops / report['time_ms'] / 1e6:.1f} GFLOP/s (median of runs)")
+    verify = report.get("verify")
+    if verify and verify["ok"]:
+        print(f"{_VERIFY_NAMES[problem.direction]} Verifies OK on CPU reference "
+              f"({verify['error']:.3g} < {verify['tolerance']:g})")
+    elif verify:
+        print(f"{_VERIFY_NAMES[problem.direction]} FAILED: {verify['error']:.3g} > "
+              f"{verify['tolerance']:g}")
+
+
+def cmd_conv(args):
+    problems = _problems(args)
+    handle = Handle()
+    rng = np.random.default_rng(args.seed)
+    reports = []
+    for problem in problems:
+        report = _solve_one(handle, problem, args, rng)
+        reports.append(report)
+        if not args.json:
+            _print_report(problem, report)
+    if args.json:
+        print(json.dumps({"device": handle.name, "reports": reports}, indent=2))
+    return 1 if any(not r.get("verify", {"ok": True})["ok"] for r in reports) else 0
+
+
+def _add_conv_flags(parser):
+    """MIOpenDriver's convolution flags, with its defaults where they make sense here."""
+    flag = parser.add_argument
+    flag("-n", "--batchsize", type=int, default=100, help="batch size (100)")
+    flag("-c", "--in_channels", type=int, default=3, help="input channels (3)")
+    flag("-H", "--in_h", type=int, default=32, help="input height (32)")
+    flag("-W", "--in_w", type=int, default=32, help="input width (32)")
+    flag("-k", "--out_channels", type=int, default=32, help="output channels (32)")
+    flag("-y", "--fil_h", type=int, default=3, help="filter height (3)")
+    flag("-x", "--fil_w", type=int, default=3, help="filter width (3)")
+    flag("-p", "--pad_h", type=int, default=0, help="zero padding of height, both sides (0)")
+    flag("-q", "--pad_w", type=int, default=0, help="zero padding of width, both sides (0)")
+    flag("-u", "--conv_stride_h", type=int, default=1, help="vertical stride (1)")
+    flag("-v", "--conv_stride_w", type=int, default=1, help="horizontal stride (1)")
+    flag("-l", "--dilation_h", type=int, default=1, help="vertical dilation (1)")
+    flag("-j", "--dilation_w", type=int, default=1, help="horizontal dilation (1)")
+    flag("-g", "--group_count", type=int, default=1, help="groups (1)")
+    flag("-F", "--forw", type=int, default=0,
+         help="directions: 1 forward, 2 backward-data, 4 backward-weights, sums allowed; 0 all (0)")
+    flag("-V", "--verify", type=int, default=1, choices=(0, 1), help="verify against numpy (1)")
+    flag("-t", "--time", type=int, default=0, choices=(0, 1), help="time the chosen solver (0)")
+    flag("-i", "--iter", type=int, default=10, help="timed iterations with -t 1 (10)")
+    flag("-S", "--search", choices=("find", "immediate"), default="find",
+         help="find (benchmark, per CONVSOLVE_FIND_MODE) or immediate (db or WTI fallback)")
+    flag("--solver", help="run this solver (or the best of this family) instead of choosing")
+    flag("--seed", type=int, default=0, help="seed of the random tensors (0)")
+    flag("--json", action="store_true", help="print JSON instead of tables")
+
+# }}}
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="convsolve", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    solvers = sub.add_parser("solvers", help="plugins and solvers, on or off and why")
+    solvers.add_argument("--json", action="store_true")
+    solvers.set_defaults(func=cmd_solvers)
+    sub.add_parser("devices", help="OpenCL devices (indices for CONVSOLVE_DEVICE)").set_defaults(
+        func=cmd_devices)
+    env_parser = sub.add_parser("env", help="every CONVSOLVE_* variable and its value")
+    env_parser.add_argument("--markdown", action="store_true", help="the docs table")
+    env_parser.set_defaults(func=cmd_env)
+    conv = sub.add_parser("conv", help="run a convolution as MIOpenDriver does")
+    _add_conv_flags(conv)
+    conv.set_defaults(func=cmd_conv)
+    db = sub.add_parser("db", help="the find-db")
+    db.add_argument("action", choices=("path", "show", "clear"))
+    db.add_argument("--json", action="store_true")
+    db.set_defaults(func=cmd_db)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(format="convsolve: %(levelname)s: %(message)s", stream=sys.stderr)
+    try:
+        logging.getLogger("convsolve").setLevel(env.LOG_LEVEL.raw().upper())
+        return args.func(args)
+    except ValidationError as exc:
+        print(f"convsolve: error: {exc}", file=sys.stderr)
+        return 2
+    except ConvsolveError as exc:
+        print(f"convsolve: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

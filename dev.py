@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Set up convsolve in ./.venv (core, every plugin, PoCL) and run the demo or the test suite.
+
+    python3 dev.py demo    set up, then run the driver on a ResNet-50 layer with verification
+    python3 dev.py test    set up with the test extra, then run the test suite (pytest)
+
+Only the standard library is used here, so this works on a machine with nothing but Python.
+"""
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PLUGINS = sorted(p for p in (ROOT / "plugins").iterdir()
+                 if (p / "pyproject.toml").exists() and not p.name.startswith("_"))
+DEMO = ["conv", "-n", "8", "-c", "64", "-H", "56", "-W", "56", "-k", "64",
+        "-y", "3", "-x", "3", "-p", "1", "-q", "1", "-V", "1"]
+ICD_DIR = Path("/etc/OpenCL/vendors")
+
+
+def step(message):
+    print(f"[dev.py] {message}", flush=True)
+
+
+def ensure_opencl():
+    """Install Debian's PoCL when no OpenCL driver is registered (PyPI's PoCL cannot build here)."""
+    if ICD_DIR.is_dir() and any(ICD_DIR.glob("*.icd")):
+        return
+    apt = shutil.which("apt-get")
+    if apt is None:
+        sys.exit("[dev.py] no OpenCL driver found and no apt-get: install PoCL 3.1 or newer from "
+                 "your distribution (Debian/Ubuntu: pocl-opencl-icd) or a GPU's OpenCL driver, "
+                 "then run this again")
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    step("installing PoCL (pocl-opencl-icd) with apt-get")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(sudo + [apt, "-q", "update"], check=True, env=env)
+    subprocess.run(sudo + [apt, "-q", "install", "-y", "--no-install-recommends",
+                           "pocl-opencl-icd", "ocl-icd-libopencl1"], check=True, env=env)
+
+
+def ensure_venv(extras):
+    """Create .venv and install the core and every plugin editable, when their metadata changed."""
+    projects = [ROOT, *PLUGINS]
+    digest = hashlib.sha256(extras.encode())
+    for project in projects:
+        digest.update((project / "pyproject.toml").read_bytes())
+    stamp = VENV / ".convsolve-setup"
+    if stamp.exists() and stamp.read_text() == digest.hexdigest():
+        return
+    if not (BIN / "python").exists():
+        step(f"creating {VENV}")
+        venv.create(VENV, with_pip=True)
+    pip = [str(BIN / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run(pip + ["setuptools>=68", "wheel"], check=True)
+    targets = ["-e", f"{ROOT}[{extras}]" if extras else str(ROOT)]
+    for plugin in PLUGINS:
+        targets += ["-e", str(plugin)]
+    step("installing convsolve and plugins: " + ", ".join(p.name for p in PLUGINS))
+    subprocess.run(pip + ["--no-build-isolation", *targets], check=True)
+    stamp.write_text(digest.hexdigest())
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] not in ("demo", "test"):
+        sys.exit(__doc__)
+    command, rest = sys.argv[1], sys.argv[2:]
+    ensure_opencl()
+    ensure_venv("test" if command == "test" else "")
+    if command == "demo":
+        args = [str(BIN / "convsolve"), *DEMO, *rest]
+    else:
+        args = [str(BIN / "python"), "-m", "pytest", *rest]
+    step(" ".join(args))
+    return subprocess.run(args, cwd=ROOT).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

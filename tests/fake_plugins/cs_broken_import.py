@@ -1,0 +1,2 @@
+"""Test-only plugin that fails to import."""
+raise ImportError("planted import failure")

@@ -1,0 +1,58 @@
+"""Test-only plugin whose solvers each break the contract one way; plus one valid solver."""
+from convsolve import Direction, hookimpl
+
+
+class Base:
+    algorithm = "contract"
+    directions = (Direction.FORWARD,)
+    dynamic = True
+
+    @hookimpl
+    def is_applicable(self, problem):
+        return True
+
+    @hookimpl
+    def get_wti(self, problem):
+        return 0.1
+
+    @hookimpl
+    def workspace(self, problem):
+        return 0
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        return lambda buffers, scratch: []
+
+
+class Valid(Base):
+    name = "contract.Valid"
+
+
+class Misspelt(Base):
+    name = "contract.Misspelt"
+
+    @hookimpl
+    def is_aplicable(self, problem):
+        return True
+
+
+class WrongArgument(Base):
+    name = "contract.WrongArgument"
+
+    @hookimpl
+    def workspace(self, prob):
+        return 0
+
+
+class MissingHook(Base):
+    name = "contract.MissingHook"
+    build_invoker = None
+
+
+class BadName(Base):
+    name = "NoFamilyPrefix"
+
+
+@hookimpl
+def convsolve_solvers():
+    return [Valid(), Misspelt(), WrongArgument(), MissingHook(), BadName()]

@@ -1,0 +1,165 @@
+"""find: ranking, skip reasons, workspace, find modes, the find-db and remembering families."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import convsolve
+from convsolve import FindError, FindMode, Problem, ValidationError, find, run
+from convsolve.find_db import FindDb
+from convsolve.testing import (FLOAT32_TOLERANCE, device_buffers, expected_output,
+                               random_tensors, read_output)
+from convsolve.reference import relative_error
+
+PROBLEM = Problem.conv2d((2, 3, 7, 6), (4, 3, 3, 3), padding=((1, 0), (0, 1)))
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """The planted-behaviour solvers of cs_fake, beside the installed plugins."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_fake")
+    return convsolve.registry()
+
+
+@pytest.fixture
+def buffers(handle):
+    return device_buffers(handle, random_tensors(PROBLEM))
+
+
+def test_find_ranks_records_and_logs_every_skip(handle, fake, buffers, caplog):
+    """NORMAL find times what works, skips the rest with reasons, and records all it timed."""
+    caplog.set_level("INFO", logger="convsolve")
+    results = find(handle, PROBLEM, **buffers, mode="NORMAL")
+    names = [r.solver for r in results]
+    assert set(names) == {"fake.Good", "fake.NoWti", "direct.NaiveFwd"}
+    assert [r.time_ms for r in results] == sorted(r.time_ms for r in results)
+    assert all(r.source == "benchmark" and r.time_ms > 0 for r in results)
+    assert "skip 'fake.Hungry': needs 1048576.0 MiB workspace" in caplog.text
+    assert "skip 'fake.BadBuild': failed to build" in caplog.text and "undeclared_name" in caplog.text
+    assert "skip 'fake.RunFails': failed to run: planted run failure" in caplog.text
+    stored = FindDb().lookup(handle.db_key, PROBLEM.key())
+    assert sorted(r.solver for r in stored) == sorted(names)
+
+
+def test_find_request_count_and_argument_errors(handle, buffers):
+    """request_count limits the list; bad counts and missing or small buffers are errors."""
+    assert len(find(handle, PROBLEM, **buffers, request_count=1)) == 1
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValidationError, match="request_count"):
+            find(handle, PROBLEM, **buffers, request_count=bad)
+    with pytest.raises(ValidationError, match="invalid y="):
+        find(handle, PROBLEM, x=buffers["x"], w=buffers["w"], y=None)
+    with pytest.raises(ValidationError, match="y buffer size"):
+        find(handle, PROBLEM, x=buffers["x"], w=buffers["w"], y=buffers["w"])
+    with pytest.raises(ValidationError, match="find mode"):
+        find(handle, PROBLEM, **buffers, mode="SLOW")
+
+
+def test_find_fails_only_when_nothing_works_and_says_why(handle, monkeypatch, buffers):
+    """With every working solver off, FindError lists each solver's skip reason."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_fake")
+    monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "fake.Good,fake.NoWti")
+    monkeypatch.setenv("CONVSOLVE_DEBUG_CONV_DIRECT", "0")
+    with pytest.raises(FindError) as info:
+        find(handle, PROBLEM, **buffers, mode="NORMAL")
+    message = str(info.value)
+    assert "fake.Hungry: needs" in message and "fake.RunFails: failed to run" in message
+    assert "direct.NaiveFwd: disabled by CONVSOLVE_DEBUG_CONV_DIRECT=0" in message
+
+
+def test_workspace_given_too_small_skips_solver(handle, fake, buffers, caplog):
+    """A caller's workspace buffer bounds the candidates; the skip names both sizes."""
+    import pyopencl as cl
+    caplog.set_level("INFO", logger="convsolve")
+    scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 1 << 20)
+    find(handle, PROBLEM, **buffers, workspace=scratch, mode="NORMAL")
+    assert "needs 1048576.0 MiB workspace, 1.0 MiB given" in caplog.text
+
+
+def test_modes_on_hit_and_miss(handle, fake, buffers):
+    """DYNAMIC_HYBRID times dynamic solvers on a miss; then every mode but NORMAL takes the db hit."""
+    first = find(handle, PROBLEM, **buffers)            # default mode: DYNAMIC_HYBRID
+    assert [r.solver for r in first] == ["direct.NaiveFwd"]  # the only dynamic one
+    for mode in ("FAST", "HYBRID", "DYNAMIC_HYBRID", 2, "3"):
+        hit = find(handle, PROBLEM, **buffers, mode=mode)
+        assert [(r.solver, r.source) for r in hit] == [("direct.NaiveFwd", "find-db")]
+    normal = find(handle, PROBLEM, **buffers, mode=FindMode.NORMAL)
+    assert len(normal) == 3 and all(r.source == "benchmark" for r in normal)
+    exhaustive = find(handle, PROBLEM, **buffers, mode="HYBRID", exhaustive=True)
+    assert all(r.source == "benchmark" for r in exhaustive)
+
+
+def test_fast_mode_miss_uses_wti_fallback(handle, fake, buffers):
+    """FAST on a miss runs nothing and ranks by WTI, leaving unknown WTI out."""
+    results = find(handle, PROBLEM, **buffers, mode="FAST")
+    assert [r.solver for r in results][:2] == ["fake.Good", "fake.Hungry"]
+    assert "fake.NoWti" not in {r.solver for r in results}
+    assert all(r.source == "fallback" for r in results)
+    assert FindDb().lookup(handle.db_key, PROBLEM.key()) == []
+
+
+def test_disabled_solver_is_never_used_from_a_db_hit(handle, fake, buffers, monkeypatch):
+    """Records naming disabled or uninstalled solvers are skipped on a hit."""
+    find(handle, PROBLEM, **buffers, mode="NORMAL")
+    monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "fake.*")
+    hit = find(handle, PROBLEM, **buffers, mode="HYBRID")
+    assert [r.solver for r in hit] == ["direct.NaiveFwd"]
+    monkeypatch.delenv("CONVSOLVE_PLUGINS")
+    monkeypatch.delenv("CONVSOLVE_DISABLE_SOLVERS")
+    assert [r.solver for r in find(handle, PROBLEM, **buffers, mode="FAST")] == ["direct.NaiveFwd"]
+
+
+def test_run_by_family_after_find_and_results_are_correct(handle, fake, buffers):
+    """run() accepts a family find ranked; every timed solver computes the right answer."""
+    find(handle, PROBLEM, **buffers, mode="NORMAL")
+    host = random_tensors(PROBLEM)
+    expected = expected_output(PROBLEM, host)
+    for solver in ("fake", "direct", "fake.NoWti"):
+        buffers["y"] = device_buffers(handle, {"y": np.zeros(PROBLEM.y.shape, np.float32)})["y"]
+        run(handle, PROBLEM, solver, **buffers)
+        assert relative_error(read_output(handle, PROBLEM, buffers), expected) < FLOAT32_TOLERANCE
+
+
+def test_run_refuses_unknown_disabled_and_inapplicable(handle, buffers, monkeypatch):
+    """run() names the reason a solver cannot be used."""
+    with pytest.raises(convsolve.SolverError, match="no solver 'nope.X'"):
+        run(handle, PROBLEM, "nope.X", **buffers)
+    with pytest.raises(convsolve.SolverError, match="does not serve FORWARD"):
+        run(handle, PROBLEM, "direct.NaiveBwdData", **buffers)
+    with pytest.raises(convsolve.SolverError, match="run find first"):
+        run(handle, PROBLEM, "direct", **buffers)
+    monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "direct.NaiveFwd")
+    with pytest.raises(convsolve.SolverError, match="disabled by CONVSOLVE_DISABLE_SOLVERS"):
+        run(handle, PROBLEM, "direct.NaiveFwd", **buffers)
+
+
+def test_compile_only_builds_and_times_nothing(handle, buffers, monkeypatch):
+    """CONVSOLVE_DEBUG_COMPILE_ONLY=1: candidates are built, nothing is timed or recorded."""
+    monkeypatch.setenv("CONVSOLVE_DEBUG_COMPILE_ONLY", "1")
+    assert find(handle, PROBLEM, **buffers, mode="NORMAL") == []
+    assert FindDb().lookup(handle.db_key, PROBLEM.key()) == []
+
+
+def test_zero_batch_find_returns_empty(handle):
+    """A zero-batch problem needs no buffers for x and y and finds nothing to do."""
+    problem = Problem.conv2d((0, 3, 7, 6), (4, 3, 3, 3))
+    w = device_buffers(handle, random_tensors(problem))["w"]
+    assert find(handle, problem, x=None, w=w, y=None) == []
+
+
+def test_find_db_persists_across_processes(tmp_path):
+    """A find in one process is a db hit in the next, which benchmarks nothing."""
+    script = (
+        "import json, convsolve\n"
+        "from convsolve.testing import device_buffers, random_tensors\n"
+        "p = convsolve.Problem.from_key(%r)\n"
+        "h = convsolve.Handle()\n"
+        "r = convsolve.find(h, p, **device_buffers(h, random_tensors(p)))\n"
+        "print(json.dumps([(s.solver, s.source) for s in r]))\n" % PROBLEM.key())
+    env_vars = {**__import__("os").environ, "CONVSOLVE_USER_DB_PATH": str(tmp_path / "db.sqlite")}
+    outputs = [json.loads(subprocess.run([sys.executable, "-c", script], env=env_vars, check=True,
+                                         capture_output=True, text=True).stdout)
+               for _ in range(2)]
+    assert outputs == [[["direct.NaiveFwd", "benchmark"]], [["direct.NaiveFwd", "find-db"]]]

@@ -1,0 +1,66 @@
+"""The kernel binary cache: hits across handles, keys, corrupt entries, the off switch."""
+import pyopencl as cl
+import pytest
+
+import convsolve
+from convsolve.kernel_cache import KernelCache, cache_key
+
+SOURCE_DIR_KERNEL = "__kernel void k(__global float *a) { a[get_global_id(0)] = VALUE; }\n"
+
+
+@pytest.fixture
+def kernel_file(tmp_path):
+    path = tmp_path / "src" / "k.cl"
+    path.parent.mkdir()
+    path.write_text('#include "convsolve.h"\n' + SOURCE_DIR_KERNEL)
+    return path
+
+
+def _entries(directory):
+    return sorted(directory.rglob("*.bin"))
+
+
+def test_build_stores_and_a_new_handle_loads(tmp_path, kernel_file, monkeypatch, handle):
+    """A build writes one entry per option set; a fresh handle reuses it and computes the same."""
+    monkeypatch.setenv("CONVSOLVE_CACHE_DIR", str(tmp_path / "cache"))
+    first = convsolve.Handle(handle.device)
+    first.build(kernel_file, "k", {"VALUE": 2})
+    first.build(kernel_file, "k", {"VALUE": 2})
+    assert len(_entries(tmp_path / "cache")) == 1
+    first.build(kernel_file, "k", {"VALUE": 3.5})
+    assert len(_entries(tmp_path / "cache")) == 2
+    second = convsolve.Handle(handle.device)
+    kernel = second.build(kernel_file, "k", {"VALUE": 3.5})
+    buffer = cl.Buffer(second.context, cl.mem_flags.READ_WRITE, 4)
+    kernel(second.queue, (1,), None, buffer)
+    out = bytearray(4)
+    cl.enqueue_copy(second.queue, out, buffer)
+    assert bytes(out) == b"\x00\x00\x60\x40"  # 3.5f
+
+
+def test_key_covers_source_headers_options_and_device():
+    """Changing any input of the build changes the key."""
+    base = cache_key("src", {"h.h": "x"}, ["-DA=1"], {"device": "d"})
+    assert len({base, cache_key("src2", {"h.h": "x"}, ["-DA=1"], {"device": "d"}),
+                cache_key("src", {"h.h": "y"}, ["-DA=1"], {"device": "d"}),
+                cache_key("src", {"h.h": "x"}, ["-DA=2"], {"device": "d"}),
+                cache_key("src", {"h.h": "x"}, ["-DA=1"], {"device": "e"})}) == 5
+
+
+def test_corrupt_entry_is_deleted_and_rebuilt(tmp_path, kernel_file, monkeypatch, handle, caplog):
+    """A damaged entry is reported, deleted and replaced by a fresh build."""
+    monkeypatch.setenv("CONVSOLVE_CACHE_DIR", str(tmp_path / "cache"))
+    convsolve.Handle(handle.device).build(kernel_file, "k", {"VALUE": 1})
+    (entry,) = _entries(tmp_path / "cache")
+    entry.write_bytes(entry.read_bytes()[:-10] + b"garbage!!!")
+    convsolve.Handle(handle.device).build(kernel_file, "k", {"VALUE": 1})
+    assert "corrupt entry" in caplog.text
+    assert KernelCache(tmp_path / "cache" / "kernels-v1").load(entry.stem) is not None
+
+
+def test_disable_cache_writes_nothing(tmp_path, kernel_file, monkeypatch, handle):
+    """CONVSOLVE_DISABLE_CACHE=1 builds without touching the cache directory."""
+    monkeypatch.setenv("CONVSOLVE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CONVSOLVE_DISABLE_CACHE", "1")
+    convsolve.Handle(handle.device).build(kernel_file, "k", {"VALUE": 1})
+    assert not (tmp_path / "cache").exists()

@@ -1,0 +1,111 @@
+"""Discovery through entry points, isolation of broken plugins, the contract checks, and the switches."""
+import textwrap
+
+import pytest
+
+import convsolve
+from convsolve import PluginError, Problem, SolverError, env
+
+PROBLEM = Problem.conv2d((1, 2, 6, 5), (3, 2, 3, 3), padding=1)
+
+
+def make_distribution(root, package="acme_solvers", entry_point="acme", body=None):
+    """Write a real installed distribution (package + .dist-info with entry_points.txt) under root."""
+    (root / package).mkdir()
+    (root / package / "__init__.py").write_text(body or textwrap.dedent('''
+        from convsolve import Direction, hookimpl
+        import cs_fake
+
+        class TiledDirect(cs_fake.FakeSolver):
+            name = "acme.TiledDirect"
+            algorithm = "direct"
+            dynamic = True
+            wti = 0.9
+
+        @hookimpl
+        def convsolve_solvers():
+            return [TiledDirect()]
+    '''))
+    info = root / f"{package}-1.2.3.dist-info"
+    info.mkdir()
+    info.joinpath("METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 1.2.3\n")
+    info.joinpath("entry_points.txt").write_text(
+        f"[convsolve.solvers]\n{entry_point} = {package}\n")
+
+
+def test_entry_point_plugin_is_discovered_and_used(tmp_path, monkeypatch, handle):
+    """A distribution on sys.path registering convsolve.solvers is loaded, listed and used by find."""
+    make_distribution(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = convsolve.registry()
+    info = next(p for p in reg.plugins if p.name == "acme")
+    assert (info.distribution, info.version, info.error) == ("acme_solvers", "1.2.3", None)
+    assert "acme.TiledDirect" in reg.solvers and "direct.NaiveFwd" in reg.solvers
+    assert "acme.TiledDirect" in convsolve.applicable_solvers(PROBLEM)
+
+
+def test_broken_plugins_are_isolated(monkeypatch):
+    """A plugin that fails to import or whose hook raises is skipped; the others still load."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_broken_import,cs_raising_hook,cs_fake")
+    reg = convsolve.registry()
+    errors = {p.name: p.error for p in reg.plugins}
+    assert "planted import failure" in errors["cs_broken_import"]
+    assert "planted hook failure" in errors["cs_raising_hook"]
+    assert errors["cs_fake"] is None and errors["direct"] is None
+    assert "fake.Good" in reg.solvers and "direct.NaiveFwd" in reg.solvers
+
+
+def test_strict_plugins_makes_a_broken_plugin_fatal(monkeypatch):
+    """CONVSOLVE_STRICT_PLUGINS=1 turns a skipped plugin into a PluginError."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_broken_import")
+    monkeypatch.setenv("CONVSOLVE_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginError, match="cs_broken_import"):
+        convsolve.registry()
+
+
+def test_contract_violations_are_refused_loudly(monkeypatch, caplog):
+    """Misspelt hooks, wrong argument names, missing hooks and bad names are refused with reasons."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_contract")
+    monkeypatch.setenv("CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD", "1")
+    reg = convsolve.registry()
+    assert list(reg.solvers) == ["contract.Valid"]
+    refused = next(p for p in reg.plugins if p.name == "cs_contract").solver_errors
+    assert "is_aplicable" in refused["contract.Misspelt"]
+    assert "prob" in refused["contract.WrongArgument"]
+    assert "build_invoker" in refused["contract.MissingHook"]
+    assert "family.Name" in refused["NoFamilyPrefix"]
+    assert "contract.Misspelt" in caplog.text
+
+
+def test_autoload_off_loads_only_named_plugins(monkeypatch):
+    """With autoload off only CONVSOLVE_PLUGINS are loaded; with none named, no solver exists."""
+    monkeypatch.setenv("CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD", "1")
+    assert convsolve.registry().solvers == {}
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct")
+    reg = convsolve.registry()
+    assert [p.name for p in reg.plugins] == ["direct"]
+    assert reg.plugins[0].distribution == "convsolve-direct"
+
+
+@pytest.mark.parametrize("variable, value, off", [
+    ("CONVSOLVE_DEBUG_CONV_DIRECT", "0", {"direct.NaiveFwd", "direct.NaiveBwdData",
+                                          "direct.NaiveBwdWeights"}),
+    ("CONVSOLVE_DISABLE_SOLVERS", "direct.NaiveBwd*", {"direct.NaiveBwdData",
+                                                       "direct.NaiveBwdWeights"}),
+    ("CONVSOLVE_DISABLE_SOLVERS", " direct.NaiveFwd , other.X", {"direct.NaiveFwd"}),
+])
+def test_switches_turn_solvers_off_and_say_which(monkeypatch, variable, value, off):
+    """Family and per-solver switches turn exactly the matching solvers off, naming the switch."""
+    monkeypatch.setenv(variable, value)
+    _, disabled = convsolve.registry().enabled_solvers()
+    assert set(disabled) == off
+    assert all(variable in why for why in disabled.values())
+    with pytest.raises(SolverError, match=variable):
+        convsolve.registry().enabled(sorted(off)[0])
+
+
+def test_bad_switch_value_is_an_error(monkeypatch):
+    """A switch with a value that is not 0/1 is reported, naming the variable."""
+    monkeypatch.setenv("CONVSOLVE_DEBUG_CONV_GEMM", "maybe")
+    with pytest.raises(convsolve.ValidationError, match="CONVSOLVE_DEBUG_CONV_GEMM"):
+        env.disabled_by("gemm.X", "gemm")

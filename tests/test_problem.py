@@ -1,0 +1,89 @@
+"""Problem model: shapes, keys, defines, and every validation error naming its field."""
+import numpy as np
+import pytest
+
+from convsolve import Direction, Problem, ValidationError
+
+
+def test_output_shape_with_stride_padding_dilation():
+    """Output size is (in + pads - dilated filter) // stride + 1 per axis."""
+    p = Problem.conv2d((2, 4, 9, 11), (6, 2, 3, 2), stride=(2, 3),
+                       padding=((1, 0), (2, 1)), dilation=(2, 1), groups=2)
+    assert p.y.shape == (2, 6, (9 + 1 - 5) // 2 + 1, (11 + 3 - 2) // 3 + 1)
+    assert p.flops == 2 * 2 * 6 * p.out_h * p.out_w * 2 * 3 * 2
+
+
+@pytest.mark.parametrize("padding, pads", [
+    (1, ((1, 1), (1, 1))), ((1, 2), ((1, 1), (2, 2))), (((0, 1), (2, 3)), ((0, 1), (2, 3)))])
+def test_padding_forms(padding, pads):
+    """Padding is an int, a (pad_h, pad_w) pair or ((top, bottom), (left, right))."""
+    assert Problem.conv2d((1, 1, 5, 5), (1, 1, 3, 3), padding=padding).conv.pads == pads
+
+
+def test_key_round_trips_and_is_readable():
+    """key() names every field and from_key() rebuilds the same problem."""
+    p = Problem.conv2d((8, 64, 56, 56), (64, 64, 3, 3), padding=((1, 0), (1, 2)),
+                       direction="backward-data")
+    assert p.key() == "bwd-n8-c64-h56-w56-k64-y3-x3-p1.0-q1.2-u1-v1-l1-j1-g1-float32-NCHW"
+    assert Problem.from_key(p.key()) == p
+    with pytest.raises(ValidationError, match="problem key"):
+        Problem.from_key("nonsense")
+
+
+def test_defines_and_kernel_args_agree():
+    """defines() and kernel_args() describe the same sizes."""
+    p = Problem.conv2d((2, 4, 7, 9), (6, 2, 3, 2), stride=2, padding=((1, 0), (2, 1)), groups=2)
+    d = p.defines()
+    assert [int(a) for a in p.kernel_args()] == [
+        d["CS_N"], d["CS_C"], d["CS_H"], d["CS_W"], d["CS_K"], d["CS_R"], d["CS_S"], d["CS_OH"],
+        d["CS_OW"], d["CS_GROUPS"], d["CS_PAD_T"], d["CS_PAD_L"], d["CS_STRIDE_H"],
+        d["CS_STRIDE_W"], d["CS_DIL_H"], d["CS_DIL_W"]]
+
+
+def test_direction_parse_and_with_direction():
+    """Directions parse from names and values; with_direction keeps the convolution."""
+    assert Direction.parse("backward_weights") is Direction.BACKWARD_WEIGHTS
+    assert Direction.parse("fwd") is Direction.FORWARD
+    p = Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3))
+    assert p.with_direction("wrw").y == p.y
+
+
+def test_zero_batch_is_valid():
+    """A zero batch is a valid problem with empty x and y."""
+    p = Problem.conv2d((0, 3, 8, 8), (4, 3, 3, 3))
+    assert p.y.shape == (0, 4, 6, 6) and p.x.nbytes == 0 and p.flops == 0
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(x_shape=(1, 6, 8, 8), w_shape=(4, 3, 3, 3), groups=4), "groups"),       # c % g
+    (dict(x_shape=(1, 6, 8, 8), w_shape=(5, 2, 3, 3), groups=3), "groups"),       # k % g
+    (dict(x_shape=(1, 6, 8, 8), w_shape=(4, 5, 3, 3)), "w_shape[1] (C)"),         # channels
+    (dict(x_shape=(1, 0, 8, 8), w_shape=(4, 0, 3, 3)), "x_shape[1] (C)"),         # empty tensor
+    (dict(x_shape=(1, 3, 8, 8), w_shape=(0, 3, 3, 3)), "w_shape[0] (N)"),         # no filters
+    (dict(x_shape=(-1, 3, 8, 8), w_shape=(4, 3, 3, 3)), "x_shape[0] (N)"),        # negative
+    (dict(x_shape=(1, 3, 8), w_shape=(4, 3, 3, 3)), "x_shape"),                   # rank
+    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), stride=0), "stride"),
+    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), dilation=(1, 0)), "dilation"),
+    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), padding=-1), "padding"),
+    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), padding=((1, -1), (0, 0))), "padding"),
+    (dict(x_shape=(1, 3, 2, 8), w_shape=(4, 3, 3, 3)), "output height"),
+    (dict(x_shape=(1, 3, 8, 4), w_shape=(4, 3, 3, 3), dilation=2), "output width"),
+    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), stride=1.5), "stride"),
+    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), dtype="float64"), "x_shape.dtype"),
+    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), direction="sideways"), "direction"),
+    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), groups=True), "groups"),
+])
+def test_invalid_problems_name_field_and_value(kwargs, field):
+    """Each invalid input raises a ValidationError (a ValueError) naming the field."""
+    x_shape, w_shape = kwargs.pop("x_shape"), kwargs.pop("w_shape")
+    with pytest.raises(ValidationError) as info:
+        Problem.conv2d(x_shape, w_shape, **kwargs)
+    assert isinstance(info.value, ValueError)
+    assert info.value.field == field
+    assert f"invalid {field}=" in str(info.value)
+
+
+def test_numpy_integers_are_accepted():
+    """Sizes may be numpy integers (shapes often come from arrays)."""
+    p = Problem.conv2d(tuple(np.int64(v) for v in (1, 3, 8, 8)), (4, 3, 3, 3), stride=np.int32(2))
+    assert p.y.shape == (1, 4, 3, 3)
