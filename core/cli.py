@@ -114,7 +114,8 @@ def _problems(args):
         raise ValidationError("-F", args.forw, "expected 0 (all) or a sum of 1, 2 and 4")
     x_shape = (args.batchsize, args.in_channels, args.in_h, args.in_w)
     groups = args.group_count
-    w_shape = (args.out_channels, args.in_channels // groups if groups > 0 else 0,
+    divides = groups > 0 and args.in_channels % groups == 0   # else Problem names the groups
+    w_shape = (args.out_channels, args.in_channels // groups if divides else args.in_channels,
                args.fil_h, args.fil_w)
     return [Problem.conv2d(x_shape, w_shape, stride=(args.conv_stride_h, args.conv_stride_w),
                            padding=(args.pad_h, args.pad_w),

@@ -137,6 +137,10 @@ typedef GEMM_CAT(GEMM_REAL, VWM) realM;
 #endif
 #endif
 
+/* Helpers must be inlined: the register tile is passed by pointer and has to stay in
+ * registers (PoCL otherwise calls gemm_panel out of line and keeps acc in memory). */
+#define GEMM_INLINE inline __attribute__((always_inline))
+
 /* Row of C (relative to the work-group's first row) of register-tile row i. */
 #define GEMM_ROW(i) ((((i) / VWM) * WGD_M + ly) * VWM + (i) % VWM)
 /* Column of C (relative to the work-group's first column) of lane 0 of register vector j. */
@@ -157,7 +161,7 @@ typedef GEMM_CAT(GEMM_REAL, VWM) realM;
 /* {{{ helpers */
 
 /* op(B)[k][n .. n + VW - 1] as a vector, every column in range (n + VW <= N). */
-inline realN gemm_load_b(const __global real *B, int ldb, int k, int n)
+GEMM_INLINE realN gemm_load_b(const __global real *B, int ldb, int k, int n)
 {
 #if TRANS_B
     real t[VW];
@@ -171,7 +175,7 @@ inline realN gemm_load_b(const __global real *B, int ldb, int k, int n)
 }
 
 /* Same, for a vector that may straddle N: columns past N - 1 read column N - 1 (not stored). */
-inline realN gemm_load_b_edge(const __global real *B, int ldb, int k, int n, int N)
+GEMM_INLINE realN gemm_load_b_edge(const __global real *B, int ldb, int k, int n, int N)
 {
     real t[VW];
 #pragma unroll
@@ -181,7 +185,7 @@ inline realN gemm_load_b_edge(const __global real *B, int ldb, int k, int n, int
 }
 
 /* C[m][n ..] = alpha * acc + beta * C[m][n ..] for the lanes with n + l < N. */
-inline void gemm_store(__global real *C, int ldc, int m, int n, int N, realN acc,
+GEMM_INLINE void gemm_store(__global real *C, int ldc, int m, int n, int N, realN acc,
                        real alpha, real beta)
 {
     __global real *c = C + m * ldc + n;
@@ -207,61 +211,58 @@ inline void gemm_store(__global real *C, int ldc, int m, int n, int N, realN acc
 /* }}} */
 
 /* {{{ global-memory path steps (USE_LOCAL == 0) */
+#if TRANS_A
+#define GEMM_A_ROW(m) (m)         /* op(A)[m][k] = A[row + k * lda] */
+#define GEMM_A_AT(row, k) A[(row) + (k) * lda]
+#else
+#define GEMM_A_ROW(m) ((m) * lda) /* op(A)[m][k] = A[row + k] */
+#define GEMM_A_AT(row, k) A[(row) + (k)]
+#endif
 
-/* acc += op(A)[rows][k] * op(B)[k][columns], the whole register tile inside C. */
-inline void gemm_step(const __global real *A, int lda, const __global real *B, int ldb,
-                      int m0, int n0, int k, int lx, int ly, realN acc[TM][NVEC])
-{
-    realN b[NVEC];
-#pragma unroll
-    for (int j = 0; j < NVEC; ++j)
-        b[j] = gemm_load_b(B, ldb, k, n0 + GEMM_COL(j));
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-        const realN a = (realN)GEMM_A(m0 + GEMM_ROW(i), k);
-#pragma unroll
-        for (int j = 0; j < NVEC; ++j)
-            acc[i][j] = fma(a, b[j], acc[i][j]);
-    }
-}
-
-/* Same on an edge tile: rows past M read row M - 1, columns past N read column N - 1; the
- * store skips them. */
-inline void gemm_step_edge(const __global real *A, int lda, const __global real *B, int ldb,
-                           int M, int N, int m0, int n0, int k, int lx, int ly,
+/* acc += op(A)[rows][k] * op(B)[k][columns]; a[i] is the offset of row i of op(A). The B vector
+ * loads are full vectors: the caller clamps (edge == 1 gathers with clamped columns). */
+GEMM_INLINE void gemm_step(const __global real *A, const int a[TM], int lda, const __global real *B, int ldb,
+                           int N, int n0, int k, int lx, int ly, bool edge,
                            realN acc[TM][NVEC])
 {
     realN b[NVEC];
 #pragma unroll
     for (int j = 0; j < NVEC; ++j) {
         const int n = n0 + GEMM_COL(j);
-        b[j] = (n + VW <= N) ? gemm_load_b(B, ldb, k, n) : gemm_load_b_edge(B, ldb, k, n, N);
+        b[j] = (!edge || n + VW <= N) ? gemm_load_b(B, ldb, k, n)
+                                      : gemm_load_b_edge(B, ldb, k, n, N);
     }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
-        const realN a = (realN)GEMM_A(min(m0 + GEMM_ROW(i), M - 1), k);
+        const realN av = (realN)GEMM_A_AT(a[i], k);
 #pragma unroll
         for (int j = 0; j < NVEC; ++j)
-            acc[i][j] = fma(a, b[j], acc[i][j]);
+            acc[i][j] = fma(av, b[j], acc[i][j]);
     }
 }
-/* acc += op(A)[rows][k0 .. k1 - 1] * op(B)[k0 .. k1 - 1][columns]. */
-inline void gemm_panel(const __global real *A, int lda, const __global real *B, int ldb,
-                       int M, int N, int m0, int n0, int k0, int k1, bool full, int lx, int ly,
-                       realN acc[TM][NVEC])
+
+/* acc += op(A)[rows][k0 .. k1 - 1] * op(B)[k0 .. k1 - 1][columns]. Off a full tile, rows past
+ * M read row M - 1 and columns past N read column N - 1; the store skips them. */
+GEMM_INLINE void gemm_panel(const __global real *A, int lda, const __global real *B, int ldb,
+                            int M, int N, int m0, int n0, int k0, int k1, bool full, int lx,
+                            int ly, realN acc[TM][NVEC])
 {
+    int a[TM];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+        a[i] = GEMM_A_ROW(min(m0 + GEMM_ROW(i), M - 1));
     if (full) {
         int k = k0;
         for (; k + KU <= k1; k += KU) {
 #pragma unroll
             for (int u = 0; u < KU; ++u)
-                gemm_step(A, lda, B, ldb, m0, n0, k + u, lx, ly, acc);
+                gemm_step(A, a, lda, B, ldb, N, n0, k + u, lx, ly, false, acc);
         }
         for (; k < k1; ++k)
-            gemm_step(A, lda, B, ldb, m0, n0, k, lx, ly, acc);
+            gemm_step(A, a, lda, B, ldb, N, n0, k, lx, ly, false, acc);
     } else {
         for (int k = k0; k < k1; ++k)
-            gemm_step_edge(A, lda, B, ldb, M, N, m0, n0, k, lx, ly, acc);
+            gemm_step(A, a, lda, B, ldb, N, n0, k, lx, ly, true, acc);
     }
 }
 /* }}} */
@@ -283,7 +284,7 @@ inline void gemm_panel(const __global real *A, int lda, const __global real *B, 
 #endif
 
 /* This work-item's share of the tiles starting at k0, global -> registers; zeros outside. */
-inline void gemm_global_to_reg(const __global real *A, int lda, const __global real *B, int ldb,
+GEMM_INLINE void gemm_global_to_reg(const __global real *A, int lda, const __global real *B, int ldb,
                                int M, int N, int K, int m_wg0, int n_wg0, int k0, int lid,
                                bool full_mn, real ra[LA], real rb[LB])
 {
@@ -313,7 +314,7 @@ inline void gemm_global_to_reg(const __global real *A, int lda, const __global r
 }
 
 /* This work-item's share, registers -> local tiles as[k][m], bs[k][n]. */
-inline void gemm_reg_to_local(__local real *as, __local real *bs, int lid,
+GEMM_INLINE void gemm_reg_to_local(__local real *as, __local real *bs, int lid,
                               const real ra[LA], const real rb[LB])
 {
 #pragma unroll
@@ -329,7 +330,7 @@ inline void gemm_reg_to_local(__local real *as, __local real *bs, int lid,
 }
 
 /* acc += the local tiles, KWG steps of k. */
-inline void gemm_compute(const __local realM *as, const __local realN *bs, int lx, int ly,
+GEMM_INLINE void gemm_compute(const __local realM *as, const __local realN *bs, int lx, int ly,
                          realN acc[TM][NVEC])
 {
 #pragma unroll
@@ -387,12 +388,13 @@ void gemm(const int M, const int N, const int K, const real alpha, const real be
             gemm_panel(A, lda, B, ldb, M, N, m0, n_wg0, kb, min(kb + KB, K), full, lx, ly, acc);
         barrier(CLK_LOCAL_MEM_FENCE); /* the work-group moves through k together */
     }
-#else
-    if (inside)
-        gemm_panel(A, lda, B, ldb, M, N, m0, n_wg0, 0, K, full, lx, ly, acc);
-#endif
     if (!inside)
         return; /* no element of this work-item's tile is in C */
+#else
+    if (!inside)
+        return; /* no element of this work-item's tile is in C */
+    gemm_panel(A, lda, B, ldb, M, N, m0, n_wg0, 0, K, full, lx, ly, acc);
+#endif
     /* }}} */
 #else
     /* {{{ local-memory path: the work-group stages KWG-deep tiles, k-major */

@@ -1,0 +1,118 @@
+"""Find overhead for `convsolve bench --overhead`: cold and warm find in fresh processes, run()'s cost.
+
+Cold find runs in a child process whose kernel cache, user find-db, system find-db and PoCL kernel
+cache are empty temporary paths: it compiles and benchmarks every candidate.  Warm find runs in a
+second fresh process on the same paths: a find-db hit, then building the winner from the kernel
+cache.  The per-call overhead of ``run`` is measured in the bench's own process, as host time of
+``run()`` minus host time of calling the solver's invoker directly (set arguments + enqueue).
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+
+from . import Handle
+from .execute import Buffers, resolve_solver, run
+from .find import find
+from .immediate import compile_solution
+from .problem import Problem
+from .timing import elapsed_ms
+
+#: Calls of run() and of the bare invoker timed for the per-call overhead (alternating).
+CALLS = 50
+
+
+def _child_env(directory):
+    """os.environ with every cache and db of convsolve (and PoCL's kernel cache) under ``directory``."""
+    environ = dict(os.environ)
+    environ.update({"CONVSOLVE_CACHE_DIR": str(directory / "cache"),
+                    "CONVSOLVE_USER_DB_PATH": str(directory / "find_db.sqlite"),
+                    "CONVSOLVE_SYSTEM_DB_PATH": str(directory / "no_system_db.jsonl"),
+                    "POCL_CACHE_DIR": str(directory / "pocl")})
+    environ.pop("CONVSOLVE_DISABLE_CACHE", None)
+    return environ
+
+
+def _child(key, directory):
+    """The JSON report of one fresh process finding, compiling and running ``key``."""
+    begin = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "convsolve.bench_overhead", key],
+                         env=_child_env(directory), capture_output=True, text=True, timeout=3600)
+    if out.returncode:
+        raise RuntimeError(f"find-overhead child for {key} failed: {out.stderr.strip()[-2000:]}")
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report["process_ms"] = (time.perf_counter() - begin) * 1e3
+    return report
+
+
+def find_overhead(key):
+    """{'cold': report, 'warm': report} for the problem ``key``, each from a fresh process."""
+    with tempfile.TemporaryDirectory(prefix="convsolve-bench-") as tmp:
+        cold = _child(key, Path(tmp))
+        warm = _child(key, Path(tmp))
+    return {"cold": cold, "warm": warm}
+
+
+def run_overhead(handle, problem, solver, calls=CALLS):
+    """{'run_us', 'enqueue_us', 'overhead_us'}: median host time per call of run() and of the bare
+    invoker on ``problem``, and their difference; the queue is drained between calls."""
+    flags = cl.mem_flags.READ_WRITE
+    bufs = {name: cl.Buffer(handle.context, flags, max(4, getattr(problem, name).nbytes))
+            for name in ("x", "w", "y")}
+    chosen = resolve_solver(handle, problem, solver)
+    scratch = handle.scratch(chosen.workspace(problem))
+    invoker = handle.invoker(chosen, problem)
+    buffers = Buffers(bufs["x"], bufs["w"], bufs["y"])
+    run(handle, problem, solver, **bufs)
+    handle.queue.finish()
+    run_s, bare_s = [], []
+    for _ in range(calls):
+        begin = time.perf_counter()
+        run(handle, problem, solver, **bufs)
+        run_s.append(time.perf_counter() - begin)
+        handle.queue.finish()
+        begin = time.perf_counter()
+        invoker(buffers, scratch)
+        bare_s.append(time.perf_counter() - begin)
+        handle.queue.finish()
+    run_us, bare_us = statistics.median(run_s) * 1e6, statistics.median(bare_s) * 1e6
+    return {"run_us": run_us, "enqueue_us": bare_us, "overhead_us": run_us - bare_us,
+            "problem": problem.key()}
+
+
+def _measure(key):
+    """In the child: time Handle(), find(), compiling the winner and its first run for ``key``."""
+    clock = time.perf_counter
+    begin = clock()
+    handle = Handle()
+    made = clock()
+    problem = Problem.from_key(key)
+    rng = np.random.default_rng(0)
+    flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+    bufs = {name: cl.Buffer(handle.context, flags, hostbuf=rng.uniform(
+        -1, 1, getattr(problem, name).shape).astype(np.float32)) for name in ("x", "w", "y")}
+    start = clock()
+    solutions = find(handle, problem, **bufs)
+    found = clock()
+    compile_solution(handle, problem, solutions[0].solver)
+    compiled = clock()
+    events = run(handle, problem, solutions[0].solver, **bufs)
+    handle.queue.finish()
+    ran = clock()
+    kernel_ms = elapsed_ms(events)
+    return {"solver": solutions[0].solver, "source": solutions[0].source,
+            "handle_ms": (made - begin) * 1e3,
+            "find_ms": (found - start) * 1e3, "compile_ms": (compiled - found) * 1e3,
+            "first_run_ms": (ran - compiled) * 1e3, "kernel_ms": kernel_ms,
+            "first_run_extra_ms": (ran - compiled) * 1e3 - kernel_ms}
+
+
+if __name__ == "__main__":
+    print(json.dumps(_measure(sys.argv[1])))

@@ -1,0 +1,37 @@
+"""direct.Naive*: every direction against the numpy reference on a sweep of awkward shapes."""
+import pytest
+
+from convsolve import Direction, Problem, run
+from convsolve.reference import relative_error
+from convsolve.testing import (FLOAT32_TOLERANCE, device_buffers, expected_output,
+                               random_tensors, read_output)
+
+# (x_shape, w_shape, stride, padding, dilation, groups)
+SHAPES = [
+    ((1, 1, 1, 1), (1, 1, 1, 1), 1, 0, 1, 1),                    # smallest
+    ((2, 3, 7, 5), (4, 3, 3, 3), 1, 1, 1, 1),                    # odd, non-square
+    ((1, 5, 9, 11), (3, 5, 3, 2), (2, 3), 0, 1, 1),              # strides, non-square filter
+    ((3, 4, 8, 9), (6, 4, 3, 3), 1, ((1, 0), (2, 1)), 1, 1),     # asymmetric padding
+    ((1, 2, 10, 9), (2, 2, 3, 3), 1, 2, (2, 3), 1),              # dilation
+    ((2, 6, 6, 7), (9, 2, 3, 1), 2, ((0, 2), (1, 0)), 1, 3),     # groups
+    ((2, 8, 7, 7), (8, 1, 3, 3), 1, 1, 1, 8),                    # depthwise
+    ((1, 4, 5, 5), (4, 4, 5, 5), 1, 0, 1, 1),                    # filter = input
+    ((2, 3, 6, 6), (5, 3, 1, 1), 2, 0, 1, 1),                    # strided 1x1
+    ((1, 2, 4, 4), (3, 2, 2, 2), 3, 0, 1, 1),                    # stride > filter: gaps
+    ((1, 2, 3, 3), (2, 2, 3, 3), 1, ((3, 0), (0, 2)), 1, 1),     # padding past the filter
+]
+SOLVERS = {Direction.FORWARD: "direct.NaiveFwd", Direction.BACKWARD_DATA: "direct.NaiveBwdData",
+           Direction.BACKWARD_WEIGHTS: "direct.NaiveBwdWeights"}
+
+
+@pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
+@pytest.mark.parametrize("shape", SHAPES, ids=[str(i) for i in range(len(SHAPES))])
+def test_matches_reference(handle, shape, direction):
+    """The naive kernel of each direction agrees with the float64 reference."""
+    x_shape, w_shape, stride, padding, dilation, groups = shape
+    problem = Problem.conv2d(x_shape, w_shape, stride, padding, dilation, groups, direction)
+    host = random_tensors(problem, seed=len(x_shape) + groups)
+    buffers = device_buffers(handle, host)
+    run(handle, problem, SOLVERS[direction], **buffers)
+    error = relative_error(read_output(handle, problem, buffers), expected_output(problem, host))
+    assert error < FLOAT32_TOLERANCE

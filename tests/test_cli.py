@@ -1,0 +1,86 @@
+"""The convsolve command: solvers, conv (find, immediate, verify, db hit), db, errors and exit codes."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from convsolve.cli import main
+
+SMALL = ["conv", "-n", "2", "-c", "4", "-H", "9", "-W", "7", "-k", "6", "-y", "3", "-x", "3",
+         "-p", "1", "-q", "0", "-u", "2"]
+
+
+def test_solvers_lists_plugins_solvers_and_switches(capsys, monkeypatch):
+    """`convsolve solvers` shows each plugin's distribution and each solver on or off and why."""
+    monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "direct.NaiveBwd*")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_broken_import")
+    assert main(["solvers"]) == 0
+    out = capsys.readouterr().out
+    assert "convsolve-direct" in out and "FAILED: ImportError: planted import failure" in out
+    assert "direct.NaiveFwd" in out and "off (CONVSOLVE_DISABLE_SOLVERS ('direct.NaiveBwd*'))" in out
+    assert main(["solvers", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    state = {s["name"]: s["enabled"] for s in data["solvers"]}
+    assert state["direct.NaiveFwd"] and not state["direct.NaiveBwdData"]
+
+
+def test_conv_finds_verifies_and_prints_table(capsys):
+    """conv prints the ranked table per direction and MIOpenDriver's verification lines."""
+    assert main(SMALL) == 0
+    out = capsys.readouterr().out
+    for line in ("Forward Convolution Verifies OK on CPU reference",
+                 "Backward Convolution Data Verifies OK on CPU reference",
+                 "Backward Convolution Weights Verifies OK on CPU reference"):
+        assert line in out
+    assert "direct.NaiveFwd" in out and "GFLOP/s" in out and "benchmark" in out
+
+
+def test_conv_second_process_reports_db_hit(tmp_path):
+    """Run again in a new process, conv reports a find-db hit and benchmarks nothing."""
+    env = {**os.environ, "CONVSOLVE_USER_DB_PATH": str(tmp_path / "db.sqlite")}
+    command = [sys.executable, "-m", "convsolve.cli", *SMALL, "-F", "1", "--json"]
+    runs = [json.loads(subprocess.run(command, env=env, capture_output=True, text=True,
+                                      check=True).stdout) for _ in range(2)]
+    assert runs[0]["reports"][0]["source"] == "benchmark"
+    assert runs[1]["reports"][0]["source"] == "find-db"
+    assert all(s["source"] == "find-db" for s in runs[1]["reports"][0]["solutions"])
+    assert runs[1]["reports"][0]["verify"]["ok"]
+
+
+def test_conv_immediate_and_timing(capsys):
+    """-S immediate ranks by the fallback on a miss; -t 1 times the chosen solver."""
+    assert main([*SMALL, "-F", "2", "-S", "immediate", "-t", "1", "-i", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "find-db miss: solutions ranked by the WTI fallback" in out and "time: " in out
+
+
+def test_failed_verification_exits_non_zero(capsys, monkeypatch):
+    """A solver with wrong results makes conv print FAILED and exit 1."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_wrong")
+    assert main([*SMALL, "-F", "1", "--solver", "wrong.Lazy"]) == 1
+    assert "Forward Convolution FAILED: " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-g", "5"], "invalid groups=5"),
+    (["-u", "0"], "invalid stride=0"),
+    (["-F", "9"], "invalid -F=9"),
+    (["--solver", "nope.X"], "no solver 'nope.X' is installed"),
+])
+def test_bad_arguments_give_one_line_errors(capsys, args, message):
+    """Bad arguments exit non-zero with a single 'convsolve: error:' line and no traceback."""
+    assert main([*SMALL, *args]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("convsolve: error:") and message in err and "\n" not in err
+
+
+def test_db_path_show_clear(capsys):
+    """db path names both dbs; show lists what find stored; clear removes it."""
+    main([*SMALL, "-F", "1", "-V", "0"])
+    capsys.readouterr()
+    assert main(["db", "path"]) == 0 and "user:" in capsys.readouterr().out
+    assert main(["db", "show", "--json"]) == 0
+    assert [r["solver"] for r in json.loads(capsys.readouterr().out)] == ["direct.NaiveFwd"]
+    assert main(["db", "clear"]) == 0 and "removed 1 records" in capsys.readouterr().out
