@@ -117,7 +117,8 @@ def _register_solver(manager, solver):
         manager.register(solver, name=solver.name)
         manager.check_pending()
     except pluggy.PluginValidationError as exc:
-        manager.unregister(solver)
+        if manager.is_registered(solver):   # pluggy < 1.7 leaves a refused plugin registered
+            manager.unregister(solver)
         raise PluginError(f"solver {solver.name!r}: {exc}", solver) from exc
     implemented = {caller.name for caller in manager.get_hookcallers(solver) or ()}
     missing = [hook for hook in hookspecs.REQUIRED_SOLVER_HOOKS if hook not in implemented]

@@ -210,61 +210,41 @@ GEMM_INLINE void gemm_store(__global real *C, int ldc, int m, int n, int N, real
 }
 /* }}} */
 
-/* {{{ global-memory path steps (USE_LOCAL == 0) */
-#if TRANS_A
-#define GEMM_A_ROW(m) (m)         /* op(A)[m][k] = A[row + k * lda] */
-#define GEMM_A_AT(row, k) A[(row) + (k) * lda]
-#else
-#define GEMM_A_ROW(m) ((m) * lda) /* op(A)[m][k] = A[row + k] */
-#define GEMM_A_AT(row, k) A[(row) + (k)]
-#endif
+/* {{{ global-memory path step (USE_LOCAL == 0), a macro: written as an inlined function taking
+ * acc by pointer, LLVM 15 hoists the broadcasts of the next k and spills the register tile. */
 
-/* acc += op(A)[rows][k] * op(B)[k][columns]; a[i] is the offset of row i of op(A). The B vector
- * loads are full vectors: the caller clamps (edge == 1 gathers with clamped columns). */
-GEMM_INLINE void gemm_step(const __global real *A, const int a[TM], int lda, const __global real *B, int ldb,
-                           int N, int n0, int k, int lx, int ly, bool edge,
-                           realN acc[TM][NVEC])
-{
-    realN b[NVEC];
-#pragma unroll
-    for (int j = 0; j < NVEC; ++j) {
-        const int n = n0 + GEMM_COL(j);
-        b[j] = (!edge || n + VW <= N) ? gemm_load_b(B, ldb, k, n)
-                                      : gemm_load_b_edge(B, ldb, k, n, N);
+/* acc += op(A)[ROWS(i)][kk] * op(B)[kk][n0 + GEMM_COL(j) ..]; LOAD_B(kk, n) gives the vector. */
+#define GEMM_STEP(kk, ROWS, LOAD_B)                                                 \
+    {                                                                               \
+        realN b_[NVEC];                                                             \
+        _Pragma("unroll") for (int j_ = 0; j_ < NVEC; ++j_)                         \
+            b_[j_] = LOAD_B((kk), n_wg0 + GEMM_COL(j_));                            \
+        _Pragma("unroll") for (int i_ = 0; i_ < TM; ++i_) {                         \
+            const realN a_ = (realN)GEMM_A(ROWS(i_), (kk));                         \
+            _Pragma("unroll") for (int j_ = 0; j_ < NVEC; ++j_)                     \
+                acc[i_][j_] = fma(a_, b_[j_], acc[i_][j_]);                         \
+        }                                                                           \
     }
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-        const realN av = (realN)GEMM_A_AT(a[i], k);
-#pragma unroll
-        for (int j = 0; j < NVEC; ++j)
-            acc[i][j] = fma(av, b[j], acc[i][j]);
-    }
-}
+#define GEMM_ROWS_FULL(i) (m0 + GEMM_ROW(i))
+#define GEMM_ROWS_EDGE(i) (min(m0 + GEMM_ROW(i), M - 1)) /* rows past M read row M - 1 */
+#define GEMM_LOAD_B_FULL(k, n) gemm_load_b(B, ldb, k, n)
+#define GEMM_LOAD_B_EDGE(k, n) \
+    ((n) + VW <= N ? gemm_load_b(B, ldb, k, n) : gemm_load_b_edge(B, ldb, k, n, N))
 
-/* acc += op(A)[rows][k0 .. k1 - 1] * op(B)[k0 .. k1 - 1][columns]. Off a full tile, rows past
- * M read row M - 1 and columns past N read column N - 1; the store skips them. */
-GEMM_INLINE void gemm_panel(const __global real *A, int lda, const __global real *B, int ldb,
-                            int M, int N, int m0, int n0, int k0, int k1, bool full, int lx,
-                            int ly, realN acc[TM][NVEC])
-{
-    int a[TM];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-        a[i] = GEMM_A_ROW(min(m0 + GEMM_ROW(i), M - 1));
-    if (full) {
-        int k = k0;
-        for (; k + KU <= k1; k += KU) {
-#pragma unroll
-            for (int u = 0; u < KU; ++u)
-                gemm_step(A, a, lda, B, ldb, N, n0, k + u, lx, ly, false, acc);
-        }
-        for (; k < k1; ++k)
-            gemm_step(A, a, lda, B, ldb, N, n0, k, lx, ly, false, acc);
-    } else {
-        for (int k = k0; k < k1; ++k)
-            gemm_step(A, a, lda, B, ldb, N, n0, k, lx, ly, true, acc);
+/* acc += op(A)[rows][K0 .. K1 - 1] * op(B)[K0 .. K1 - 1][columns], fast path when `full`. */
+#define GEMM_PANEL(K0, K1)                                                          \
+    if (full) {                                                                     \
+        int k = (K0);                                                               \
+        for (; k + KU <= (K1); k += KU) {                                           \
+            _Pragma("unroll") for (int u = 0; u < KU; ++u)                          \
+                GEMM_STEP(k + u, GEMM_ROWS_FULL, GEMM_LOAD_B_FULL)                  \
+        }                                                                           \
+        for (; k < (K1); ++k)                                                       \
+            GEMM_STEP(k, GEMM_ROWS_FULL, GEMM_LOAD_B_FULL)                          \
+    } else {                                                                        \
+        for (int k = (K0); k < (K1); ++k)                                           \
+            GEMM_STEP(k, GEMM_ROWS_EDGE, GEMM_LOAD_B_EDGE)                          \
     }
-}
 /* }}} */
 
 #if USE_LOCAL
@@ -384,8 +364,10 @@ void gemm(const int M, const int N, const int K, const real alpha, const real be
     const bool full = m0 + GEMM_ROW(TM - 1) < M && n_wg0 + GEMM_COL(NVEC - 1) + VW <= N;
 #if KB > 0
     for (int kb = 0; kb < K; kb += KB) {
-        if (inside)
-            gemm_panel(A, lda, B, ldb, M, N, m0, n_wg0, kb, min(kb + KB, K), full, lx, ly, acc);
+        if (inside) {
+            const int kend = min(kb + KB, K);
+            GEMM_PANEL(kb, kend)
+        }
         barrier(CLK_LOCAL_MEM_FENCE); /* the work-group moves through k together */
     }
     if (!inside)
@@ -393,7 +375,7 @@ void gemm(const int M, const int N, const int K, const real alpha, const real be
 #else
     if (!inside)
         return; /* no element of this work-item's tile is in C */
-    gemm_panel(A, lda, B, ldb, M, N, m0, n_wg0, 0, K, full, lx, ly, acc);
+    GEMM_PANEL(0, K)
 #endif
     /* }}} */
 #else
