@@ -1,6 +1,7 @@
 """`convsolve bench`: network layer suites timed with find's winner, beside PyTorch and the device peak."""
 import datetime
 import json
+import os
 import statistics
 import sys
 import time
@@ -207,7 +208,9 @@ def format_report(report):
     lines = [f"suite {report['suite']} ({report['source']})", f"device: {report['device']}",
              f"peak: {_fmt(report['peak']['gflops'], 1)} GFLOP/s FMA, "
              f"{_fmt(report['peak'].get('gbps'), 1)} GB/s copy ({report['peak']['how']})",
-             f"torch: {torch_note}"]
+             f"torch: {torch_note}",
+             "load average (1, 5, 15 min) at start and end: " + "; ".join(
+                 " ".join(f"{v:.2f}" for v in load) for load in report["load"])]
     for result in report["results"]:
         lines.append(f"\n{Direction.parse(result['direction']).label}:")
         rows = [(r["index"], r["name"], r["count"], r["shape"], _fmt(r["flops"] / 1e9, 3),
@@ -241,7 +244,8 @@ def plot(report, path):
                                       3.5 * len(results)))
     for ax, result in zip(axes[:, 0], results):
         names = [r["name"] for r in result["rows"]]
-        series = [("convsolve", "time_ms"), ("torch", "torch_ms"),
+        ours = ("convsolve (wall)", "wall_ms") if report["compare_wall"] else ("convsolve", "time_ms")
+        series = [ours, ("torch", "torch_ms"),
                   ("torch (default malloc)", "torch_default_ms")]
         series = [(label, key) for label, key in series
                   if all(r.get(key) for r in result["rows"])]
@@ -298,7 +302,7 @@ def cmd_bench(args):
             torch_note = f"not compared: {torch_note}"
     report = {"suite": suite["name"], "source": suite.get("source", args.suite),
               "device": handle.name, "is_gpu": is_gpu, "compare_wall": not is_gpu,
-              "batch": batch, "peak": peak, "torch": torch_note,
+              "batch": batch, "peak": peak, "torch": torch_note, "load": [os.getloadavg()],
               "convsolve": __version__, "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "options": {k: v for k, v in vars(args).items() if k not in ("func", "command")},
               "results": []}
@@ -324,6 +328,7 @@ def cmd_bench(args):
                                       "total": network_total(rows, peak["gflops"])})
     finally:
         progress.close()
+        report["load"].append(os.getloadavg())
         for peer in peers:
             peer.close()
     print(json.dumps(report, indent=1) if args.json else format_report(report))
