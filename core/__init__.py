@@ -1,7 +1,5 @@
 """convsolve: find the fastest correct OpenCL convolution among pluggable solvers, remember it, run it."""
-import logging as _logging
-import os as _os
-
+from . import env as _env
 from . import reference
 from .api import (applicable_solvers, conv2d, conv2d_backward_data, conv2d_backward_weights,
                   default_handle)
@@ -19,8 +17,7 @@ from .solutions import Solution
 
 __version__ = "0.1.0"
 
-if _os.environ.get("CONVSOLVE_LOG_LEVEL"):
-    _logging.getLogger("convsolve").setLevel(_os.environ["CONVSOLVE_LOG_LEVEL"].strip().upper())
+_env.configure_logging()
 
 __all__ = [
     "BuildError", "Buffers", "ConvDesc", "ConvsolveError", "DatabaseError", "DeviceError",

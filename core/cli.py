@@ -1,7 +1,6 @@
 """The `convsolve` command: list solvers and devices, run MIOpenDriver-style convolutions, manage the find-db."""
 import argparse
 import json
-import logging
 import statistics
 import sys
 
@@ -17,6 +16,7 @@ from .handle import Handle, describe, list_devices
 from .immediate import compile_solution, get_solutions
 from .plugins import registry
 from .problem import Direction, Problem
+from .solutions import format_bytes
 from .timing import elapsed_ms
 
 #: Verification passes when the relative RMS error against the float64 reference is below this.
@@ -25,14 +25,6 @@ _DIRECTION_BITS = {1: Direction.FORWARD, 2: Direction.BACKWARD_DATA, 4: Directio
 _VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
                  Direction.BACKWARD_DATA: "Backward Convolution Data",
                  Direction.BACKWARD_WEIGHTS: "Backward Convolution Weights"}
-
-
-def _bytes(count):
-    for unit in ("B", "KiB", "MiB"):
-        if count < 1024:
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} GiB"
 
 
 def _print_table(rows, headers):
@@ -97,7 +89,7 @@ def cmd_db(args):
             print(json.dumps(rows, indent=2))
         else:
             _print_table([(r["problem"], r["solver"], r["device"], f"{r['time_ms']:.4f}",
-                           _bytes(r["workspace"])) for r in rows],
+                           format_bytes(r["workspace"])) for r in rows],
                          ("problem", "solver", "device", "time (ms)", "workspace"))
     else:
         print(f"removed {db.clear()} records from {db.user_path}")
@@ -171,7 +163,7 @@ def _print_report(problem, report):
     elif report["source"] == "fallback":
         print("find-db miss: solutions ranked by the WTI fallback (estimated times, nothing run)")
     rows = [(i, s["solver"], s["family"], f"{s['time_ms']:.4f}",
-             f"{s['gflops']:.1f}" if s["gflops"] else "-", _bytes(s["workspace"]), s["source"])
+             f"{s['gflops']:.1f}" if s["gflops"] else "-", format_bytes(s["workspace"]), s["source"])
             for i, s in enumerate(report["solutions"], 1)]
     if rows:
         _print_table(rows, ("rank", "solver", "family", "time (ms)", "GFLOP/s", "workspace",
@@ -258,9 +250,8 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    logging.basicConfig(format="convsolve: %(levelname)s: %(message)s", stream=sys.stderr)
     try:
-        logging.getLogger("convsolve").setLevel(env.LOG_LEVEL.raw().upper())
+        env.configure_logging()
         return args.func(args)
     except ValidationError as exc:
         print(f"convsolve: error: {exc}", file=sys.stderr)

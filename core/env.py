@@ -5,6 +5,7 @@ os.environ sees the change at the next call.  docs/environment.md is generated f
 by ``convsolve env --markdown`` and a test keeps the two equal.
 """
 import fnmatch
+import logging
 import os
 from dataclasses import dataclass
 
@@ -160,6 +161,26 @@ def disabled_by(solver_name, algorithm):
     return None
 
 # }}}
+
+
+def configure_logging():
+    """Set the 'convsolve' logger's level from CONVSOLVE_LOG_LEVEL, with a stderr handler.
+
+    Without the variable nothing is changed (the application's logging set-up rules).
+    """
+    logger = logging.getLogger("convsolve")
+    if not os.environ.get(LOG_LEVEL.name, "").strip():
+        return
+    level = logging.getLevelName(LOG_LEVEL.raw().upper())
+    if not isinstance(level, int):
+        logger.warning("ignoring %s=%r: not a logging level", LOG_LEVEL.name, LOG_LEVEL.raw())
+        return
+    logger.setLevel(level)
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("convsolve: %(levelname)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
 
 
 def markdown_table():

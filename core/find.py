@@ -11,7 +11,7 @@ from .errors import FindError, ValidationError
 from .execute import check_buffers, check_scratch
 from .find_db import FindDb, Record
 from .plugins import registry
-from .solutions import Solution, usable_records, wti_fallback
+from .solutions import Solution, format_bytes, usable_records, wti_fallback
 from .timing import time_invoker
 
 log = logging.getLogger("convsolve")
@@ -49,24 +49,27 @@ def _remember(handle, problem, solutions):
 
 
 def _workspace(handle, workspace, needs):
-    """(scratch buffer, bytes available): the caller's buffer, or one find allocates itself.
+    """(scratch buffer, bytes available, how they were chosen): the caller's buffer, or find's own.
 
-    With ``workspace=None`` find allocates the largest need up to CONVSOLVE_WORKSPACE_LIMIT and the
-    device's largest allocation, halving on allocation failure.
+    With ``workspace=None`` find allocates the largest need that fits under
+    CONVSOLVE_WORKSPACE_LIMIT and the device's largest allocation, halving on allocation failure
+    while the halved size still serves some candidate.
     """
     if workspace is not None:
         check_scratch(workspace, 0, "find")
-        return workspace, workspace.size
-    largest = max(needs, default=0)
-    size = min(largest, env.size_in_bytes(env.WORKSPACE_LIMIT), handle.device.max_mem_alloc_size)
-    smallest = min((n for n in needs if n > 0), default=0)
+        return workspace, workspace.size, "given"
+    cap = min(env.size_in_bytes(env.WORKSPACE_LIMIT), handle.device.max_mem_alloc_size)
+    how = (f"allocated (find allocates at most {format_bytes(cap)}: "
+           f"{env.WORKSPACE_LIMIT.name} and the device's largest buffer)")
+    fitting = [n for n in needs if 0 < n <= cap]
+    size, smallest = max(fitting, default=0), min(fitting, default=0)
     while size > 0 and size >= smallest:
         try:
-            return cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, size), size
+            return cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, size), size, how
         except cl.Error as exc:
-            log.info("workspace of %d bytes not allocated (%s); trying half", size, exc)
+            log.info("workspace of %s not allocated (%s); trying half", format_bytes(size), exc)
             size //= 2
-    return None, 0
+    return None, 0, how
 
 
 def _build_all(handle, problem, solvers, skipped):
@@ -98,12 +101,12 @@ def _benchmark(handle, problem, solvers, buffers, workspace, skipped):
             needs[solver] = int(solver.workspace(problem))
         except Exception as exc:  # noqa: BLE001
             skipped[solver.name] = f"workspace() raised {exc!r}"
-    scratch, available = _workspace(handle, workspace, needs.values())
+    scratch, available, how = _workspace(handle, workspace, needs.values())
     fitting = []
     for solver, need in needs.items():
         if need > available:
-            skipped[solver.name] = (f"needs {need / 2**20:.1f} MiB workspace, "
-                                    f"{available / 2**20:.1f} MiB given")
+            skipped[solver.name] = (f"needs {format_bytes(need)} workspace, "
+                                    f"{format_bytes(available)} {how}")
             log.info("skip %r: %s", solver.name, skipped[solver.name])
         else:
             fitting.append(solver)

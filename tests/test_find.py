@@ -1,5 +1,6 @@
 """find: ranking, skip reasons, workspace, find modes, the find-db and remembering families."""
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ from convsolve.testing import (FLOAT32_TOLERANCE, device_buffers, expected_outpu
                                random_tensors, read_output)
 from convsolve.reference import relative_error
 
+FAKE_PLUGINS = Path(__file__).parent / "fake_plugins"
 PROBLEM = Problem.conv2d((2, 3, 7, 6), (4, 3, 3, 3), padding=((1, 0), (0, 1)))
 
 
@@ -36,7 +38,7 @@ def test_find_ranks_records_and_logs_every_skip(handle, fake, buffers, caplog):
     assert set(names) == {"fake.Good", "fake.NoWti", "direct.NaiveFwd"}
     assert [r.time_ms for r in results] == sorted(r.time_ms for r in results)
     assert all(r.source == "benchmark" and r.time_ms > 0 for r in results)
-    assert "skip 'fake.Hungry': needs 1048576.0 MiB workspace" in caplog.text
+    assert "skip 'fake.Hungry': needs 1024.0 GiB workspace, 0 B allocated (find allocates at most" in caplog.text
     assert "skip 'fake.BadBuild': failed to build" in caplog.text and "undeclared_name" in caplog.text
     assert "skip 'fake.RunFails': failed to run: planted run failure" in caplog.text
     stored = FindDb().lookup(handle.db_key, PROBLEM.key())
@@ -75,7 +77,7 @@ def test_workspace_given_too_small_skips_solver(handle, fake, buffers, caplog):
     caplog.set_level("INFO", logger="convsolve")
     scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 1 << 20)
     find(handle, PROBLEM, **buffers, workspace=scratch, mode="NORMAL")
-    assert "needs 1048576.0 MiB workspace, 1.0 MiB given" in caplog.text
+    assert "needs 1024.0 GiB workspace, 1.0 MiB given" in caplog.text
 
 
 def test_modes_on_hit_and_miss(handle, fake, buffers):
@@ -163,3 +165,30 @@ def test_find_db_persists_across_processes(tmp_path):
                                          capture_output=True, text=True).stdout)
                for _ in range(2)]
     assert outputs == [[["direct.NaiveFwd", "benchmark"]], [["direct.NaiveFwd", "find-db"]]]
+
+
+def test_workspace_limit_bounds_what_find_allocates(handle, buffers, monkeypatch, caplog):
+    """CONVSOLVE_WORKSPACE_LIMIT caps find's own allocation; larger needs are skipped."""
+    caplog.set_level("INFO", logger="convsolve")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_fake")
+    monkeypatch.setenv("CONVSOLVE_WORKSPACE_LIMIT", "64K")
+    find(handle, PROBLEM, **buffers, mode="NORMAL")
+    assert "0 B allocated (find allocates at most 64.0 KiB: CONVSOLVE_WORKSPACE_LIMIT" in caplog.text
+
+
+def test_serial_build_and_info_logging_in_a_fresh_process(tmp_path):
+    """CONVSOLVE_COMPILE_PARALLEL_LEVEL=1 builds serially; CONVSOLVE_LOG_LEVEL=INFO logs skips."""
+    script = (
+        "import convsolve\n"
+        "from convsolve.testing import device_buffers, random_tensors\n"
+        "p = convsolve.Problem.from_key(%r)\n"
+        "h = convsolve.Handle()\n"
+        "print(len(convsolve.find(h, p, **device_buffers(h, random_tensors(p)), mode='NORMAL')))\n"
+        % PROBLEM.key())
+    env_vars = {**__import__("os").environ, "CONVSOLVE_USER_DB_PATH": str(tmp_path / "db.sqlite"),
+                "CONVSOLVE_COMPILE_PARALLEL_LEVEL": "1", "CONVSOLVE_LOG_LEVEL": "INFO",
+                "CONVSOLVE_PLUGINS": "cs_fake", "PYTHONPATH": str(FAKE_PLUGINS)}
+    done = subprocess.run([sys.executable, "-c", script], env=env_vars, check=True,
+                          capture_output=True, text=True)
+    assert done.stdout.strip() == "3"
+    assert "skip 'fake.RunFails': failed to run" in done.stderr
