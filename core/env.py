@@ -73,6 +73,9 @@ STRICT_PLUGINS = _declare(
 DISABLE_SOLVERS = _declare(
     "CONVSOLVE_DISABLE_SOLVERS", "",
     "Comma list of solver names or fnmatch globs (e.g. 'direct.Naive*') to turn off.")
+ALLOW_REDUCED_PRECISION = _declare(
+    "CONVSOLVE_ALLOW_REDUCED_PRECISION", "0",
+    "1 lets solvers that declare reduced_precision (less than float32, e.g. TF32) be used.")
 FAMILY_SWITCHES = {
     family: _declare(
         f"CONVSOLVE_DEBUG_CONV_{family.upper()}", "1",

@@ -14,6 +14,18 @@ Besides the hooks, a solver object carries plain attributes (checked at registra
 - ``dynamic`` (bool): True when it needs no per-problem compile (one build serves every problem),
   so the default find mode may benchmark it on a find-db miss.
 
+Optional attributes, with their defaults when absent (``OPTIONAL_SOLVER_ATTRIBUTES``):
+
+- ``deterministic`` (bool, True): two runs on the same inputs give bitwise-equal outputs.
+- ``tolerance`` (float, 1e-5): the relative RMS error against the float64 reference its numerics
+  allow (e.g. larger for Winograd or FFT); verification and ``check_solver`` hold it to this.
+- ``reduced_precision`` (bool, False): computes with less than float32 precision (e.g. TF32);
+  such a solver is off unless ``CONVSOLVE_ALLOW_REDUCED_PRECISION=1``.
+
+A plugin module declares the solver API versions it supports as a PEP 440 specifier,
+``CONVSOLVE_SOLVER_API = ">=1.0,<2"``; a plugin that does not admit ``SOLVER_API_VERSION`` is
+refused at load time.
+
 An *invoker* is what ``build_invoker`` returns: ``invoker(buffers, scratch) -> list[pyopencl.Event]``.
 ``buffers`` has the device buffers ``x``, ``w``, ``y`` in their forward-sense roles (backward-data
 writes ``x``, backward-weights writes ``w``); ``scratch`` is a buffer of at least ``workspace(problem)``
@@ -29,6 +41,9 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 #: Version of this contract.  Added hooks or opt-in arguments raise the minor number.
 SOLVER_API_VERSION = "1.0"
+
+#: Optional solver attributes and their defaults (see the module docstring).
+OPTIONAL_SOLVER_ATTRIBUTES = {"deterministic": True, "tolerance": 1e-5, "reduced_precision": False}
 
 #: Per-solver hooks a solver must implement; the core refuses a solver that lacks one.
 REQUIRED_SOLVER_HOOKS = ("is_applicable", "get_wti", "workspace", "build_invoker")

@@ -8,6 +8,8 @@ import threading
 from dataclasses import dataclass, field
 
 import pluggy
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
 
 from . import env, hookspecs
 from .errors import PluginError, SolverError
@@ -72,7 +74,12 @@ class Registry:
         on, skipped = self.enabled_solvers()
         skipped = {name: f"disabled by {switch}" for name, switch in skipped.items()}
         applicable = []
+        reduced_ok = env.flag(env.ALLOW_REDUCED_PRECISION)
         for solver in on:
+            if solver_attribute(solver, "reduced_precision") and not reduced_ok:
+                skipped[solver.name] = ("numerical policy: reduced precision is off "
+                                        f"({env.ALLOW_REDUCED_PRECISION.name}=0)")
+                continue
             if problem.direction not in solver.directions:
                 skipped[solver.name] = f"does not serve {problem.direction.name}"
                 continue
@@ -103,7 +110,34 @@ def _check_attributes(solver):
         problems.append(f"directions={directions!r} is not a non-empty collection of Direction")
     if not isinstance(getattr(solver, "dynamic", None), bool):
         problems.append(f"dynamic={getattr(solver, 'dynamic', None)!r} is not a bool")
+    for attribute, default in hookspecs.OPTIONAL_SOLVER_ATTRIBUTES.items():
+        value = getattr(solver, attribute, default)
+        if type(value) is not type(default) or (isinstance(value, float) and not value > 0):
+            problems.append(f"{attribute}={value!r} is not a {type(default).__name__}"
+                            + (" > 0" if isinstance(default, float) else ""))
     return problems
+
+
+def solver_attribute(solver, attribute):
+    """An optional solver attribute, or its default from OPTIONAL_SOLVER_ATTRIBUTES."""
+    return getattr(solver, attribute, hookspecs.OPTIONAL_SOLVER_ATTRIBUTES[attribute])
+
+
+def _check_api_version(info, module):
+    """Refuse a plugin whose CONVSOLVE_SOLVER_API does not admit this core's solver API."""
+    declared = getattr(module, "CONVSOLVE_SOLVER_API", None)
+    provided = hookspecs.SOLVER_API_VERSION
+    if declared is None:
+        raise PluginError(f"plugin {info.name!r} does not declare CONVSOLVE_SOLVER_API (the solver "
+                          f"API versions it supports); this convsolve provides {provided}", info)
+    try:
+        supported = Version(provided) in SpecifierSet(str(declared))
+    except InvalidSpecifier:
+        raise PluginError(f"plugin {info.name!r}: CONVSOLVE_SOLVER_API={declared!r} is not a "
+                          "version specifier such as '>=1.0,<2'", info) from None
+    if not supported:
+        raise PluginError(f"plugin {info.name!r} supports solver API {declared}; this convsolve "
+                          f"provides {provided}", info)
 
 
 def _register_solver(manager, solver):
@@ -163,6 +197,7 @@ def _load_plugin(manager, info, strict):
         if ":" in info.module:
             for attr in info.module.split(":")[1].split("."):
                 module = getattr(module, attr)
+        _check_api_version(info, module)
         manager.register(module, name=f"plugin:{info.name}")
         manager.check_pending()
         impls = [impl for impl in manager.hook.convsolve_solvers.get_hookimpls()
@@ -210,8 +245,17 @@ _cache = {}
 _lock = threading.Lock()
 
 
+def reset():
+    """Forget the loaded Registry, so the next registry() discovers plugins again."""
+    with _lock:
+        _cache.clear()
+
+
 def registry():
-    """The process's Registry, loaded on first use and again when a loading switch changes."""
+    """The process's Registry, loaded on first use and again when a loading switch changes.
+
+    Plugins installed while the process runs are seen after reset().
+    """
     state = (env.DISABLE_PLUGIN_AUTOLOAD.raw(), env.PLUGINS.raw(), env.STRICT_PLUGINS.raw())
     with _lock:
         if state not in _cache:

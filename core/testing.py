@@ -9,7 +9,7 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
-from . import reference
+from . import plugins, reference
 from .handle import Handle
 
 #: Relative RMS error against the float64 reference that float32 solvers must stay under.
@@ -28,6 +28,7 @@ def convsolve_isolated(tmp_path, monkeypatch):
     system = tmp_path / "system_db.jsonl"
     system.write_text("")
     monkeypatch.setenv("CONVSOLVE_SYSTEM_DB_PATH", str(system))
+    plugins.reset()
 
 
 @pytest.fixture(scope="session")

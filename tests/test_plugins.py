@@ -1,4 +1,5 @@
 """Discovery through entry points, isolation of broken plugins, the contract checks, and the switches."""
+import sys
 import textwrap
 
 import pytest
@@ -11,10 +12,13 @@ PROBLEM = Problem.conv2d((1, 2, 6, 5), (3, 2, 3, 3), padding=1)
 
 def make_distribution(root, package="acme_solvers", entry_point="acme", body=None):
     """Write a real installed distribution (package + .dist-info with entry_points.txt) under root."""
+    sys.modules.pop(package, None)
     (root / package).mkdir()
     (root / package / "__init__.py").write_text(body or textwrap.dedent('''
         from convsolve import Direction, hookimpl
         import cs_fake
+
+        CONVSOLVE_SOLVER_API = ">=1.0,<2"
 
         class TiledDirect(cs_fake.FakeSolver):
             name = "acme.TiledDirect"
@@ -109,3 +113,28 @@ def test_bad_switch_value_is_an_error(monkeypatch):
     monkeypatch.setenv("CONVSOLVE_DEBUG_CONV_GEMM", "maybe")
     with pytest.raises(convsolve.ValidationError, match="CONVSOLVE_DEBUG_CONV_GEMM"):
         env.disabled_by("gemm.X", "gemm")
+
+
+@pytest.mark.parametrize("declaration, message", [
+    ('CONVSOLVE_SOLVER_API = ">=2.0"', "supports solver API >=2.0; this convsolve provides 1.0"),
+    ("", "does not declare CONVSOLVE_SOLVER_API"),
+    ('CONVSOLVE_SOLVER_API = "one"', "is not a version specifier"),
+])
+def test_incompatible_solver_api_is_refused(tmp_path, monkeypatch, declaration, message):
+    """A plugin whose declared solver-API range excludes this core is refused, naming both."""
+    make_distribution(tmp_path, body=f"from convsolve import hookimpl\n{declaration}\n"
+                                     "@hookimpl\ndef convsolve_solvers():\n    return []\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    info = next(p for p in convsolve.registry().plugins if p.name == "acme")
+    assert message in info.error
+
+
+def test_reduced_precision_needs_permission(monkeypatch):
+    """A solver declaring reduced_precision is skipped by the numerical policy unless allowed."""
+    import cs_fake
+    monkeypatch.setattr(cs_fake.Good, "reduced_precision", True, raising=False)
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_fake")
+    _, skipped = convsolve.registry().candidates(PROBLEM)
+    assert "numerical policy" in skipped["fake.Good"]
+    monkeypatch.setenv("CONVSOLVE_ALLOW_REDUCED_PRECISION", "1")
+    assert "fake.Good" in convsolve.applicable_solvers(PROBLEM)

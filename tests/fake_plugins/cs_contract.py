@@ -1,6 +1,8 @@
 """Test-only plugin whose solvers each break the contract one way; plus one valid solver."""
 from convsolve import Direction, hookimpl
 
+CONVSOLVE_SOLVER_API = ">=1.0,<2"
+
 
 class Base:
     algorithm = "contract"

@@ -6,6 +6,8 @@ import pyopencl as cl
 
 from convsolve import Direction, hookimpl
 
+CONVSOLVE_SOLVER_API = ">=1.0,<2"
+
 NAIVE = resources.files("convsolve_direct") / "kernels" / "naive.cl"
 BROKEN = Path(__file__).parent / "broken.cl"
 

@@ -1,6 +1,8 @@
 """Test-only plugin: a forward solver that never writes its output (verification must fail)."""
 from convsolve import Direction, hookimpl
 
+CONVSOLVE_SOLVER_API = ">=1.0,<2"
+
 
 class Lazy:
     name = "wrong.Lazy"
