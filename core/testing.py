@@ -10,11 +10,31 @@ import pyopencl as cl
 import pytest
 
 from . import plugins, reference
+from .execute import Buffers
 from .handle import Handle
+from .problem import Direction, Problem
 
 #: Relative RMS error against the float64 reference that float32 solvers must stay under.
 FLOAT32_TOLERANCE = 1e-5
 _OUTPUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
+
+#: The standard problem shapes: (x_shape, w_shape, stride, padding, dilation, groups).
+STANDARD_SHAPES = [
+    ((1, 1, 1, 1), (1, 1, 1, 1), 1, 0, 1, 1),                    # smallest
+    ((2, 3, 7, 5), (4, 3, 3, 3), 1, 1, 1, 1),                    # odd, non-square, batch 2
+    ((1, 5, 9, 11), (3, 5, 3, 2), (2, 3), 0, 1, 1),              # strides, non-square filter
+    ((3, 4, 8, 9), (6, 4, 3, 3), 1, ((1, 0), (2, 1)), 1, 1),     # asymmetric padding, batch 3
+    ((1, 2, 10, 9), (2, 2, 3, 3), 1, 2, (2, 3), 1),              # dilation
+    ((2, 6, 6, 7), (9, 2, 3, 1), 2, ((0, 2), (1, 0)), 1, 3),     # groups
+    ((2, 8, 7, 7), (8, 1, 3, 3), 1, 1, 1, 8),                    # depthwise
+    ((1, 4, 5, 5), (4, 4, 5, 5), 1, 0, 1, 1),                    # filter as large as the input
+    ((2, 16, 6, 6), (24, 16, 1, 1), 1, 0, 1, 1),                 # pointwise 1x1
+    ((2, 3, 6, 6), (5, 3, 1, 1), 2, 0, 1, 1),                    # strided 1x1
+    ((1, 2, 4, 4), (3, 2, 2, 2), 3, 0, 1, 1),                    # stride larger than the filter
+    ((4, 17, 13, 11), (19, 17, 3, 3), 1, 1, 1, 1),               # primes everywhere
+]
+_GUARD_BYTES = 4096   # written past the reported workspace: caught, and still inside the buffer
+_PATTERN = 0xA5
 
 
 @pytest.fixture(autouse=True)
@@ -70,3 +90,107 @@ def read_output(handle, problem, buffers):
 def expected_output(problem, host):
     """The float64 reference output of ``problem`` for the host arrays."""
     return reference.compute(problem, **host)
+
+
+# {{{ check_solver
+
+def standard_problems(directions=tuple(Direction)):
+    """The standard problem set: every STANDARD_SHAPES entry in each of ``directions``."""
+    return [Problem.conv2d(x, w, stride, padding, dilation, groups, direction)
+            for direction in directions
+            for x, w, stride, padding, dilation, groups in STANDARD_SHAPES]
+
+
+def _nan_buffer(handle, nbytes):
+    buffer = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, nbytes)
+    cl.enqueue_fill_buffer(handle.queue, buffer, np.float32(np.nan), 0, nbytes)
+    return buffer
+
+
+def _read_bytes(handle, buffer, nbytes):
+    out = np.empty(nbytes, np.uint8)
+    cl.enqueue_copy(handle.queue, out, buffer)
+    return out
+
+
+def _check_one(solver, handle, problem, seed):
+    """Failure messages of ``solver`` on one problem it accepts (empty when it passes)."""
+    key = problem.key()
+    workspace = solver.workspace(problem)
+    wti = solver.get_wti(problem)
+    if isinstance(workspace, bool) or not isinstance(workspace, int) or workspace < 0:
+        return [f"{key}: workspace() returned {workspace!r}, not bytes >= 0"]
+    if not isinstance(wti, (int, float)) or wti == 0 or wti > 1:
+        return [f"{key}: get_wti() returned {wti!r}, not in (0, 1] or negative"]
+    host = random_tensors(problem, seed)
+    out = _OUTPUT[problem.direction.value]
+    buffers = device_buffers(handle, host)
+    buffers[out] = _nan_buffer(handle, getattr(problem, out).nbytes)
+    scratch = None
+    if workspace:
+        scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, workspace + _GUARD_BYTES)
+        cl.enqueue_fill_buffer(handle.queue, scratch, np.uint8(_PATTERN), 0, workspace + _GUARD_BYTES)
+    try:
+        invoker = solver.build_invoker(problem, handle)
+        cl.wait_for_events(invoker(Buffers(**buffers), scratch) or [])
+        first = read_output(handle, problem, buffers)
+    except Exception as exc:  # noqa: BLE001 - any failure to run is a finding
+        return [f"{key}: failed to build or run: {exc!r}"]
+    failures = []
+    error = reference.relative_error(first, expected_output(problem, host))
+    tolerance = plugins.solver_attribute(solver, "tolerance")
+    if not error < tolerance:
+        unwritten = int(np.isnan(first).sum())
+        failures.append(f"{key}: wrong result, relative error {error:.3g} >= {tolerance:g}"
+                        + (f" ({unwritten} output elements never written)" if unwritten else ""))
+    for name, array in host.items():
+        if name != out and array.size:
+            now = np.empty_like(array)
+            cl.enqueue_copy(handle.queue, now, buffers[name])
+            if not np.array_equal(now, array):
+                failures.append(f"{key}: modified its input {name!r}")
+    if scratch is not None:
+        used = np.flatnonzero(_read_bytes(handle, scratch, workspace + _GUARD_BYTES) != _PATTERN)
+        if used.size and used[-1] >= workspace:
+            failures.append(f"{key}: wrote past its workspace ({workspace} bytes reported, byte "
+                            f"{used[-1]} written)")
+        elif not used.size or used[-1] < workspace - 64:
+            failures.append(f"{key}: reports {workspace} bytes of workspace but writes only "
+                            f"{0 if not used.size else used[-1] + 1}")
+    if plugins.solver_attribute(solver, "deterministic"):
+        buffers[out] = _nan_buffer(handle, getattr(problem, out).nbytes)
+        cl.wait_for_events(invoker(Buffers(**buffers), scratch) or [])
+        if not np.array_equal(read_output(handle, problem, buffers), first, equal_nan=True):
+            failures.append(f"{key}: claims to be deterministic but two runs differ")
+    return failures
+
+
+def check_solver(solver, handle, problems=None, seed=0):
+    """Assert that ``solver`` honours the contract; returns how many problems it was checked on.
+
+    On each problem (default: standard_problems()) of a direction it serves: is_applicable must not
+    raise; where it accepts, get_wti and workspace must be in range, the output must match the
+    float64 reference within the solver's ``tolerance`` and be written completely, the inputs
+    must stay untouched, the workspace it reports must be exactly enough (writes past it and
+    workspace it never writes are both failures), and a ``deterministic`` solver must give
+    bitwise-equal results twice.  Raises AssertionError listing every failure.
+    """
+    failures, checked = [], 0
+    for problem in standard_problems() if problems is None else problems:
+        if problem.direction not in solver.directions:
+            continue
+        try:
+            applicable = bool(solver.is_applicable(problem))
+        except Exception as exc:  # noqa: BLE001
+            failures.append(f"{problem.key()}: is_applicable raised {exc!r}")
+            continue
+        if applicable:
+            checked += 1
+            failures += _check_one(solver, handle, problem, seed)
+    if not checked and not failures:
+        failures.append("applicable to none of the problems checked")
+    if failures:
+        raise AssertionError(f"{solver.name} fails check_solver:\n  " + "\n  ".join(failures))
+    return checked
+
+# }}}

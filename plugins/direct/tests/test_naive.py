@@ -35,3 +35,11 @@ def test_matches_reference(handle, shape, direction):
     run(handle, problem, SOLVERS[direction], **buffers)
     error = relative_error(read_output(handle, problem, buffers), expected_output(problem, host))
     assert error < FLOAT32_TOLERANCE
+
+
+@pytest.mark.parametrize("name", sorted(SOLVERS.values()))
+def test_check_solver(handle, name):
+    """Each naive solver honours the whole contract on the standard problem set."""
+    from convsolve import registry
+    from convsolve.testing import check_solver
+    assert check_solver(registry().get(name), handle) > 0

@@ -1,0 +1,85 @@
+"""Test-only solvers, each with one planted fault that check_solver must catch (and one honest one)."""
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+
+from cs_fake import NAIVE, FakeSolver
+from convsolve import hookimpl
+
+CONVSOLVE_SOLVER_API = ">=1.0,<2"
+FAULTS = Path(__file__).parent / "faults.cl"
+
+
+class Scribbler(FakeSolver):
+    """Correct output, and writes ``written`` bytes of the workspace it reports as ``workspace_bytes``."""
+
+    name = "faulty.HonestWorkspace"
+    workspace_bytes = 1024
+    written = 1024
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        conv = super().build_invoker(problem, handle)
+        scribble = handle.build(FAULTS, "scribble")
+
+        def invoker(buffers, scratch):
+            events = conv(buffers, scratch)
+            if self.written:
+                scribble.set_args(scratch)
+                events.append(cl.enqueue_nd_range_kernel(
+                    handle.queue, scribble, (self.written // 4,), None))
+            return events
+        return invoker
+
+
+class OutOfBounds(Scribbler):
+    name = "faulty.OutOfBounds"
+    written = 1024 + 512   # past the workspace, inside the guard zone check_solver adds
+
+
+class UnusedWorkspace(Scribbler):
+    name = "faulty.UnusedWorkspace"
+    written = 0
+
+
+class WrongOnOddSizes(FakeSolver):
+    """Rounds the launch down to whole work-groups, so odd output sizes lose their tail."""
+
+    name = "faulty.WrongOnOddSizes"
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        kernel = handle.build(NAIVE, "naive_fwd")
+        size = (problem.y.size // 64 * 64,)
+
+        def invoker(buffers, scratch):
+            if not size[0]:
+                return []
+            kernel.set_args(buffers.x, buffers.w, buffers.y, *problem.kernel_args())
+            return [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, (64,))]
+        return invoker
+
+
+class NonDeterministic(FakeSolver):
+    """Claims determinism but nudges one output element differently on every run."""
+
+    name = "faulty.NonDeterministic"
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        conv = super().build_invoker(problem, handle)
+        perturb = handle.build(FAULTS, "perturb")
+        runs = []
+
+        def invoker(buffers, scratch):
+            runs.append(1)
+            perturb.set_args(buffers.y, np.float32(1e-7 * len(runs)))
+            return conv(buffers, scratch) + [
+                cl.enqueue_nd_range_kernel(handle.queue, perturb, (1,), None)]
+        return invoker
+
+
+@hookimpl
+def convsolve_solvers():
+    return [Scribbler(), OutOfBounds(), UnusedWorkspace(), WrongOnOddSizes(), NonDeterministic()]
