@@ -10,10 +10,12 @@ import pyopencl as cl
 from . import env, reference
 from .errors import ConvsolveError, ValidationError
 from .execute import run
+from .explain import explain
 from .find import find
 from .find_db import FindDb, system_db_path
 from .handle import Handle, describe, list_devices
 from .immediate import compile_solution, get_solutions
+from .new_plugin import stamp
 from .plugins import registry
 from .problem import Direction, Problem
 from .solutions import format_bytes
@@ -27,10 +29,11 @@ _VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
                  Direction.BACKWARD_WEIGHTS: "Backward Convolution Weights"}
 
 
-def _print_table(rows, headers):
+def _print_table(rows, headers, left=(0, 1)):
+    """Rows under headers, columns padded; those in ``left`` left-aligned, the rest right."""
     widths = [max(len(str(v)) for v in column) for column in zip(headers, *rows)]
     for row in (headers, *rows):
-        print("  ".join(str(v).rjust(w) if i and i != 1 else str(v).ljust(w)
+        print("  ".join(str(v).ljust(w) if i in left else str(v).rjust(w)
                         for i, (v, w) in enumerate(zip(row, widths))).rstrip())
 
 
@@ -59,7 +62,7 @@ def cmd_solvers(args):
     _print_table([(s["name"], s["family"], ",".join(s["directions"]),
                    "yes" if s["dynamic"] else "no",
                    "on" if s["enabled"] else f"off ({s['disabled_by']})") for s in solvers],
-                 ("solver", "family", "directions", "dynamic", "state"))
+                 ("solver", "family", "directions", "dynamic", "state"), left=(0, 1, 2, 4))
     return 0
 
 
@@ -196,8 +199,8 @@ def cmd_conv(args):
     return 1 if any(not r.get("verify", {"ok": True})["ok"] for r in reports) else 0
 
 
-def _add_conv_flags(parser):
-    """MIOpenDriver's convolution flags, with its defaults where they make sense here."""
+def _add_problem_flags(parser):
+    """MIOpenDriver's problem flags, with its defaults where they make sense here."""
     flag = parser.add_argument
     flag("-n", "--batchsize", type=int, default=100, help="batch size (100)")
     flag("-c", "--in_channels", type=int, default=3, help="input channels (3)")
@@ -215,14 +218,66 @@ def _add_conv_flags(parser):
     flag("-g", "--group_count", type=int, default=1, help="groups (1)")
     flag("-F", "--forw", type=int, default=0,
          help="directions: 1 forward, 2 backward-data, 4 backward-weights, sums allowed; 0 all (0)")
+    flag("--seed", type=int, default=0, help="seed of the random tensors (0)")
+    flag("--json", action="store_true", help="print JSON instead of tables")
+
+
+def _add_conv_flags(parser):
+    """MIOpenDriver's run flags: verification, timing, search mode, a forced solver."""
+    _add_problem_flags(parser)
+    flag = parser.add_argument
     flag("-V", "--verify", type=int, default=1, choices=(0, 1), help="verify against numpy (1)")
     flag("-t", "--time", type=int, default=0, choices=(0, 1), help="time the chosen solver (0)")
     flag("-i", "--iter", type=int, default=10, help="timed iterations with -t 1 (10)")
     flag("-S", "--search", choices=("find", "immediate"), default="find",
          help="find (benchmark, per CONVSOLVE_FIND_MODE) or immediate (db or WTI fallback)")
     flag("--solver", help="run this solver (or the best of this family) instead of choosing")
-    flag("--seed", type=int, default=0, help="seed of the random tensors (0)")
-    flag("--json", action="store_true", help="print JSON instead of tables")
+
+# }}}
+
+
+# {{{ convsolve explain / new-plugin
+
+def cmd_explain(args):
+    problems = [Problem.from_key(args.key)] if args.key else _problems(args)
+    handle = Handle()
+    rng = np.random.default_rng(args.seed)
+    reports = []
+    for problem in problems:
+        buffers = None
+        if not args.no_run:
+            host = {name: rng.uniform(-1, 1, getattr(problem, name).shape).astype(np.float32)
+                    for name in ("x", "w", "y")}
+            flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+            buffers = {name: cl.Buffer(handle.context, flags, hostbuf=a) if a.size else None
+                       for name, a in host.items()}
+        reports.append({"problem": problem.key(), "solvers": explain(handle, problem, buffers)})
+    if args.json:
+        print(json.dumps({"device": handle.name, "reports": reports}, indent=2))
+        return 0
+    for report in reports:
+        print(f"{report['problem']} on {handle.name}")
+        rows = []
+        for row in report["solvers"]:
+            db = (f"{row['db_time_ms']:.4f} ms ({row['db_source']} db)"
+                  if row["db_time_ms"] is not None else "-")
+            rows.append((row["solver"], row["family"],
+                         "-" if row["wti"] is None else f"{row['wti']:.3g}",
+                         "-" if row["workspace"] is None else format_bytes(row["workspace"]),
+                         "-" if row["time_ms"] is None else f"{row['time_ms']:.4f}", db,
+                         row["status"].splitlines()[0]))
+        _print_table(rows, ("solver", "family", "WTI", "workspace", "time (ms)", "find-db record",
+                            "status"), left=(0, 1, 6))
+        for row in report["solvers"]:
+            for line in row["status"].splitlines()[1:]:
+                print(f"    {row['solver']}: {line}")
+    return 0
+
+
+def cmd_new_plugin(args):
+    target = stamp(args.name, args.dir)
+    print(f"created {target}: pip install -e {target} && pytest {target}")
+    return 0
 
 # }}}
 
@@ -241,6 +296,16 @@ def build_parser():
     conv = sub.add_parser("conv", help="run a convolution as MIOpenDriver does")
     _add_conv_flags(conv)
     conv.set_defaults(func=cmd_conv)
+    explain_parser = sub.add_parser("explain", help="what became of every solver for a problem")
+    _add_problem_flags(explain_parser)
+    explain_parser.add_argument("--key", help="the problem as a key (instead of the flags)")
+    explain_parser.add_argument("--no-run", action="store_true",
+                                help="do not build or time anything")
+    explain_parser.set_defaults(func=cmd_explain)
+    new_plugin = sub.add_parser("new-plugin", help="stamp a new plugin from the template")
+    new_plugin.add_argument("name", help="plugin name: lowercase, e.g. acme")
+    new_plugin.add_argument("--dir", default=".", help="where to create it (.)")
+    new_plugin.set_defaults(func=cmd_new_plugin)
     db = sub.add_parser("db", help="the find-db")
     db.add_argument("action", choices=("path", "show", "clear"))
     db.add_argument("--json", action="store_true")

@@ -93,8 +93,11 @@ def _build_all(handle, problem, solvers, skipped):
     return built
 
 
-def _benchmark(handle, problem, solvers, buffers, workspace, skipped):
-    """Build and time ``solvers``; returns their Solutions (may be empty) and fills ``skipped``."""
+def benchmark(handle, problem, solvers, buffers, workspace, skipped):
+    """Build and time ``solvers``; returns their Solutions, fastest first, and fills ``skipped``.
+
+    Records nothing: find and explain decide what to do with the results.
+    """
     needs = {}
     for solver in solvers:
         try:
@@ -186,7 +189,7 @@ def find(handle, problem, *, x, w, y, workspace=None, request_count=None, exhaus
             solvers = dynamic
         else:
             log.info("find %s: no dynamic solver applies; benchmarking all", problem.key())
-    results = _benchmark(handle, problem, solvers, buffers, workspace, skipped)
+    results = benchmark(handle, problem, solvers, buffers, workspace, skipped)
     if env.flag(env.DEBUG_COMPILE_ONLY):
         return []
     if not results:

@@ -96,6 +96,14 @@ def choose_device(spec=None):
 # }}}
 
 
+def _build_log(message):
+    """The compiler's log out of a pyopencl build error: the non-empty lines after 'Build on ...'."""
+    lines = message.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Build on ")]
+    body = lines[starts[-1] + 1:] if starts else lines
+    return "\n".join(line for line in body if line.strip() and line.strip() != "(options: )")
+
+
 def format_defines(defines):
     """``-D NAME=value`` options, sorted by name; values must be ints, floats or identifiers."""
     options = []
@@ -194,10 +202,10 @@ class Handle:
         try:
             program = cl.Program(self.context, source).build(options=options)
         except cl.Error as exc:
+            log_text = _build_log(str(exc))
             raise BuildError(
-                f"building {file} for {self.name} failed: {type(exc).__name__} "
-                f"(CL_BUILD_PROGRAM_FAILURE); options: {' '.join(options)}\n{exc}",
-                log=str(exc)) from exc
+                f"building {file} for {self.name} failed (CL_BUILD_PROGRAM_FAILURE); "
+                f"options: {' '.join(options)}\n{log_text}", log=log_text) from exc
         if cache:
             cache.store(key, program.get_info(cl.program_info.BINARIES)[0])
         log.debug("built %s with %s", file, " ".join(options))

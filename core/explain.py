@@ -1,0 +1,49 @@
+"""`convsolve explain`: for one problem, what became of every installed solver and why."""
+from .execute import check_buffers
+from .find import benchmark
+from .find_db import FindDb
+from .plugins import registry
+
+
+def _safe(call, default=None):
+    try:
+        return call()
+    except Exception:  # noqa: BLE001 - explain reports, it never fails on one solver
+        return default
+
+
+def explain(handle, problem, buffers=None):
+    """One dict per installed solver: its fate for ``problem``, WTI, workspace and db record.
+
+    ``status`` is ``'rank N'`` for the solvers that work, else the reason it was dropped:
+    disabled (and by which switch), numerical policy, direction, not applicable, workspace, failed
+    build (with the log's first lines) or failed run.  With ``buffers`` (forward-sense device
+    buffers) the applicable solvers are built and timed as find would, without recording
+    anything; without them, only what needs no device is reported.
+    """
+    reg = registry()
+    applicable, skipped = reg.candidates(problem)
+    records = {r.solver: r for r in FindDb().lookup(handle.db_key, problem.key())}
+    timed = {}
+    if buffers is not None:
+        results = benchmark(handle, problem, applicable, check_buffers(problem, **buffers), None,
+                            skipped)
+        timed = {r.solver: (rank, r) for rank, r in enumerate(results, 1)}
+    rows = []
+    for solver in reg.solvers.values():
+        record = records.get(solver.name)
+        row = {"solver": solver.name, "family": solver.algorithm,
+               "wti": _safe(lambda: float(solver.get_wti(problem))) if solver in applicable else None,
+               "workspace": _safe(lambda: int(solver.workspace(problem)))
+               if solver in applicable else None,
+               "db_time_ms": record.time_ms if record else None,
+               "db_source": record.source if record else None,
+               "time_ms": timed[solver.name][1].time_ms if solver.name in timed else None}
+        if solver.name in timed:
+            row["status"] = f"rank {timed[solver.name][0]}"
+        elif solver.name in skipped:
+            row["status"] = "\n".join(str(skipped[solver.name]).splitlines()[:4])
+        else:
+            row["status"] = "applicable (not run)"
+        rows.append(row)
+    return rows
