@@ -13,6 +13,7 @@ from . import plugins, reference
 from .execute import Buffers
 from .handle import Handle
 from .problem import Direction, Problem
+from .reference import relative_error  # noqa: F401 - re-exported for plugins' tests
 
 #: Relative RMS error against the float64 reference that float32 solvers must stay under.
 FLOAT32_TOLERANCE = 1e-5

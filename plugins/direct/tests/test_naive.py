@@ -1,10 +1,9 @@
 """direct.Naive*: every direction against the numpy reference on a sweep of awkward shapes."""
 import pytest
 
-from convsolve import Direction, Problem, run
-from convsolve.reference import relative_error
-from convsolve.testing import (FLOAT32_TOLERANCE, device_buffers, expected_output,
-                               random_tensors, read_output)
+from convsolve import Direction, Problem, registry, run
+from convsolve.testing import (FLOAT32_TOLERANCE, check_solver, device_buffers, expected_output,
+                               random_tensors, read_output, relative_error)
 
 # (x_shape, w_shape, stride, padding, dilation, groups)
 SHAPES = [
@@ -40,6 +39,4 @@ def test_matches_reference(handle, shape, direction):
 @pytest.mark.parametrize("name", sorted(SOLVERS.values()))
 def test_check_solver(handle, name):
     """Each naive solver honours the whole contract on the standard problem set."""
-    from convsolve import registry
-    from convsolve.testing import check_solver
     assert check_solver(registry().get(name), handle) > 0
