@@ -43,6 +43,10 @@ DEVICE = _declare(
     "Device for Handle() when none is passed: an index into the flat list of devices "
     "(`convsolve devices`), or a case-insensitive substring of 'platform name: device name'. "
     "Unset: a GPU if one exists, else a PoCL CPU device that can build kernels.")
+TEST_DEVICE = _declare(
+    "CONVSOLVE_TEST_DEVICE", "",
+    "Device of convsolve.testing's handle fixture (same forms as CONVSOLVE_DEVICE). "
+    "Unset: the default device.")
 CACHE_DIR = _declare(
     "CONVSOLVE_CACHE_DIR", "",
     "Directory of the kernel binary cache. Unset: platformdirs' user cache dir for 'convsolve'.")

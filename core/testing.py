@@ -9,7 +9,7 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
-from . import plugins, reference
+from . import env, plugins, reference
 from .execute import Buffers
 from .handle import Handle
 from .problem import Direction, Problem
@@ -55,7 +55,7 @@ def convsolve_isolated(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def convsolve_session_handle():
     """One Handle for the session (programs and invokers built once), on CONVSOLVE_TEST_DEVICE."""
-    return Handle(os.environ.get("CONVSOLVE_TEST_DEVICE") or None)
+    return Handle(env.TEST_DEVICE.raw() or None)
 
 
 @pytest.fixture
