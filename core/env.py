@@ -170,6 +170,28 @@ def disabled_by(solver_name, algorithm):
 # }}}
 
 
+#: Variables that change which solvers exist or may be used (see switch_state).
+_SWITCHES = tuple(var.name for var in (
+    DISABLE_PLUGIN_AUTOLOAD, PLUGINS, STRICT_PLUGINS, DISABLE_SOLVERS, ALLOW_REDUCED_PRECISION,
+    *FAMILY_SWITCHES.values()))
+
+
+_SWITCH_KEYS = tuple(os.environ.encodekey(name) for name in _SWITCHES) if hasattr(
+    os.environ, "encodekey") else None
+
+
+def switch_state():
+    """The raw values of every solver switch: a cheap fingerprint for caching a resolved solver.
+
+    run() calls this on every call, so it reads os.environ's underlying dict directly (10x
+    faster than os.environ.get); on a Python without it, the public mapping is used.
+    """
+    data = getattr(os.environ, "_data", None)
+    if data is None or _SWITCH_KEYS is None:
+        return tuple(os.environ.get(name) for name in _SWITCHES)
+    return tuple(map(data.get, _SWITCH_KEYS))
+
+
 def configure_logging():
     """Set the 'convsolve' logger's level from CONVSOLVE_LOG_LEVEL, with a stderr handler.
 

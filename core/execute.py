@@ -3,9 +3,10 @@ from typing import NamedTuple
 
 import pyopencl as cl
 
+from . import env
 from .errors import SolverError, ValidationError
 from .find_db import FindDb
-from .plugins import registry
+from .plugins import generation, registry
 from .problem import Direction
 
 
@@ -78,16 +79,24 @@ def run(handle, problem, solver, *, x, w, y, workspace=None):
     """Enqueue ``solver`` (a name, or a family find has ranked) on ``problem``; returns its events.
 
     Nothing waits: synchronise with ``handle.queue.finish()`` or the events.  ``workspace`` is a
-    buffer of at least the solver's workspace bytes, or None to use one the handle keeps.
+    buffer of at least the solver's workspace bytes, or None to use one the handle keeps.  The
+    resolved solver and its invoker are kept in the handle until a solver switch changes or find
+    ranks the problem again, so repeated calls cost little more than the enqueue.
     """
     buffers = check_buffers(problem, x, w, y)
-    chosen = resolve_solver(handle, problem, solver)
+    state = (env.switch_state(), generation())
+    resolved = handle.resolved.get((solver, problem))
+    if resolved is None or resolved[0] != state:
+        chosen = resolve_solver(handle, problem, solver)
+        invoker = handle.invoker(chosen, problem) if problem.n else None
+        resolved = (state, chosen, int(chosen.workspace(problem)), invoker)
+        handle.resolved[(solver, problem)] = resolved
+    _, chosen, needed, invoker = resolved
     if problem.n == 0:
         if problem.direction is Direction.BACKWARD_WEIGHTS:  # the sum over an empty batch
             return [cl.enqueue_fill_buffer(handle.queue, buffers.w, b"\0\0\0\0", 0,
                                            problem.w.nbytes)]
         return []
-    needed = chosen.workspace(problem)
     scratch = handle.scratch(needed) if workspace is None else workspace
     check_scratch(scratch, needed, chosen.name)
-    return handle.invoker(chosen, problem)(buffers, scratch)
+    return invoker(buffers, scratch)

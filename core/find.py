@@ -43,6 +43,7 @@ class FindMode(enum.Enum):
 
 def _remember(handle, problem, solutions):
     """Keep each family's best solver for ``problem`` in the handle, for run(solver=family)."""
+    handle.resolved.clear()   # a family may now mean another solver
     best = handle.best.setdefault(problem.key(), {})
     for solution in sorted(solutions, key=lambda s: s.time_ms, reverse=True):
         best[solution.algorithm] = solution.solver

@@ -146,6 +146,7 @@ class Handle:
         self._lock = threading.Lock()
         self._key_locks = {}
         self.best = {}            # problem key -> {family: solver name}, filled by find
+        self.resolved = {}        # (solver or family, problem) -> what run() resolved it to
         log.info("handle on %s (driver %s, %d compute units)", self.name,
                  self.identity["driver"], self.identity["compute_units"])
 
@@ -222,8 +223,9 @@ class Handle:
             return self._invokers[key]
 
     def forget_invoker(self, solver, problem):
-        """Drop a kept invoker (after it failed to run)."""
+        """Drop a kept invoker (after it failed to run) and what run() resolved to it."""
         self._invokers.pop((solver.name, problem.key()), None)
+        self.resolved.clear()
 
     # }}}
 

@@ -245,10 +245,19 @@ _cache = {}
 _lock = threading.Lock()
 
 
+_generation = [0]   # bumped by reset(), so caches of resolved solvers notice a reload
+
+
+def generation():
+    """A number that changes whenever reset() makes the registry reload."""
+    return _generation[0]
+
+
 def reset():
     """Forget the loaded Registry, so the next registry() discovers plugins again."""
     with _lock:
         _cache.clear()
+        _generation[0] += 1
 
 
 def registry():

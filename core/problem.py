@@ -1,5 +1,6 @@
 """The convolution problem: tensor and convolution descriptors, validation, shapes and cache keys."""
 import enum
+import functools
 import operator
 import re
 from dataclasses import dataclass
@@ -96,7 +97,7 @@ class TensorDesc:
                      for i, size in enumerate(shape))
         return cls(dims, dtype, layout)
 
-    @property
+    @functools.cached_property
     def size(self):
         """Number of elements."""
         count = 1
@@ -104,7 +105,7 @@ class TensorDesc:
             count *= dim
         return count
 
-    @property
+    @functools.cached_property
     def nbytes(self):
         """Bytes of a packed buffer holding the tensor."""
         return self.size * DTYPE_SIZES[self.dtype]
@@ -126,7 +127,7 @@ _KEY_RE = re.compile(
     r"-u(?P<u>\d+)-v(?P<v>\d+)-l(?P<l>\d+)-j(?P<j>\d+)-g(?P<g>\d+)-(?P<dtype>\w+)-(?P<layout>\w+)$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=True)
 class Problem:
     """One 2-D convolution problem, validated at construction; immutable and hashable.
 
@@ -139,6 +140,14 @@ class Problem:
     w: TensorDesc
     y: TensorDesc
     conv: ConvDesc
+
+    def __hash__(self):  # cached: run() looks problems up on every call
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            value = self.__dict__["_hash"] = hash((self.direction, self.x, self.w, self.y,
+                                                   self.conv))
+            return value
 
     @classmethod
     def conv2d(cls, x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1,

@@ -62,6 +62,7 @@ def convsolve_session_handle():
 def handle(convsolve_session_handle):
     """The session's Handle, with find's memory of earlier tests' problems dropped."""
     convsolve_session_handle.best.clear()
+    convsolve_session_handle.resolved.clear()
     return convsolve_session_handle
 
 

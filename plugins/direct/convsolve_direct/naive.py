@@ -41,10 +41,12 @@ class _Naive:
         kernel = handle.build(KERNELS / "naive.cl", self.kernel)
         count = getattr(problem, self.output).size
         global_size = (-(-count // WORK_GROUP) * WORK_GROUP,)
-        args = problem.kernel_args()
+        for index, value in enumerate(problem.kernel_args(), start=3):
+            kernel.set_arg(index, value)   # sizes once; a call sets only the buffers (fast)
 
         def invoker(buffers, scratch):
-            kernel.set_args(buffers.x, buffers.w, buffers.y, *args)
+            for index, buffer in enumerate(buffers):
+                kernel.set_arg(index, buffer)
             return [cl.enqueue_nd_range_kernel(handle.queue, kernel, global_size, (WORK_GROUP,))]
         return invoker
 
