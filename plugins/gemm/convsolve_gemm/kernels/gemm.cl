@@ -68,8 +68,12 @@
 #ifndef KU
 #define KU 4 /* K unroll factor of the global-memory loop (USE_LOCAL == 0) */
 #endif
+#ifndef MR
+#define MR 1 /* USE_LOCAL == 0: row blocks per work-item, each TM * WGD_M rows apart (see KB) */
+#endif
 #ifndef KB
-#define KB 0 /* USE_LOCAL == 0: > 0 = work-group barrier every KB steps of k (shares op(B) in cache) */
+#define KB 64 /* MR > 1: k-block; op(B)'s KB x TN block is packed in private memory and the MR
+                 row blocks run over it in turn (their tiles parked in a private stash) */
 #endif
 #ifndef USE_LOCAL
 #define USE_LOCAL 0 /* 1: stage KWG-deep tiles of op(A) and op(B) in local memory */
@@ -86,7 +90,7 @@
 /* }}} */
 
 /* {{{ derived quantities and checks */
-#define MWG (TM * WGD_M)            /* rows of C per work-group */
+#define MWG (TM * WGD_M * MR)       /* rows of C per work-group */
 #define NWG (TN * WGD_N)            /* columns of C per work-group */
 #define WGS (WGD_M * WGD_N)         /* work-items per work-group */
 #define NVEC (TN / VW)              /* vectors per register-tile row */
@@ -101,6 +105,9 @@
 #endif
 #if TM % VWM != 0
 #error "gemm.cl: TM must be a multiple of VWM"
+#endif
+#if USE_LOCAL && MR != 1
+#error "gemm.cl: USE_LOCAL needs MR == 1"
 #endif
 #if USE_LOCAL
 #if (MWG * KWG) % WGS != 0 || (NWG * KWG) % WGS != 0
@@ -184,6 +191,12 @@ GEMM_INLINE realN gemm_load_b_edge(const __global real *B, int ldb, int k, int n
     return GEMM_VLOADN(t);
 }
 
+/* Either of the above, as the columns require. */
+GEMM_INLINE realN gemm_load_b_safe(const __global real *B, int ldb, int k, int n, int N)
+{
+    return n + VW <= N ? gemm_load_b(B, ldb, k, n) : gemm_load_b_edge(B, ldb, k, n, N);
+}
+
 /* C[m][n ..] = alpha * acc + beta * C[m][n ..] for the lanes with n + l < N. */
 GEMM_INLINE void gemm_store(__global real *C, int ldc, int m, int n, int N, realN acc,
                        real alpha, real beta)
@@ -208,17 +221,35 @@ GEMM_INLINE void gemm_store(__global real *C, int ldc, int m, int n, int N, real
         }
     }
 }
+
+/* The register tile of the work-item whose first row block starts at m0, to C. */
+GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int M, int N, int m0, int n0, int lx,
+                                 int ly, realN acc[TM][NVEC], real alpha, real beta)
+{
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int m = m0 + GEMM_ROW(i);
+        if (m < M) {
+#pragma unroll
+            for (int j = 0; j < NVEC; ++j) {
+                const int n = n0 + GEMM_COL(j);
+                if (n < N)
+                    gemm_store(C, ldc, m, n, N, acc[i][j], alpha, beta);
+            }
+        }
+    }
+}
 /* }}} */
 
 /* {{{ global-memory path step (USE_LOCAL == 0), a macro: written as an inlined function taking
  * acc by pointer, LLVM 15 hoists the broadcasts of the next k and spills the register tile. */
 
-/* acc += op(A)[ROWS(i)][kk] * op(B)[kk][n0 + GEMM_COL(j) ..]; LOAD_B(kk, n) gives the vector. */
+/* acc += op(A)[ROWS(i)][kk] * op(B)[kk][n_wg0 + GEMM_COL(j) ..]; LOAD_B(kk, j) gives vector j. */
 #define GEMM_STEP(kk, ROWS, LOAD_B)                                                 \
     {                                                                               \
         realN b_[NVEC];                                                             \
         _Pragma("unroll") for (int j_ = 0; j_ < NVEC; ++j_)                         \
-            b_[j_] = LOAD_B((kk), n_wg0 + GEMM_COL(j_));                            \
+            b_[j_] = LOAD_B((kk), j_);                                              \
         _Pragma("unroll") for (int i_ = 0; i_ < TM; ++i_) {                         \
             const realN a_ = (realN)GEMM_A(ROWS(i_), (kk));                         \
             _Pragma("unroll") for (int j_ = 0; j_ < NVEC; ++j_)                     \
@@ -227,9 +258,9 @@ GEMM_INLINE void gemm_store(__global real *C, int ldc, int m, int n, int N, real
     }
 #define GEMM_ROWS_FULL(i) (m0 + GEMM_ROW(i))
 #define GEMM_ROWS_EDGE(i) (min(m0 + GEMM_ROW(i), M - 1)) /* rows past M read row M - 1 */
-#define GEMM_LOAD_B_FULL(k, n) gemm_load_b(B, ldb, k, n)
-#define GEMM_LOAD_B_EDGE(k, n) \
-    ((n) + VW <= N ? gemm_load_b(B, ldb, k, n) : gemm_load_b_edge(B, ldb, k, n, N))
+#define GEMM_LOAD_B_FULL(k, j) gemm_load_b(B, ldb, k, n_wg0 + GEMM_COL(j))
+#define GEMM_LOAD_B_EDGE(k, j) gemm_load_b_safe(B, ldb, k, n_wg0 + GEMM_COL(j), N)
+#define GEMM_LOAD_B_PACK(k, j) bpack[(k) - kb][j]
 
 /* acc += op(A)[rows][K0 .. K1 - 1] * op(B)[K0 .. K1 - 1][columns], fast path when `full`. */
 #define GEMM_PANEL(K0, K1)                                                          \
@@ -359,23 +390,66 @@ void gemm(const int M, const int N, const int K, const real alpha, const real be
 
 #if !USE_LOCAL
     /* {{{ global-memory path: each work-item streams its own panels */
+#define GEMM_INSIDE(m0) ((m0) + GEMM_ROW(0) < M && n_wg0 + GEMM_COL(0) < N)
+#define GEMM_FULL(m0) ((m0) + GEMM_ROW(TM - 1) < M && n_wg0 + GEMM_COL(NVEC - 1) + VW <= N)
+#if MR == 1
     const int m0 = m_wg0;
-    const bool inside = m0 + GEMM_ROW(0) < M && n_wg0 + GEMM_COL(0) < N;
-    const bool full = m0 + GEMM_ROW(TM - 1) < M && n_wg0 + GEMM_COL(NVEC - 1) + VW <= N;
-#if KB > 0
-    for (int kb = 0; kb < K; kb += KB) {
-        if (inside) {
-            const int kend = min(kb + KB, K);
-            GEMM_PANEL(kb, kend)
-        }
-        barrier(CLK_LOCAL_MEM_FENCE); /* the work-group moves through k together */
-    }
-    if (!inside)
+    if (!GEMM_INSIDE(m0))
         return; /* no element of this work-item's tile is in C */
-#else
-    if (!inside)
-        return; /* no element of this work-item's tile is in C */
+    const bool full = GEMM_FULL(m0);
     GEMM_PANEL(0, K)
+#else
+    /* k-blocked: for each KB-deep block of k, op(B)'s block is packed into private memory
+     * (contiguous: no cache-set aliasing whatever ldb is, and TRANS_B gathers only once), then
+     * every row block r runs over it in turn, its register tile parked in stash[r] between */
+    realN stash[MR][TM][NVEC];
+    realN bpack[KB][NVEC];
+    if (!GEMM_INSIDE(m_wg0))
+        return; /* no element of this work-item's tiles is in C */
+    for (int kb = 0; kb < K; kb += KB) {
+        const int kend = min(kb + KB, K);
+        for (int k = kb; k < kend; ++k)
+#pragma unroll
+            for (int j = 0; j < NVEC; ++j)
+                bpack[k - kb][j] = GEMM_LOAD_B_EDGE(k, j);
+        for (int r = 0; r < MR; ++r) {
+            const int m0 = m_wg0 + r * (TM * WGD_M);
+            if (m0 + GEMM_ROW(0) >= M)
+                break; /* and so are the later row blocks */
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < NVEC; ++j)
+                    acc[i][j] = kb == 0 ? (realN)0 : stash[r][i][j];
+            if (m0 + GEMM_ROW(TM - 1) < M) {
+                int k = kb;
+                for (; k + KU <= kend; k += KU) {
+#pragma unroll
+                    for (int u = 0; u < KU; ++u)
+                        GEMM_STEP(k + u, GEMM_ROWS_FULL, GEMM_LOAD_B_PACK)
+                }
+                for (; k < kend; ++k)
+                    GEMM_STEP(k, GEMM_ROWS_FULL, GEMM_LOAD_B_PACK)
+            } else {
+                for (int k = kb; k < kend; ++k)
+                    GEMM_STEP(k, GEMM_ROWS_EDGE, GEMM_LOAD_B_PACK)
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < NVEC; ++j)
+                    stash[r][i][j] = acc[i][j];
+        }
+    }
+    for (int r = 0; r < MR; ++r) {
+        const int m0 = m_wg0 + r * (TM * WGD_M);
+        if (!GEMM_INSIDE(m0))
+            break;
+        if (K > 0)
+            gemm_store_tile(C, ldc, M, N, m0, n_wg0, lx, ly, stash[r], alpha, beta);
+        else
+            gemm_store_tile(C, ldc, M, N, m0, n_wg0, lx, ly, acc, alpha, beta);
+    }
 #endif
     /* }}} */
 #else
@@ -419,18 +493,7 @@ void gemm(const int M, const int N, const int K, const real alpha, const real be
     /* }}} */
 #endif
 
-    /* {{{ store: rows past M and columns past N are skipped */
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-        const int m = m0 + GEMM_ROW(i);
-        if (m < M) {
-#pragma unroll
-            for (int j = 0; j < NVEC; ++j) {
-                const int n = n_wg0 + GEMM_COL(j);
-                if (n < N)
-                    gemm_store(C, ldc, m, n, N, acc[i][j], alpha, beta);
-            }
-        }
-    }
-    /* }}} */
+#if USE_LOCAL || MR == 1
+    gemm_store_tile(C, ldc, M, N, m0, n_wg0, lx, ly, acc, alpha, beta);
+#endif
 }

@@ -1,0 +1,14 @@
+"""convsolve-gemm: convolutions as matrix products (1x1 GEMM, im2col + GEMM) on a tuned OpenCL GEMM."""
+from convsolve import hookimpl
+
+from .gemm_1x1 import Gemm1x1
+from .im2col_gemm import Im2ColGemm
+
+__version__ = "0.1.0"
+#: Solver API versions this plugin supports.
+CONVSOLVE_SOLVER_API = ">=1.0,<2"
+
+
+@hookimpl
+def convsolve_solvers():
+    return [Gemm1x1(), Im2ColGemm()]

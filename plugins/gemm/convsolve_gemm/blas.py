@@ -1,0 +1,131 @@
+"""The plugin's OpenCL kernels as Python objects: GEMM parameter sets per device, checks, launches."""
+from importlib import resources
+
+import numpy as np
+import pyopencl as cl
+
+from convsolve import ConvsolveError
+
+KERNELS = resources.files(__package__) / "kernels"
+
+#: GEMM tunables by device type (TUNING.md has the measurements). Every set names each tunable
+#: that shapes the launch; the "cpu" set equals gemm.cl's #ifndef defaults (a test checks it).
+PARAMS = {
+    "cpu": {"WGD_M": 4, "WGD_N": 1, "TM": 6, "TN": 16, "VW": 8, "VWM": 6, "KU": 4, "MR": 1,
+            "KB": 64, "USE_LOCAL": 0, "KWG": 16, "DOUBLE_BUF": 1, "LPAD": 0},
+    "gpu": {"WGD_M": 16, "WGD_N": 16, "TM": 8, "TN": 8, "VW": 4, "VWM": 4, "KU": 4, "MR": 1,
+            "KB": 64, "USE_LOCAL": 1, "KWG": 16, "DOUBLE_BUF": 1, "LPAD": 4},
+}
+#: Consecutive output columns per im2col work-item, by device type.
+IM2COL_TW = {"cpu": 8, "gpu": 1}
+
+_GEMM_SCALARS = [np.int32] * 3 + [np.float32] * 2 + [None, np.int32, np.int32, np.int32] * 3
+_CONV_INTS = [np.int32] * 14     # C H W OH OW R S stride_h stride_w pad_t pad_l dil_h dil_w groups
+
+
+def device_kind(handle):
+    """'gpu' for GPUs, else 'cpu': the key of PARAMS and IM2COL_TW."""
+    return "gpu" if handle.device.type & cl.device_type.GPU else "cpu"
+
+
+def check_params(params, device):
+    """Reasons a GEMM parameter set cannot run on ``device`` (empty when it can)."""
+    problems = []
+    group = params["WGD_M"] * params["WGD_N"]
+    if group > device.max_work_group_size:
+        problems.append(f"work-group of {group} > the device's {device.max_work_group_size}")
+    if params["USE_LOCAL"]:
+        mwg, nwg = params["TM"] * params["WGD_M"], params["TN"] * params["WGD_N"]
+        local = ((1 + params["DOUBLE_BUF"]) * params["KWG"]
+                 * (mwg + params["LPAD"] + nwg + params["LPAD"]) * 4)
+        if local > device.local_mem_size:
+            problems.append(f"{local} bytes of local memory > the device's {device.local_mem_size}")
+    return problems
+
+
+class Gemm:
+    """A built batched GEMM (one transposition variant) and how to launch it."""
+
+    def __init__(self, handle, trans_a, trans_b):
+        self.params = PARAMS[device_kind(handle)]
+        problems = check_params(self.params, handle.device)
+        if problems:
+            raise ConvsolveError(f"gemm parameters {self.params} do not fit {handle.name}: "
+                                 + "; ".join(problems))
+        self.queue = handle.queue
+        self.kernel = handle.build(KERNELS / "gemm.cl", "gemm",
+                                   {"TRANS_A": int(trans_a), "TRANS_B": int(trans_b), **self.params})
+        self.kernel.set_scalar_arg_dtypes(_GEMM_SCALARS)
+        p = self.params
+        self.tile_m, self.tile_n = p["TM"] * p["WGD_M"] * p["MR"], p["TN"] * p["WGD_N"]
+        self.local = (p["WGD_N"], p["WGD_M"], 1)
+
+    def __call__(self, m, n, k, alpha, beta, a, b, c, batch=1):
+        """Enqueue C = alpha op(A) op(B) + beta C; a, b, c are (buffer, offset, ld, batch stride)."""
+        size = (-(-n // self.tile_n) * self.local[0], -(-m // self.tile_m) * self.local[1], batch)
+        self.kernel.set_args(m, n, k, alpha, beta, *a, *b, *c)
+        return cl.enqueue_nd_range_kernel(self.queue, self.kernel, size, self.local)
+
+
+class Columns:
+    """im2col and col2im for one problem: geometry of the column matrices, and launches."""
+
+    def __init__(self, handle, problem, images):
+        self.queue = handle.queue
+        self.problem, self.images = problem, images
+        p = problem
+        self.rows = (p.c // p.groups) * p.fil_h * p.fil_w
+        self.ld = padded_pitch(p.out_h * p.out_w)
+        self.stride = self.rows * self.ld                 # elements between batch matrices
+        (pt, _), (pl, _) = p.conv.pads
+        self.conv_ints = (p.c, p.in_h, p.in_w, p.out_h, p.out_w, p.fil_h, p.fil_w,
+                          *p.conv.strides, pt, pl, *p.conv.dilations, p.groups)
+        self.tw = IM2COL_TW[device_kind(handle)]
+        self.im2col_kernel = handle.build(KERNELS / "im2col.cl", "im2col", {"IM2COL_TW": self.tw})
+        self.im2col_kernel.set_scalar_arg_dtypes([None, np.int32, None, np.int32, np.int32,
+                                                  np.int32, *_CONV_INTS])
+        self.col2im_kernel = handle.build(KERNELS / "col2im.cl", "col2im")
+        self.col2im_kernel.set_scalar_arg_dtypes([None, np.int32, np.int32, np.int32, None,
+                                                  np.int32, np.float32, np.float32, *_CONV_INTS])
+
+    @property
+    def nbytes(self):
+        """Bytes of the column matrices of ``images`` images (every group)."""
+        return self.images * self.problem.groups * self.stride * 4
+
+    def im2col(self, x, image0, count, col):
+        """Unfold images [image0, image0 + count) of x into col (batch b = image * groups + g)."""
+        p = self.problem
+        size = (p.out_h * -(-p.out_w // self.tw), self.rows, count * p.groups)
+        self.im2col_kernel.set_args(x, image0 * p.c * p.in_h * p.in_w, col, 0, self.ld,
+                                    self.stride, *self.conv_ints)
+        return cl.enqueue_nd_range_kernel(self.queue, self.im2col_kernel, size, None)
+
+    def col2im(self, col, dx, image0, count):
+        """Fold col back into images [image0, image0 + count) of dx, overwriting them."""
+        p = self.problem
+        size = (p.in_h * p.in_w, p.c // p.groups, count * p.groups)
+        self.col2im_kernel.set_args(col, 0, self.ld, self.stride, dx,
+                                    image0 * p.c * p.in_h * p.in_w, 1.0, 0.0, *self.conv_ints)
+        return cl.enqueue_nd_range_kernel(self.queue, self.col2im_kernel, size, None)
+
+
+def padded_pitch(count):
+    """A row pitch >= count whose byte size is not a multiple of 4 KiB (such pitches halve the
+    CPU GEMM's speed through cache-set conflicts)."""
+    return count + 16 if (count * 4) % 4096 == 0 else count
+
+
+def images_per_chunk(problem, bytes_per_image, budget):
+    """How many images one workspace-sized chunk holds: as many as fit ``budget``, at least 1."""
+    return max(1, min(problem.n, budget // max(1, bytes_per_image)))
+
+
+#: Workspace budget of the column matrices: batches are processed in chunks that fit it.
+COLUMN_BUDGET_BYTES = 64 << 20
+
+
+def fits_int32(problem):
+    """True when every tensor's element offsets fit the kernels' 32-bit int arguments."""
+    limit = 2 ** 31 - 1
+    return max(problem.x.size, problem.w.size, problem.y.size) <= limit

@@ -1,0 +1,32 @@
+"""gemm.Im2ColGemm: any convolution as im2col (or col2im) around grouped GEMMs, in image chunks."""
+from convsolve import Direction, hookimpl
+
+from .blas import fits_int32
+from .matmul_conv import build_plan, chunk_images, column_bytes_per_image
+
+#: Estimated fraction of peak: GEMM speed less the unfolding traffic.
+WTI = 0.35
+
+
+class Im2ColGemm:
+    name = "gemm.Im2ColGemm"
+    algorithm = "gemm"
+    directions = tuple(Direction)
+    dynamic = True
+
+    @hookimpl
+    def is_applicable(self, problem):
+        return (problem.dtype == "float32" and fits_int32(problem)
+                and self.workspace(problem) // 4 < 2 ** 31)
+
+    @hookimpl
+    def get_wti(self, problem):
+        return WTI
+
+    @hookimpl
+    def workspace(self, problem):
+        return chunk_images(problem) * column_bytes_per_image(problem)
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        return build_plan(problem, handle, use_columns=True)

@@ -1,0 +1,68 @@
+/* im2col.cl: unfolds NCHW images into per-group column matrices for the GEMM solvers.
+ *
+ * For image n and group g (Cg = C / groups input channels per group), the column matrix is
+ *   col[(cl * R + r) * S + s][oh * OW + ow] = x[n][g * Cg + cl][ih][iw]   (0 outside x)
+ *   ih = oh * stride_h - pad_top  + r * dil_h,   iw = ow * stride_w - pad_left + s * dil_w
+ * Shape [Cg * R * S][OH * OW], row-major, row pitch ldcol >= OH * OW (pad it so that
+ * ldcol * 4 bytes is not a multiple of 4 KiB: gemm.cl on CPUs slows down 2x on such pitches).
+ * The matrix of batch index b = n_local * groups + g starts at col + col_off + b * col_stride,
+ * so the forward GEMM of every group of an image is one gemm.cl launch with
+ *   op(A) = W[g] (Kg x CgRS), op(B) = col (CgRS x OH*OW, ldb = ldcol), C = y[n][g] (ldc = OH*OW).
+ * Bottom/right padding is implied: OH, OW are arguments, taps that fall past H, W read 0.
+ *
+ * Tensors: x is packed NCHW; image n_local of the launch starts at x + x_off + n_local * C*H*W.
+ *
+ * Kernel:
+ *   im2col(const global real *x, int x_off, global real *col, int col_off, int ldcol,
+ *          int col_stride, int C, int H, int W, int OH, int OW, int R, int S,
+ *          int stride_h, int stride_w, int pad_top, int pad_left, int dil_h, int dil_w,
+ *          int groups)
+ *   global size = (OH * CS_DIV_UP(OW, IM2COL_TW), (C / groups) * R * S, images * groups)
+ *   local size  = any (NULL is fine)
+ *   Each work-item writes IM2COL_TW consecutive ow of one (row, oh).
+ *
+ * Defines read: IM2COL_TW (tunable); CS_PRECISION via convsolve.h (`real`).
+ */
+#include "convsolve.h"
+
+#ifndef IM2COL_TW
+#define IM2COL_TW 8 /* consecutive output columns (ow) per work-item: 1 suits GPUs, 8-16 CPUs */
+#endif
+
+__kernel void im2col(const __global real *restrict x, const int x_off,
+                     __global real *restrict col, const int col_off, const int ldcol,
+                     const int col_stride, const int C, const int H, const int W,
+                     const int OH, const int OW, const int R, const int S,
+                     const int stride_h, const int stride_w, const int pad_top,
+                     const int pad_left, const int dil_h, const int dil_w, const int groups)
+{
+    const int owb = CS_DIV_UP(OW, IM2COL_TW);
+    const int oh = get_global_id(0) / owb;
+    const int ow0 = (get_global_id(0) % owb) * IM2COL_TW;
+    const int row = get_global_id(1); /* (cl * R + r) * S + s */
+    const int b = get_global_id(2);   /* n_local * groups + g */
+    const int cg = C / groups;
+    if (oh >= OH || row >= cg * R * S)
+        return;
+    const int s = row % S;
+    const int r = (row / S) % R;
+    const int cl = row / (R * S);
+    const int n = b / groups, g = b % groups;
+
+    const __global real *xc = x + x_off + ((size_t)n * C + g * cg + cl) * H * W;
+    __global real *out = col + col_off + (size_t)b * col_stride + (size_t)row * ldcol +
+                         oh * OW + ow0;
+    const int ih = oh * stride_h - pad_top + r * dil_h;
+    const int iw0 = ow0 * stride_w - pad_left + s * dil_w;
+    const int nw = min(IM2COL_TW, OW - ow0);
+    if (ih < 0 || ih >= H) {
+        for (int t = 0; t < nw; ++t)
+            out[t] = (real)0;
+        return;
+    }
+    const __global real *xr = xc + ih * W;
+    for (int t = 0; t < nw; ++t) {
+        const int iw = iw0 + t * stride_w;
+        out[t] = (iw >= 0 && iw < W) ? xr[iw] : (real)0;
+    }
+}

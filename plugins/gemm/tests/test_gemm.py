@@ -1,0 +1,85 @@
+"""convsolve-gemm: both solvers against the reference in every direction, chunking, switches, find."""
+import re
+
+import pytest
+
+import convsolve
+from convsolve import Direction, Problem
+from convsolve.testing import check_solver, device_buffers, random_tensors
+
+import convsolve_gemm
+from convsolve_gemm import blas
+
+SOLVERS = ("gemm.Gemm1x1", "gemm.Im2ColGemm")
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+def test_conformance_on_the_standard_set(handle, name):
+    """Each solver passes check_solver (correct, honest workspace, deterministic) everywhere it applies."""
+    assert check_solver(convsolve.registry().get(name), handle) > 0
+
+
+@pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
+def test_chunked_batches(handle, monkeypatch, direction):
+    """With a workspace budget of one image, batches run image by image and stay correct."""
+    problem = Problem.conv2d((5, 6, 9, 7), (4, 3, 3, 2), stride=(2, 1), padding=((1, 0), (0, 1)),
+                             dilation=(1, 2), groups=2, direction=direction)
+    solver = convsolve.registry().get("gemm.Im2ColGemm")
+    per_image = solver.workspace(problem) // 5
+    monkeypatch.setattr(blas, "COLUMN_BUDGET_BYTES", 2 * per_image + 1)
+    assert solver.workspace(problem) == 2 * per_image       # chunks of 2, 2 and 1 images
+    assert check_solver(solver, handle, [problem]) == 1
+    strided = Problem.conv2d((5, 6, 9, 7), (4, 6, 1, 1), stride=2, direction=direction)
+    assert check_solver(convsolve.registry().get("gemm.Gemm1x1"), handle, [strided]) == 1
+
+
+def test_workspace_figures():
+    """1x1 stride 1 needs none; otherwise the column matrices of one chunk, exactly."""
+    gemm_1x1, im2col = (convsolve.registry().get(n) for n in SOLVERS)
+    pointwise = Problem.conv2d((8, 64, 56, 56), (256, 64, 1, 1))
+    assert gemm_1x1.workspace(pointwise) == 0
+    p3 = Problem.conv2d((8, 64, 56, 56), (64, 64, 3, 3), padding=1)
+    assert im2col.workspace(p3) == 8 * 64 * 9 * 56 * 56 * 4    # 8 images fit the 64 MiB budget
+    big = Problem.conv2d((64, 64, 56, 56), (64, 64, 3, 3), padding=1)
+    per_image = 64 * 9 * 56 * 56 * 4
+    assert im2col.workspace(big) == (blas.COLUMN_BUDGET_BYTES // per_image) * per_image
+    assert not gemm_1x1.is_applicable(p3)
+    assert not gemm_1x1.is_applicable(Problem.conv2d((1, 4, 5, 5), (4, 4, 1, 1), padding=1))
+
+
+def test_cpu_parameter_set_equals_the_kernel_defaults():
+    """PARAMS['cpu'] is what gemm.cl compiles to on its own (its #ifndef defaults)."""
+    source = (blas.KERNELS / "gemm.cl").read_text()
+    defaults = dict(re.findall(r"#ifndef (\w+)\n#define \1 (\w+)", source))
+    defaults = {k: defaults.get(v, v) for k, v in defaults.items()}   # VWM defaults to TM
+    assert {k: str(v) for k, v in blas.PARAMS["cpu"].items()} == {
+        k: defaults[k] for k in blas.PARAMS["cpu"]}
+
+
+def test_invalid_parameter_sets_are_refused_by_the_solver(handle, monkeypatch):
+    """A parameter set the device cannot run is rejected with the reason, before any build."""
+    too_big = dict(blas.PARAMS["gpu"], WGD_M=64, WGD_N=128, KWG=4096)
+    problems = blas.check_params(too_big, handle.device)
+    assert any("work-group" in p for p in problems) and any("local memory" in p for p in problems)
+    monkeypatch.setitem(blas.PARAMS, blas.device_kind(handle), too_big)
+    problem = Problem.conv2d((1, 4, 5, 5), (4, 4, 3, 3))
+    with pytest.raises(convsolve.ConvsolveError, match="do not fit"):
+        convsolve.registry().get("gemm.Im2ColGemm").build_invoker(problem, handle)
+
+
+def test_find_ranks_gemm_above_naive_and_switches_remove_it(handle, monkeypatch):
+    """On a real-sized layer GEMM wins find; the family and solver switches take it out."""
+    problem = Problem.conv2d((2, 32, 14, 14), (64, 32, 3, 3), padding=1)
+    buffers = device_buffers(handle, random_tensors(problem))
+    ranked = [s.solver for s in convsolve.find(handle, problem, **buffers, mode="NORMAL")]
+    assert ranked[0] == "gemm.Im2ColGemm" and ranked[-1] == "direct.NaiveFwd"
+    monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "gemm.Im2Col*")
+    assert "gemm.Im2ColGemm" not in convsolve.applicable_solvers(problem)
+    monkeypatch.setenv("CONVSOLVE_DEBUG_CONV_GEMM", "0")
+    assert [s.solver for s in convsolve.find(handle, problem, **buffers, mode="NORMAL")] == [
+        "direct.NaiveFwd"]
+
+
+def test_plugin_lists_its_solvers():
+    """The entry point yields both solvers."""
+    assert [s.name for s in convsolve_gemm.convsolve_solvers()] == list(SOLVERS)
