@@ -1,4 +1,5 @@
 """`convsolve bench`: network layer suites timed with find's winner, beside PyTorch and the device peak."""
+import argparse
 import datetime
 import json
 import os
@@ -11,17 +12,22 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
-from . import __version__, bench_overhead, bench_peak, bench_torch
+from . import __version__, bench_overhead, bench_peak, bench_report, bench_torch
+from .bench_report import gflops
 from .errors import ConvsolveError, ValidationError
 from .execute import run
 from .find import find
 from .handle import Handle
+from .immediate import get_solutions
 from .problem import Direction, Problem
 from .timing import elapsed_ms
 
 SUITES = resources.files("convsolve") / "suites"
 #: Timed rounds per layer: at least MIN_ROUNDS, then more until --repeat or the time budget.
 MIN_ROUNDS = 3
+#: Pause before each sample: idle OpenMP (torch) and PoCL worker threads spin briefly after a
+#: call before they sleep; on a 2-core machine they would slow whichever side runs next.
+SETTLE_S = 0.005
 LAYER_FIELDS = ("name", "c", "h", "w", "k", "r", "s", "stride", "pad", "count")
 
 
@@ -89,11 +95,6 @@ def parse_directions(text):
 
 # {{{ arithmetic
 
-def gflops(flops, time_ms):
-    """GFLOP/s of ``flops`` done in ``time_ms`` (None when there is no time)."""
-    return flops / (time_ms * 1e6) if time_ms else None
-
-
 def network_total(rows, peak_gflops=None):
     """Totals over ``rows`` weighting each layer by its count; ratio = torch time / our time."""
     def weighted(field):
@@ -127,7 +128,11 @@ def bench_layer(handle, problem, peers, repeat, budget_ms, exhaustive, rng):
     """One row: find's winner, then ours and each torch peer sampled in alternating order."""
     bufs = _buffers(handle, problem, rng)
     begin = time.perf_counter()
-    winner = find(handle, problem, **bufs, request_count=1, exhaustive=exhaustive)[0]
+    solutions = find(handle, problem, **bufs, request_count=1, exhaustive=exhaustive)
+    if not solutions:
+        raise ConvsolveError(f"bench: find returned no solution for {problem.key()} (is "
+                             "CONVSOLVE_DEBUG_COMPILE_ONLY set?)")
+    winner = solutions[0]
     row = {"solver": winner.solver, "find_ms": (time.perf_counter() - begin) * 1e3,
            "find_source": winner.source, "problem": problem.key(), "flops": problem.flops}
     for peer in peers:
@@ -145,6 +150,7 @@ def bench_layer(handle, problem, peers, repeat, budget_ms, exhaustive, rng):
                       for peer in peers]
     for round_ in range(max(repeat, 1)):
         for side in (sides if round_ % 2 == 0 else sides[::-1]):
+            time.sleep(SETTLE_S)
             side()
         if round_ + 1 >= min(MIN_ROUNDS, repeat) and sum(samples["wall_ms"]) >= budget_ms:
             break
@@ -160,9 +166,9 @@ def bench_layer(handle, problem, peers, repeat, budget_ms, exhaustive, rng):
 class Progress:
     """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
 
-    def __init__(self, total, stream=sys.stderr):
-        self.total, self.done, self.stream = total, 0, stream
-        self.active = total > 0 and stream.isatty()
+    def __init__(self, total, stream=None):
+        self.total, self.done, self.stream = total, 0, stream or sys.stderr
+        self.active = total > 0 and self.stream.isatty()
 
     def show(self, text):
         if self.active:
@@ -182,118 +188,21 @@ class Progress:
 # }}}
 
 
-# {{{ output
-
-def _shape(layer, problem):
-    (ph, _), (pw, _) = problem.conv.pads
-    group = f" g{problem.groups}" if problem.groups > 1 else ""
-    return (f"n{problem.n} c{problem.c} {problem.in_h}x{problem.in_w} k{problem.k} "
-            f"{problem.fil_h}x{problem.fil_w}/{problem.conv.strides[0]} p{ph}{group}")
-
-
-def _fmt(value, digits=2):
-    return "-" if value is None else f"{value:.{digits}f}"
+def _peak(handle, given):
+    """The peak record: measured with peak.cl, or the --peak figure."""
+    if given:
+        return {"gflops": given, "gbps": None, "how": "given with --peak"}
+    peak = bench_peak.measure_peak(handle)
+    peak["how"] = (f"measured: float{peak['fma']['PEAK_VW']} x {peak['fma']['PEAK_CHAINS']} "
+                   f"chains, best of {bench_peak.SAMPLES}")
+    return peak
 
 
-def _table(rows, headers):
-    widths = [max(len(str(v)) for v in column) for column in zip(headers, *rows)]
-    return "\n".join("  ".join(str(v).ljust(w) if i in (1, 3, 5) else str(v).rjust(w)
-                               for i, (v, w) in enumerate(zip(row, widths))).rstrip()
-                     for row in (headers, *rows))
-
-
-def format_report(report):
-    """The human-readable tables of a bench report."""
-    torch_note = report["torch"] or "not compared (--compare torch)"
-    lines = [f"suite {report['suite']} ({report['source']})", f"device: {report['device']}",
-             f"peak: {_fmt(report['peak']['gflops'], 1)} GFLOP/s FMA, "
-             f"{_fmt(report['peak'].get('gbps'), 1)} GB/s copy ({report['peak']['how']})",
-             f"torch: {torch_note}",
-             "load average (1, 5, 15 min) at start and end: " + "; ".join(
-                 " ".join(f"{v:.2f}" for v in load) for load in report["load"])]
-    for result in report["results"]:
-        lines.append(f"\n{Direction.parse(result['direction']).label}:")
-        rows = [(r["index"], r["name"], r["count"], r["shape"], _fmt(r["flops"] / 1e9, 3),
-                 r["solver"], _fmt(r["time_ms"], 3), _fmt(r["wall_ms"], 3),
-                 _fmt(gflops(r["flops"], r["time_ms"]), 1),
-                 _fmt(100 * r["peak_fraction"] if r["peak_fraction"] else None, 1),
-                 _fmt(r.get("torch_ms"), 3), _fmt(r.get("torch_default_ms"), 3),
-                 _fmt(r.get("ratio"), 3)) for r in result["rows"]]
-        t = result["total"]
-        rows.append(("", f"total ({t['layers']} layers)", t["layers"], "", _fmt(t["flops"] / 1e9, 3),
-                     "", _fmt(t["time_ms"], 3), _fmt(t["wall_ms"], 3), _fmt(t["gflops"], 1),
-                     _fmt(100 * t["peak_fraction"] if t["peak_fraction"] else None, 1),
-                     _fmt(t["torch_ms"], 3), _fmt(t["torch_default_ms"], 3), _fmt(t["ratio"], 3)))
-        lines.append(_table(rows, ("#", "layer", "count", "shape", "GFLOP", "solver", "ms",
-                                   "wall ms", "GFLOP/s", "%peak", "torch ms", "torch-def ms",
-                                   "speedup")))
-    lines.append("\nms: OpenCL profiling events (median); speedup = torch ms / our "
-                 f"{'wall' if report['compare_wall'] else 'event'} ms (> 1: convsolve faster); "
-                 "totals weigh each layer by its count")
-    return "\n".join(lines)
-
-
-def plot(report, path):
-    """Per-layer bars of GFLOP/s, convsolve beside torch, one panel per direction."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    results = report["results"]
-    fig, axes = plt.subplots(len(results), 1, squeeze=False,
-                             figsize=(max(8, 0.45 * max(len(r["rows"]) for r in results)),
-                                      3.5 * len(results)))
-    for ax, result in zip(axes[:, 0], results):
-        names = [r["name"] for r in result["rows"]]
-        ours = ("convsolve (wall)", "wall_ms") if report["compare_wall"] else ("convsolve", "time_ms")
-        series = [ours, ("torch", "torch_ms"),
-                  ("torch (default malloc)", "torch_default_ms")]
-        series = [(label, key) for label, key in series
-                  if all(r.get(key) for r in result["rows"])]
-        x = np.arange(len(names))
-        for i, (label, key) in enumerate(series):
-            ax.bar(x + (i - (len(series) - 1) / 2) * 0.8 / len(series),
-                   [gflops(r["flops"], r[key]) for r in result["rows"]], 0.8 / len(series),
-                   label=label)
-        ax.set_xticks(x, names, rotation=60, ha="right", fontsize=7)
-        ax.set_ylabel("GFLOP/s")
-        ax.set_title(f"{report['suite']} {Direction.parse(result['direction']).label}, "
-                     f"{report['device']}", fontsize=9)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-# }}}
-
-
-def _need_matplotlib():
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise ConvsolveError("convsolve bench: --plot needs matplotlib, which is not installed; "
-                             "pip install matplotlib (or convsolve[plot]), or leave --plot "
-                             "off") from None
-
-
-def cmd_bench(args):
-    """Run the bench command described by the parsed ``args``; returns the exit status."""
-    if args.plot:
-        _need_matplotlib()
-    suite = load_suite(args.suite)
-    layers = select_layers(suite["layers"], args.layers)
-    directions = parse_directions(args.directions)
-    batch = args.batch
-    if batch is None and not all("n" in layer for _, layer in layers):
-        batch = suite.get("batch", 8)
-    if args.overhead:
-        return _cmd_overhead(args, suite, layers, directions, batch)
+def run_suite(args, suite, layers, directions, batch):
+    """The report of timing ``layers`` of ``suite`` in each direction, as ``args`` say."""
     handle = Handle()
     is_gpu = bool(handle.device.type & cl.device_type.GPU)
-    if args.peak:
-        peak = {"gflops": args.peak, "gbps": None, "how": "given with --peak"}
-    else:
-        peak = bench_peak.measure_peak(handle)
-        peak["how"] = (f"measured: float{peak['fma']['PEAK_VW']} x {peak['fma']['PEAK_CHAINS']} "
-                       f"chains, best of {bench_peak.SAMPLES}")
+    peak = _peak(handle, args.peak)
     peers, torch_note = [], None
     if args.compare == "torch":
         peers, torch_note = bench_torch.start_peers(is_gpu)
@@ -317,7 +226,7 @@ def cmd_bench(args):
                 row = bench_layer(handle, problem, peers, args.repeat, args.budget_ms,
                                   args.exhaustive, rng)
                 row.update(index=index, name=layer["name"], count=layer["count"],
-                           shape=_shape(layer, problem), compare_wall=not is_gpu)
+                           shape=bench_report.shape(problem), compare_wall=not is_gpu)
                 row["peak_fraction"] = (gflops(row["flops"], row["time_ms"]) / peak["gflops"]
                                         if peak["gflops"] else None)
                 compare = row["wall_ms"] if not is_gpu else row["time_ms"]
@@ -331,14 +240,11 @@ def cmd_bench(args):
         report["load"].append(os.getloadavg())
         for peer in peers:
             peer.close()
-    print(json.dumps(report, indent=1) if args.json else format_report(report))
-    if args.plot:
-        plot(report, args.plot)
-    return 0
+    return report
 
 
-def _cmd_overhead(args, suite, layers, directions, batch):
-    """--overhead: cold and warm find in fresh processes and run()'s per-call cost, per layer."""
+def run_overhead(suite, layers, directions, batch):
+    """The report of --overhead: cold and warm find in fresh processes, run()'s per-call cost."""
     handle = Handle()
     progress = Progress(len(layers) * len(directions))
     rows = []
@@ -350,29 +256,53 @@ def _cmd_overhead(args, suite, layers, directions, batch):
                 row = {"index": index, "name": layer["name"], "direction": direction.value,
                        "problem": problem.key(), **bench_overhead.find_overhead(problem.key())}
                 small = layer_problem(layer, 1, direction)
-                row["run"] = bench_overhead.run_overhead(handle, small, row["warm"]["solver"])
+                try:
+                    row["run"] = bench_overhead.run_overhead(handle, small, row["warm"]["solver"])
+                except ConvsolveError as exc:  # e.g. a plugin installed while the bench ran
+                    row["run"] = {"error": str(exc), "run_us": None, "enqueue_us": None,
+                                  "overhead_us": None}
                 rows.append(row)
                 progress.step()
     finally:
         progress.close()
+    hot = {}
+    for direction in directions:  # run()'s cost in a hot loop: a tiny problem, many calls
+        tiny = Problem.conv2d((1, 4, 8, 8), (8, 4, 3, 3), padding=1, direction=direction)
+        solver = get_solutions(handle, tiny, 1)[0].solver
+        hot[direction.value] = bench_overhead.run_overhead(handle, tiny, solver, calls=300)
+    return {"suite": suite["name"], "device": handle.name, "batch": batch, "rows": rows,
+            "calls": bench_overhead.CALLS, "hot": hot,
+            "date": datetime.datetime.now().isoformat(timespec="seconds")}
+
+
+def cmd_bench(args):
+    """Run the bench command described by the parsed ``args``; returns the exit status."""
+    if args.plot:
+        bench_report.need_matplotlib()
+    if args.render:
+        try:
+            report = json.loads(Path(args.render).read_text())
+        except (OSError, ValueError) as exc:
+            raise ValidationError("--render", args.render, f"not a readable report: {exc}") from None
+    else:
+        suite = load_suite(args.suite)
+        layers = select_layers(suite["layers"], args.layers)
+        directions = parse_directions(args.directions)
+        batch = args.batch
+        if batch is None and not all("n" in layer for _, layer in layers):
+            batch = suite.get("batch", 8)
+        if args.overhead:
+            report = run_overhead(suite, layers, directions, batch)
+        else:
+            report = run_suite(args, suite, layers, directions, batch)
     if args.json:
-        print(json.dumps({"suite": suite["name"], "device": handle.name, "batch": batch,
-                          "rows": rows}, indent=1))
-        return 0
-    print(f"find overhead, suite {suite['name']}, device {handle.name}")
-    table = [(r["index"], r["name"], r["direction"], r["warm"]["solver"],
-              _fmt(r["cold"]["handle_ms"], 0), _fmt(r["cold"]["find_ms"], 1),
-              _fmt(r["warm"]["handle_ms"], 0), _fmt(r["warm"]["find_ms"], 1),
-              _fmt(r["warm"]["compile_ms"], 1), _fmt(r["warm"]["first_run_extra_ms"], 1),
-              _fmt(r["run"]["enqueue_us"], 1), _fmt(r["run"]["overhead_us"], 1)) for r in rows]
-    print(_table(table, ("#", "layer", "dir", "solver", "cold Handle ms", "cold find ms",
-                         "warm Handle ms", "warm find ms", "warm compile ms",
-                         "1st-run extra ms", "enqueue us", "run() extra us")))
-    print("cold: empty kernel cache, find-db and PoCL cache (compile + benchmark); warm: a fresh "
-          "process on the same caches (find-db hit, then compile from the kernel cache); "
-          "1st-run extra: first run's wall time minus its kernel time; run() extra: host time of "
-          "run() minus the bare invoker's enqueue, at batch 1 (median of "
-          f"{bench_overhead.CALLS})")
+        print(json.dumps(report, indent=1))
+    elif "calls" in report:
+        print(bench_report.format_overhead(report, args.markdown))
+    else:
+        print(bench_report.format_report(report, args.markdown))
+    if args.plot and "results" in report:
+        bench_report.plot(report, args.plot)
     return 0
 
 
@@ -393,12 +323,31 @@ def add_parser(subparsers):
          help="time PyTorch on the same convolutions (cuDNN on a GPU), interleaved with ours")
     flag("--repeat", type=int, default=5, help="timed rounds per layer at most (5)")
     flag("--budget-ms", type=float, default=2000.0,
-         help="stop sampling a layer after this much of our time, once 3 rounds are done (2000)")
+         help=f"stop sampling a layer after this much of our time, once {MIN_ROUNDS} rounds "
+              "are done (2000)")
     flag("--exhaustive", action="store_true", help="benchmark every solver, ignoring the find-db")
     flag("--peak", type=float, default=None, help="use this GFLOP/s as the peak, not a measurement")
     flag("--overhead", action="store_true",
          help="measure find overhead (cold, warm in a fresh process) and run()'s cost instead")
     flag("--json", action="store_true", help="print the report as JSON")
+    flag("--markdown", action="store_true", help="print Markdown tables")
+    flag("--render", metavar="REPORT.json", help="print (or plot) a report saved with --json")
     flag("--plot", metavar="FILE.png", help="draw per-layer GFLOP/s bars (needs matplotlib)")
     parser.set_defaults(func=cmd_bench)
     return parser
+
+
+def main(argv=None):
+    """``python -m convsolve.bench ...``: the bench subcommand on its own."""
+    parser = argparse.ArgumentParser(prog="convsolve")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return args.func(args)
+    except ConvsolveError as exc:
+        print(f"convsolve: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,10 +1,11 @@
 """Find overhead for `convsolve bench --overhead`: cold and warm find in fresh processes, run()'s cost.
 
-Cold find runs in a child process whose kernel cache, user find-db, system find-db and PoCL kernel
-cache are empty temporary paths: it compiles and benchmarks every candidate.  Warm find runs in a
+Cold find runs in a child process whose kernel cache, user find-db, system find-db and the
+driver's own kernel cache (PoCL's, NVIDIA's) are empty temporary paths: it compiles and benchmarks every candidate.  Warm find runs in a
 second fresh process on the same paths: a find-db hit, then building the winner from the kernel
 cache.  The per-call overhead of ``run`` is measured in the bench's own process, as host time of
-``run()`` minus host time of calling the solver's invoker directly (set arguments + enqueue).
+``run()`` minus host time of calling the solver's invoker directly (set arguments + enqueue),
+each timed while a user event holds the queue so the kernel cannot start during the call.
 """
 import json
 import os
@@ -25,17 +26,20 @@ from .immediate import compile_solution
 from .problem import Problem
 from .timing import elapsed_ms
 
-#: Calls of run() and of the bare invoker timed for the per-call overhead (alternating).
+#: Calls of run() and of the bare invoker timed for the per-call overhead (alternating): at
+#: most CALLS, at least MIN_CALLS.
 CALLS = 50
+MIN_CALLS = 5
 
 
 def _child_env(directory):
-    """os.environ with every cache and db of convsolve (and PoCL's kernel cache) under ``directory``."""
+    """os.environ with every cache and db of convsolve and of the driver under ``directory``."""
     environ = dict(os.environ)
     environ.update({"CONVSOLVE_CACHE_DIR": str(directory / "cache"),
                     "CONVSOLVE_USER_DB_PATH": str(directory / "find_db.sqlite"),
                     "CONVSOLVE_SYSTEM_DB_PATH": str(directory / "no_system_db.jsonl"),
-                    "POCL_CACHE_DIR": str(directory / "pocl")})
+                    "POCL_CACHE_DIR": str(directory / "pocl"),
+                    "CUDA_CACHE_PATH": str(directory / "nv")})
     environ.pop("CONVSOLVE_DISABLE_CACHE", None)
     return environ
 
@@ -44,7 +48,8 @@ def _child(key, directory):
     """The JSON report of one fresh process finding, compiling and running ``key``."""
     begin = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "convsolve.bench_overhead", key],
-                         env=_child_env(directory), capture_output=True, text=True, timeout=3600)
+                         env=_child_env(directory), capture_output=True, text=True,
+                         timeout=3600, check=False)
     if out.returncode:
         raise RuntimeError(f"find-overhead child for {key} failed: {out.stderr.strip()[-2000:]}")
     report = json.loads(out.stdout.strip().splitlines()[-1])
@@ -60,9 +65,24 @@ def find_overhead(key):
     return {"cold": cold, "warm": warm}
 
 
-def run_overhead(handle, problem, solver, calls=CALLS):
-    """{'run_us', 'enqueue_us', 'overhead_us'}: median host time per call of run() and of the bare
-    invoker on ``problem``, and their difference; the queue is drained between calls."""
+def _gated(handle, call):
+    """Host seconds of ``call()`` while the queue is held by a user event, so the kernel it
+    enqueues cannot start (and compete for the CPU) until the timing is done; then drains it."""
+    gate = cl.UserEvent(handle.context)
+    cl.enqueue_marker(handle.queue, wait_for=[gate])
+    begin = time.perf_counter()
+    call()
+    took = time.perf_counter() - begin
+    gate.set_status(cl.command_execution_status.COMPLETE)
+    handle.queue.finish()
+    return took
+
+
+def run_overhead(handle, problem, solver, calls=CALLS, budget_s=1.0):
+    """{'run_us', 'enqueue_us', 'overhead_us', 'calls'}: median host time per call of run() and
+    of the bare invoker on ``problem``, and their difference; the queue is held while a call is
+    timed and drained after it, and the pairs of calls stop at ``calls`` or, for slow kernels, at about ``budget_s`` (at least
+    MIN_CALLS pairs)."""
     flags = cl.mem_flags.READ_WRITE
     bufs = {name: cl.Buffer(handle.context, flags, max(4, getattr(problem, name).nbytes))
             for name in ("x", "w", "y")}
@@ -70,21 +90,18 @@ def run_overhead(handle, problem, solver, calls=CALLS):
     scratch = handle.scratch(chosen.workspace(problem))
     invoker = handle.invoker(chosen, problem)
     buffers = Buffers(bufs["x"], bufs["w"], bufs["y"])
+    begin = time.perf_counter()
     run(handle, problem, solver, **bufs)
     handle.queue.finish()
+    once = time.perf_counter() - begin
+    calls = max(MIN_CALLS, min(calls, int(budget_s / (2 * once))))
     run_s, bare_s = [], []
     for _ in range(calls):
-        begin = time.perf_counter()
-        run(handle, problem, solver, **bufs)
-        run_s.append(time.perf_counter() - begin)
-        handle.queue.finish()
-        begin = time.perf_counter()
-        invoker(buffers, scratch)
-        bare_s.append(time.perf_counter() - begin)
-        handle.queue.finish()
+        run_s.append(_gated(handle, lambda: run(handle, problem, solver, **bufs)))
+        bare_s.append(_gated(handle, lambda: invoker(buffers, scratch)))
     run_us, bare_us = statistics.median(run_s) * 1e6, statistics.median(bare_s) * 1e6
     return {"run_us": run_us, "enqueue_us": bare_us, "overhead_us": run_us - bare_us,
-            "problem": problem.key()}
+            "calls": calls, "solver": solver, "problem": problem.key()}
 
 
 def _measure(key):

@@ -107,8 +107,8 @@ def start_peers(handle_is_gpu):
 def _convolution(torch, problem, device):
     """A zero-argument function computing ``problem`` with torch on fresh random tensors."""
     stride, padding, dilation, groups = torch_args(problem)
-    make = lambda desc: torch.randn(desc.shape, device=device, dtype=torch.float32)  # noqa: E731
-    x, w, dy = make(problem.x), make(problem.w), make(problem.y)
+    x, w, dy = (torch.randn(desc.shape, device=device, dtype=torch.float32)
+                for desc in (problem.x, problem.w, problem.y))
     F, grad = torch.nn.functional, torch.nn.grad
     if problem.direction is Direction.FORWARD:
         return lambda: F.conv2d(x, w, None, stride, padding, dilation, groups)

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pyopencl as cl
 
-from . import env, reference
+from . import bench, env, reference
 from .errors import ConvsolveError, ValidationError
 from .execute import run
 from .explain import explain
@@ -310,6 +310,7 @@ def build_parser():
     db.add_argument("action", choices=("path", "show", "clear"))
     db.add_argument("--json", action="store_true")
     db.set_defaults(func=cmd_db)
+    bench.add_parser(sub)
     return parser
 
 

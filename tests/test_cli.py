@@ -15,7 +15,7 @@ SMALL = ["conv", "-n", "2", "-c", "4", "-H", "9", "-W", "7", "-k", "6", "-y", "3
 def test_solvers_lists_plugins_solvers_and_switches(capsys, monkeypatch):
     """`convsolve solvers` shows each plugin's distribution and each solver on or off and why."""
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "direct.NaiveBwd*")
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_broken_import")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_broken_import")
     assert main(["solvers"]) == 0
     out = capsys.readouterr().out
     assert "convsolve-direct" in out and "FAILED: ImportError: planted import failure" in out
@@ -58,7 +58,7 @@ def test_conv_immediate_and_timing(capsys):
 
 def test_failed_verification_exits_non_zero(capsys, monkeypatch):
     """A solver with wrong results makes conv print FAILED and exit 1."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_wrong")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_wrong")
     assert main([*SMALL, "-F", "1", "--solver", "wrong.Lazy"]) == 1
     assert "Forward Convolution FAILED: " in capsys.readouterr().out
 

@@ -12,7 +12,7 @@ PROBLEM = Problem.conv2d((1, 3, 6, 5), (4, 3, 3, 3), padding=1)
 
 def test_explain_names_every_reason(handle, monkeypatch):
     """Disabled (with switch), other direction, workspace, build and run failures, and ranks."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_fake")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "fake.NoWti")
     FindDb().store(handle.db_key, PROBLEM.key(), [Record("direct.NaiveFwd", "direct", 2.5, 0)])
     rows = {r["solver"]: r for r in explain(handle, PROBLEM,

@@ -21,7 +21,7 @@ PROBLEM = Problem.conv2d((2, 3, 7, 6), (4, 3, 3, 3), padding=((1, 0), (0, 1)))
 @pytest.fixture
 def fake(monkeypatch):
     """The planted-behaviour solvers of cs_fake, beside the installed plugins."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_fake")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
     return convsolve.registry()
 
 
@@ -61,7 +61,7 @@ def test_find_request_count_and_argument_errors(handle, buffers):
 
 def test_find_fails_only_when_nothing_works_and_says_why(handle, monkeypatch, buffers):
     """With every working solver off, FindError lists each solver's skip reason."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_fake")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "fake.Good,fake.NoWti")
     monkeypatch.setenv("CONVSOLVE_DEBUG_CONV_DIRECT", "0")
     with pytest.raises(FindError) as info:
@@ -108,7 +108,7 @@ def test_disabled_solver_is_never_used_from_a_db_hit(handle, fake, buffers, monk
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "fake.*")
     hit = find(handle, PROBLEM, **buffers, mode="HYBRID")
     assert [r.solver for r in hit] == ["direct.NaiveFwd"]
-    monkeypatch.delenv("CONVSOLVE_PLUGINS")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct")
     monkeypatch.delenv("CONVSOLVE_DISABLE_SOLVERS")
     assert [r.solver for r in find(handle, PROBLEM, **buffers, mode="FAST")] == ["direct.NaiveFwd"]
 
@@ -170,7 +170,7 @@ def test_find_db_persists_across_processes(tmp_path):
 def test_workspace_limit_bounds_what_find_allocates(handle, buffers, monkeypatch, caplog):
     """CONVSOLVE_WORKSPACE_LIMIT caps find's own allocation; larger needs are skipped."""
     caplog.set_level("INFO", logger="convsolve")
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_fake")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
     monkeypatch.setenv("CONVSOLVE_WORKSPACE_LIMIT", "64K")
     find(handle, PROBLEM, **buffers, mode="NORMAL")
     assert "0 B allocated (find allocates at most 64.0 KiB: CONVSOLVE_WORKSPACE_LIMIT" in caplog.text
@@ -187,7 +187,7 @@ def test_serial_build_and_info_logging_in_a_fresh_process(tmp_path):
         % PROBLEM.key())
     env_vars = {**__import__("os").environ, "CONVSOLVE_USER_DB_PATH": str(tmp_path / "db.sqlite"),
                 "CONVSOLVE_COMPILE_PARALLEL_LEVEL": "1", "CONVSOLVE_LOG_LEVEL": "INFO",
-                "CONVSOLVE_PLUGINS": "cs_fake", "PYTHONPATH": str(FAKE_PLUGINS)}
+                "CONVSOLVE_PLUGINS": "direct,cs_fake", "PYTHONPATH": str(FAKE_PLUGINS)}
     done = subprocess.run([sys.executable, "-c", script], env=env_vars, check=True,
                           capture_output=True, text=True)
     assert done.stdout.strip() == "3"

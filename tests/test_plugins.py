@@ -41,6 +41,7 @@ def test_entry_point_plugin_is_discovered_and_used(tmp_path, monkeypatch, handle
     """A distribution on sys.path registering convsolve.solvers is loaded, listed and used by find."""
     make_distribution(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD", "0")
     reg = convsolve.registry()
     info = next(p for p in reg.plugins if p.name == "acme")
     assert (info.distribution, info.version, info.error) == ("acme_solvers", "1.2.3", None)
@@ -50,7 +51,7 @@ def test_entry_point_plugin_is_discovered_and_used(tmp_path, monkeypatch, handle
 
 def test_broken_plugins_are_isolated(monkeypatch):
     """A plugin that fails to import or whose hook raises is skipped; the others still load."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_broken_import,cs_raising_hook,cs_fake")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_broken_import,cs_raising_hook,cs_fake")
     reg = convsolve.registry()
     errors = {p.name: p.error for p in reg.plugins}
     assert "planted import failure" in errors["cs_broken_import"]
@@ -61,7 +62,7 @@ def test_broken_plugins_are_isolated(monkeypatch):
 
 def test_strict_plugins_makes_a_broken_plugin_fatal(monkeypatch):
     """CONVSOLVE_STRICT_PLUGINS=1 turns a skipped plugin into a PluginError."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_broken_import")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_broken_import")
     monkeypatch.setenv("CONVSOLVE_STRICT_PLUGINS", "1")
     with pytest.raises(PluginError, match="cs_broken_import"):
         convsolve.registry()
@@ -84,6 +85,7 @@ def test_contract_violations_are_refused_loudly(monkeypatch, caplog):
 def test_autoload_off_loads_only_named_plugins(monkeypatch):
     """With autoload off only CONVSOLVE_PLUGINS are loaded; with none named, no solver exists."""
     monkeypatch.setenv("CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("CONVSOLVE_PLUGINS")
     assert convsolve.registry().solvers == {}
     monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct")
     reg = convsolve.registry()
@@ -125,6 +127,7 @@ def test_incompatible_solver_api_is_refused(tmp_path, monkeypatch, declaration, 
     make_distribution(tmp_path, body=f"from convsolve import hookimpl\n{declaration}\n"
                                      "@hookimpl\ndef convsolve_solvers():\n    return []\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD", "0")
     info = next(p for p in convsolve.registry().plugins if p.name == "acme")
     assert message in info.error
 
@@ -133,7 +136,7 @@ def test_reduced_precision_needs_permission(monkeypatch):
     """A solver declaring reduced_precision is skipped by the numerical policy unless allowed."""
     import cs_fake
     monkeypatch.setattr(cs_fake.Good, "reduced_precision", True, raising=False)
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_fake")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
     _, skipped = convsolve.registry().candidates(PROBLEM)
     assert "numerical policy" in skipped["fake.Good"]
     monkeypatch.setenv("CONVSOLVE_ALLOW_REDUCED_PRECISION", "1")

@@ -22,10 +22,12 @@ import pyopencl as cl
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEMM_CL = os.path.join(HERE, "..", "convsolve_gemm", "kernels", "gemm.cl")
 FMA_CL = os.path.join(HERE, "fma_peak.cl")
+IM2COL_CL = os.path.join(HERE, "..", "convsolve_gemm", "kernels", "im2col.cl")
+COL2IM_CL = os.path.join(HERE, "..", "convsolve_gemm", "kernels", "col2im.cl")
 INCLUDE = os.path.normpath(os.path.join(HERE, "..", "..", "..", "core", "kernels"))
 
 # Defaults of gemm.cl, needed here only to compute launch sizes (the .cl file owns them).
-CL_DEFAULTS = {"WGD_M": 4, "WGD_N": 1, "TM": 6, "TN": 16}
+CL_DEFAULTS = {"WGD_M": 4, "WGD_N": 1, "TM": 6, "TN": 16, "MR": 1}
 
 
 def pick_device(want):
@@ -111,8 +113,9 @@ def peak_launcher(ctx, dev, queue, iters, vw=8, chains=12):
     nwi = 64 * dev.max_compute_units if dev.type & cl.device_type.CPU else 1 << 20
     out = cl.Buffer(ctx, cl.mem_flags.WRITE_ONLY, 4 * nwi)
     knl.set_args(out, np.int32(iters), np.float32(1.5))
-    launch = lambda: cl.enqueue_nd_range_kernel(queue, knl, (nwi,), None)  # noqa: E731
-    launch._keep = out
+
+    def launch(_keep=out):  # the default argument keeps the output buffer alive
+        return cl.enqueue_nd_range_kernel(queue, knl, (nwi,), None)
     return launch, 2.0 * vw * chains * iters * nwi
 
 
@@ -144,7 +147,8 @@ class Problem:
         self.alpha, self.beta, self.off = 1.0 if beta == 0 else 0.75, beta, off
         ar, ac = (K, M) if ta else (M, K)
         br, bc = (N, K) if tb else (K, N)
-        self.lda, self.ldb, self.ldc = ac + pad, bc + pad, N + pad
+        pa, pb, pc = pad if isinstance(pad, tuple) else (pad,) * 3
+        self.lda, self.ldb, self.ldc = ac + pa, bc + pb, N + pc
         self.sa, self.sb, self.sc = ar * self.lda + off, br * self.ldb + off, M * self.ldc + off
         self.a = rng.standard_normal((batch, ar, ac), dtype=np.float32)
         self.b = rng.standard_normal((batch, br, bc), dtype=np.float32)
@@ -173,12 +177,8 @@ class Problem:
                 self.bbuf, i32(self.off), i32(self.ldb), i32(self.sb),
                 self.cbuf, i32(self.off), i32(self.ldc), i32(self.sc))
 
-    def max_error(self, queue):
-        """Max |C - ref| / (sqrt(K) * max|ref| + tiny), and whether padding was left alone."""
-        cl.enqueue_copy(queue, self.cbuf, self.cinit).wait()
-        return self
-
     def check(self, queue, launch):
+        """Run once from the initial C; (max |C - ref| / (sqrt(K) * max|ref|), clobbered)."""
         cl.enqueue_copy(queue, self.cbuf, self.cinit)
         launch().wait()
         out = np.empty_like(self.cinit)
@@ -205,7 +205,9 @@ class Problem:
 
 def launch_sizes(defines, M, N, batch):
     d = dict(CL_DEFAULTS, **defines)
-    mwg, nwg = d["TM"] * d["WGD_M"], d["TN"] * d["WGD_N"]
+    if defines.get("USE_LOCAL") and "MR" not in defines:
+        d["MR"] = 1  # gemm.cl: MR defaults to 1 with USE_LOCAL
+    mwg, nwg = d["TM"] * d["WGD_M"] * d["MR"], d["TN"] * d["WGD_N"]
     local = (d["WGD_N"], d["WGD_M"], 1)
     glob = (-(-N // nwg) * d["WGD_N"], -(-M // mwg) * d["WGD_M"], batch)
     return glob, local
@@ -245,6 +247,104 @@ def check_suite(ctx, queue, defines):
 # }}}
 
 
+# {{{ im2col / col2im
+
+def ref_im2col(x, groups, R, S, stride, pad, dil, OH, OW):
+    """numpy im2col.cl: [N * groups][Cg * R * S][OH * OW]."""
+    N, C, H, W = x.shape
+    cg = C // groups
+    out = np.zeros((N, groups, cg, R, S, OH, OW), np.float32)
+    for r in range(R):
+        for s in range(S):
+            ih = np.arange(OH) * stride[0] - pad[0] + r * dil[0]
+            iw = np.arange(OW) * stride[1] - pad[1] + s * dil[1]
+            mh, mw = (ih >= 0) & (ih < H), (iw >= 0) & (iw < W)
+            sub = x[:, :, np.clip(ih, 0, H - 1)][:, :, :, np.clip(iw, 0, W - 1)]
+            sub = sub * (mh[:, None] & mw[None, :])
+            out[:, :, :, r, s] = sub.reshape(N, groups, cg, OH, OW)
+    return out.reshape(N * groups, cg * R * S, OH * OW)
+
+
+def ref_col2im(col, shape, groups, R, S, stride, pad, dil, OH, OW):
+    """numpy col2im.cl (alpha = 1, beta = 0): the adjoint of ref_im2col."""
+    N, C, H, W = shape
+    cg = C // groups
+    col = col.reshape(N, groups, cg, R, S, OH, OW)
+    dx = np.zeros((N, groups, cg, H + 0, W), np.float64)
+    for r in range(R):
+        for s in range(S):
+            for oh in range(OH):
+                ih = oh * stride[0] - pad[0] + r * dil[0]
+                if not 0 <= ih < H:
+                    continue
+                for ow in range(OW):
+                    iw = ow * stride[1] - pad[1] + s * dil[1]
+                    if 0 <= iw < W:
+                        dx[:, :, :, ih, iw] += col[:, :, :, r, s, oh, ow]
+    return dx.reshape(N, C, H, W)
+
+
+def check_im2col(ctx, queue):
+    """im2col.cl and col2im.cl against numpy on assorted convolutions. Returns failures."""
+    # (N, C, H, W, groups, R, S, stride, pad (top, left), dil, extra bottom/right pad)
+    cases = [(2, 3, 7, 9, 1, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1)),
+             (1, 4, 10, 11, 2, 3, 2, (2, 3), (0, 1), (1, 1), (1, 0)),
+             (2, 6, 9, 9, 3, 3, 3, (2, 2), (2, 2), (2, 2), (0, 1)),
+             (1, 8, 5, 6, 8, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1)),
+             (3, 2, 13, 4, 1, 1, 1, (1, 1), (0, 0), (1, 1), (0, 0)),
+             (1, 3, 16, 16, 1, 7, 7, (2, 2), (3, 2), (1, 1), (2, 3))]
+    rng = np.random.default_rng(1)
+    mf = cl.mem_flags
+    fails = 0
+    for tw in (1, 8):
+        i2c = cl.Kernel(build(ctx, IM2COL_CL, {"IM2COL_TW": tw})[0], "im2col")
+        c2i = cl.Kernel(build(ctx, COL2IM_CL, {})[0], "col2im")
+        for N, C, H, W, groups, R, S, st, pad, dil, extra in cases:
+            OH = (H + pad[0] + extra[0] - dil[0] * (R - 1) - 1) // st[0] + 1
+            OW = (W + pad[1] + extra[1] - dil[1] * (S - 1) - 1) // st[1] + 1
+            cg = C // groups
+            x = rng.standard_normal((N, C, H, W), dtype=np.float32)
+            rows, ldcol = cg * R * S, OH * OW + 3
+            cstride = rows * ldcol + 5
+            xbuf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR,
+                             hostbuf=np.concatenate([np.zeros(2, np.float32), x.ravel()]))
+            col = np.full(N * groups * cstride + 1, np.nan, np.float32)
+            cbuf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=col)
+            geo = [np.int32(v) for v in (C, H, W, OH, OW, R, S, *st, *pad, *dil, groups)]
+            i2c(queue, (OH * -(-OW // tw), rows, N * groups), None, xbuf, np.int32(2), cbuf,
+                np.int32(1), np.int32(ldcol), np.int32(cstride), *geo)
+            cl.enqueue_copy(queue, col, cbuf).wait()
+            got = np.stack([col[1 + b * cstride:1 + b * cstride + rows * ldcol]
+                            .reshape(rows, ldcol)[:, :OH * OW] for b in range(N * groups)])
+            ref = ref_im2col(x, groups, R, S, st, pad, dil, OH, OW)
+            ok1 = np.array_equal(got, ref)
+            # col2im of a random column matrix, beta = 0.5 on a random dx
+            cm = rng.standard_normal(ref.shape, dtype=np.float32)
+            for b in range(N * groups):
+                col[1 + b * cstride:1 + b * cstride + rows * ldcol].reshape(
+                    rows, ldcol)[:, :OH * OW] = cm[b]
+            cl.enqueue_copy(queue, cbuf, col)
+            dx0 = rng.standard_normal(x.size + 1, dtype=np.float32)
+            dbuf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=dx0)
+            c2i(queue, (H * W, cg, N * groups), None, cbuf, np.int32(1), np.int32(ldcol),
+                np.int32(cstride), dbuf, np.int32(1), np.float32(2.0), np.float32(0.5), *geo)
+            dx = np.empty_like(dx0)
+            cl.enqueue_copy(queue, dx, dbuf).wait()
+            dref = 2.0 * ref_col2im(cm, x.shape, groups, R, S, st, pad, dil, OH, OW) \
+                + 0.5 * dx0[1:].reshape(x.shape)
+            err = float(np.abs(dx[1:].reshape(x.shape) - dref).max())
+            ok2 = err < 1e-4 and dx[0] == dx0[0]
+            fails += not (ok1 and ok2)
+            if not (ok1 and ok2) or os.environ.get("VERBOSE"):
+                print(f"  IM2COL_TW={tw} x={N, C, H, W} g={groups} RS={R, S} stride={st} "
+                      f"pad={pad} dil={dil} -> {OH}x{OW}: im2col {'ok' if ok1 else 'FAIL'}, "
+                      f"col2im err {err:.1e} {'ok' if ok2 else 'FAIL'}")
+    print(f"check-im2col: {'all ok' if not fails else f'{fails} FAILED'}")
+    return fails
+
+# }}}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-c", "--config", action="append", default=[],
@@ -252,7 +352,8 @@ def main():
     ap.add_argument("--size", type=int, help="M = N = K")
     ap.add_argument("--mnk", type=int, nargs=3, metavar=("M", "N", "K"))
     ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--pad", type=int, default=0, help="add to every leading dimension")
+    ap.add_argument("--pad", type=int, nargs="+", default=[0],
+                    help="add to every leading dimension, or to lda ldb ldc (3 values)")
     ap.add_argument("--runs", type=int, default=7, help="timed launches per measurement")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=1,
@@ -266,6 +367,7 @@ def main():
                     help="measure the FMA peak right before each GEMM measurement and report"
                          " the GEMM as %% of that paired peak (robust on shared machines)")
     ap.add_argument("--check-suite", action="store_true", help="odd-size correctness suite")
+    ap.add_argument("--check-im2col", action="store_true", help="im2col.cl / col2im.cl vs numpy")
     ap.add_argument("--device", default="", help="substring of '<platform> <device>'")
     args = ap.parse_args()
 
@@ -278,7 +380,7 @@ def main():
         peak = measure_peak(ctx, dev, queue, args)
 
     configs = [parse_defines(c) for c in args.config] or ([{}] if args.size or args.mnk else [])
-    fails = 0
+    fails = check_im2col(ctx, queue) if args.check_im2col else 0
     if args.check_suite:
         for d in configs:
             fails += check_suite(ctx, queue, d)
@@ -287,8 +389,9 @@ def main():
         runs = []
         for d in configs:
             prg, tbuild = build(ctx, GEMM_CL, d)
+            pad = tuple(args.pad) if len(args.pad) == 3 else args.pad[0]
             prob = Problem(ctx, M, N, K, batch=args.batch, ta=d.get("TRANS_A", 0),
-                           tb=d.get("TRANS_B", 0), pad=args.pad)
+                           tb=d.get("TRANS_B", 0), pad=pad)
             launch = make_launch(queue, cl.Kernel(prg, "gemm"), prob, d)
             t0 = time.perf_counter()
             err, clob = prob.check(queue, launch)  # first launch also compiles (PoCL)

@@ -20,23 +20,31 @@
  *   M, N, K >= 0 arbitrary (edge tiles are bounds-checked; full tiles take a fast path).
  *   Sizes, offsets and strides are arguments, so one build serves every problem of a config.
  *
- * Work decomposition: a work-group computes an MWG x NWG tile of C; each work-item holds a
- * TM x TN register tile as TM x (TN / VW) vectors of VW columns. Work-item (lx, ly) owns
- *   rows    m_wg0 + ((i / VWM) * WGD_M + ly) * VWM + i % VWM,   i < TM
+ * Work decomposition: a work-group computes an MWG x NWG tile of C (MWG = TM * WGD_M * MR,
+ * NWG = TN * WGD_N); each work-item holds a TM x TN register tile as TM x (TN / VW) vectors of
+ * VW columns. In row block r < MR, work-item (lx, ly) owns
+ *   rows    m_wg0 + r * TM * WGD_M + ((i / VWM) * WGD_M + ly) * VWM + i % VWM,   i < TM
  *   columns n_wg0 + ((j * WGD_N) + lx) * VW + l,                 j < TN / VW, l < VW
  * so VWM == TM and WGD_N == 1 give contiguous rows/columns (CPU), and VWM, VW < TM, TN give
  * the strided layout that keeps local-memory reads conflict-free (GPU).
  *
- * Two code paths, chosen by USE_LOCAL:
- *   0: every work-item streams its rows of op(A) and columns of op(B) straight from global
- *      memory (CPU: caches do the staging; explicit vectors give the SIMD code). TRANS_B == 1
- *      turns the B vector loads into gathers: slower, still correct.
- *   1: the work-group stages KWG-deep slices of op(A) and op(B) in local memory (k-major, so
- *      transposition is absorbed in the staging), optionally double-buffered (GPU).
+ * Three code paths:
+ *   USE_LOCAL == 0, MR == 1 (the defaults): every work-item streams its rows of op(A) and columns of op(B)
+ *      straight from global memory, the register tile as explicit vectors (CPU). TRANS_B == 1
+ *      makes every B vector a gather, and ldb * 4 bytes a multiple of 4 KiB halves the speed
+ *      (all of op(B)'s column panel falls in one L1 set).
+ *   USE_LOCAL == 0, MR > 1: a work-item owns MR row blocks; for each KB-deep
+ *      k-block it packs its KB x TN block of op(B) into private memory (gathers for TRANS_B,
+ *      bounds for edge columns, all once) and runs the MR register tiles over it in turn,
+ *      parking them in a private stash. Immune to the ldb aliasing above.
+ *   USE_LOCAL == 1 (GPU, needs MR == 1): the work-group stages KWG-deep slices of op(A) and
+ *      op(B) in local memory (k-major; transposition absorbed in the staging), optionally
+ *      double-buffered with a register prefetch of the next slice.
  *
  * Defines read (tunables, each with a default below): TRANS_A, TRANS_B, WGD_M, WGD_N, TM, TN,
- * VW, VWM, KU, USE_LOCAL, KWG, DOUBLE_BUF, LPAD; from convsolve.h: CS_PRECISION (`real`).
+ * VW, VWM, KU, USE_LOCAL, MR, KB, KWG, DOUBLE_BUF, LPAD; from convsolve.h: CS_PRECISION.
  * Derived (defined here): MWG, NWG, WGS, NVEC, MGRP, LA, LB, LDAS, LDBS.
+ * The defaults are a measured CPU set (AVX2, 2 cores); plugins/gemm/TUNING.md has the others.
  */
 #include "convsolve.h"
 
@@ -68,15 +76,14 @@
 #ifndef KU
 #define KU 4 /* K unroll factor of the global-memory loop (USE_LOCAL == 0) */
 #endif
-#ifndef MR
-#define MR 1 /* USE_LOCAL == 0: row blocks per work-item, each TM * WGD_M rows apart (see KB) */
-#endif
-#ifndef KB
-#define KB 64 /* MR > 1: k-block; op(B)'s KB x TN block is packed in private memory and the MR
-                 row blocks run over it in turn (their tiles parked in a private stash) */
-#endif
 #ifndef USE_LOCAL
 #define USE_LOCAL 0 /* 1: stage KWG-deep tiles of op(A) and op(B) in local memory */
+#endif
+#ifndef MR
+#define MR 1 /* row blocks per work-item, TM * WGD_M rows apart (> 1: k-blocked; USE_LOCAL: 1) */
+#endif
+#ifndef KB
+#define KB 64 /* MR > 1: depth of the k-blocks whose op(B) block is packed in private memory */
 #endif
 #ifndef KWG
 #define KWG 16 /* K depth of one local-memory tile (USE_LOCAL == 1) */

@@ -1,0 +1,144 @@
+"""Rendering `convsolve bench` reports: text or Markdown tables, and the per-layer GFLOP/s plot."""
+import numpy as np
+
+from .errors import ConvsolveError
+from .problem import Direction
+
+_LEFT = ("layer", "shape", "solver", "dir")
+
+
+def gflops(flops, time_ms):
+    """GFLOP/s of ``flops`` done in ``time_ms`` (None when there is no time)."""
+    return flops / (time_ms * 1e6) if time_ms else None
+
+
+def shape(problem):
+    """A short label of a problem's sizes: 'n8 c64 56x56 k64 3x3/1 p1' (+ ' g32' when grouped)."""
+    (ph, _), _ = problem.conv.pads
+    group = f" g{problem.groups}" if problem.groups > 1 else ""
+    return (f"n{problem.n} c{problem.c} {problem.in_h}x{problem.in_w} k{problem.k} "
+            f"{problem.fil_h}x{problem.fil_w}/{problem.conv.strides[0]} p{ph}{group}")
+
+
+def _fmt(value, digits=2):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def table(rows, headers, markdown=False):
+    """Aligned text columns, or a Markdown table."""
+    rows = [tuple(str(v) for v in row) for row in rows]
+    if markdown:
+        lines = ["| " + " | ".join(headers) + " |",
+                 "|" + "|".join(":---" if h in _LEFT else "---:" for h in headers) + "|"]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+    widths = [max(len(v) for v in column) for column in zip(headers, *rows)]
+    return "\n".join("  ".join(v.ljust(w) if h in _LEFT else v.rjust(w)
+                               for v, w, h in zip(row, widths, headers)).rstrip()
+                     for row in (headers, *rows))
+
+
+def _percent(fraction):
+    return _fmt(100 * fraction if fraction else None, 1)
+
+
+def format_report(report, markdown=False):
+    """The tables of a bench report: a header, then per direction one row per layer and a total."""
+    peak = report["peak"]
+    load = "; ".join(" ".join(f"{v:.2f}" for v in sample) for sample in report.get("load", ()))
+    batch = report["batch"] if report["batch"] is not None else "per entry"
+    lines = [f"suite {report['suite']} ({report['source']}), batch {batch}",
+             f"device: {report['device']}",
+             (f"peak: {_fmt(peak['gflops'], 1)} GFLOP/s FMA, {_fmt(peak.get('gbps'), 1)} GB/s "
+              f"copy ({peak['how']})"),
+             f"torch: {report['torch'] or 'not compared (--compare torch)'}",
+             f"load average (1, 5, 15 min) at start; at end: {load or '-'}"]
+    if markdown:
+        lines = [f"- {line}" for line in lines]
+    headers = ("#", "layer", "count", "shape", "GFLOP", "solver", "ms", "wall ms", "GFLOP/s",
+               "%peak", "torch ms", "torch-default ms", "speedup")
+    for result in report["results"]:
+        lines.append(f"\n{'#### ' if markdown else ''}{Direction.parse(result['direction']).label}"
+                     f"{'' if markdown else ':'}\n")
+        rows = [(r["index"], r["name"], r["count"], r["shape"], _fmt(r["flops"] / 1e9, 3),
+                 r["solver"], _fmt(r["time_ms"], 3), _fmt(r["wall_ms"], 3),
+                 _fmt(gflops(r["flops"], r["time_ms"]), 1), _percent(r["peak_fraction"]),
+                 _fmt(r.get("torch_ms"), 3), _fmt(r.get("torch_default_ms"), 3),
+                 _fmt(r.get("ratio"), 3)) for r in result["rows"]]
+        t = result["total"]
+        rows.append(("", f"total ({t['layers']} layers)", t["layers"], "",
+                     _fmt(t["flops"] / 1e9, 3), "", _fmt(t["time_ms"], 3), _fmt(t["wall_ms"], 3),
+                     _fmt(t["gflops"], 1), _percent(t["peak_fraction"]), _fmt(t["torch_ms"], 3),
+                     _fmt(t["torch_default_ms"], 3), _fmt(t["ratio"], 3)))
+        lines.append(table(rows, headers, markdown))
+    lines.append(f"\nms: median OpenCL profiling-event time; wall ms: enqueue to finish; speedup = "
+                 f"torch ms / our {'wall' if report['compare_wall'] else 'event'} ms (> 1: "
+                 "convsolve faster); totals weigh each layer by its count")
+    return "\n".join(lines)
+
+
+def format_overhead(report, markdown=False):
+    """The find-overhead table of a ``bench --overhead`` report."""
+    rows = [(r["index"], r["name"], r["direction"], r["warm"]["solver"],
+             _fmt(r["cold"]["handle_ms"], 0), _fmt(r["cold"]["find_ms"], 1),
+             _fmt(r["warm"]["handle_ms"], 0), _fmt(r["warm"]["find_ms"], 1),
+             _fmt(r["warm"]["compile_ms"], 1), _fmt(r["warm"]["first_run_extra_ms"], 1),
+             _fmt(r["run"]["enqueue_us"], 1), _fmt(r["run"]["overhead_us"], 1))
+            for r in report["rows"]]
+    headers = ("#", "layer", "dir", "solver", "cold Handle ms", "cold find ms", "warm Handle ms",
+               "warm find ms", "warm compile ms", "1st-run extra ms", "enqueue us",
+               "run() extra us")
+    title = (f"find overhead, suite {report['suite']}, batch {report['batch']}, "
+             f"device {report['device']}\n")
+    hot = "; ".join(f"{d}: run() {_fmt(h['run_us'], 1)} us, bare enqueue "
+                    f"{_fmt(h['enqueue_us'], 1)} us, extra {_fmt(h['overhead_us'], 1)} us "
+                    f"({h['solver'] if 'solver' in h else h['problem']})"
+                    for d, h in report.get("hot", {}).items())
+    return "\n".join([title, table(rows, headers, markdown), (
+        "\ncold: a fresh process with empty kernel cache, find-db and PoCL cache (find compiles "
+        "and benchmarks); warm: a second fresh process on the same caches (find-db hit, then "
+        "compile from the kernel cache); Handle: creating the handle (device probe); 1st-run "
+        "extra: the first run's wall time minus its kernel time; run() extra: host time of run() "
+        f"minus the bare invoker's enqueue, at batch 1, median of {report['calls']} calls (fewer, "
+        "down to 5, where the kernel is slow), each call timed while a user event holds the "
+        "queue (the previous call's kernel has just run, so on large layers the host caches "
+        "are cold)"),
+        f"\nrun() in a hot loop (300 calls on a tiny problem): {hot or '-'}"])
+
+
+def need_matplotlib():
+    """Raise a ConvsolveError saying how to install matplotlib when it is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ConvsolveError("convsolve bench: --plot needs matplotlib, which is not installed; "
+                             "pip install matplotlib (or convsolve[plot]), or leave --plot "
+                             "off") from None
+
+
+def plot(report, path):
+    """Per-layer bars of GFLOP/s, convsolve beside torch, one panel per direction, to ``path``."""
+    need_matplotlib()
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    results = report["results"]
+    width = max(8, 0.45 * max(len(r["rows"]) for r in results))
+    fig, axes = plt.subplots(len(results), 1, squeeze=False, figsize=(width, 3.5 * len(results)))
+    ours = ("convsolve (wall)", "wall_ms") if report["compare_wall"] else ("convsolve", "time_ms")
+    for ax, result in zip(axes[:, 0], results):
+        series = [(label, key) for label, key in
+                  (ours, ("torch", "torch_ms"), ("torch (default malloc)", "torch_default_ms"))
+                  if all(r.get(key) for r in result["rows"])]
+        x = np.arange(len(result["rows"]))
+        for i, (label, key) in enumerate(series):
+            ax.bar(x + (i - (len(series) - 1) / 2) * 0.8 / len(series),
+                   [gflops(r["flops"], r[key]) for r in result["rows"]], 0.8 / len(series),
+                   label=label)
+        ax.set_xticks(x, [r["name"] for r in result["rows"]], rotation=60, ha="right", fontsize=7)
+        ax.set_ylabel("GFLOP/s")
+        ax.set_title(f"{report['suite']}, {Direction.parse(result['direction']).label}, batch "
+                     f"{report['batch']}, {report['device']}", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
