@@ -18,12 +18,17 @@
  *          int C, int H, int W, int OH, int OW, int R, int S,
  *          int stride_h, int stride_w, int pad_top, int pad_left, int dil_h, int dil_w,
  *          int groups)
- *   global size = (H * W, C / groups, images * groups)    (dimension 0 may be rounded up)
+ *   global size = (H * CS_DIV_UP(W, COL2IM_TW), C / groups, images * groups)
  *   local size  = any (NULL is fine)
+ *   Each work-item writes COL2IM_TW consecutive iw of one (ih, channel, image).
  *
- * Defines read: none besides CS_PRECISION via convsolve.h (`real`).
+ * Defines read: COL2IM_TW (tunable); CS_PRECISION via convsolve.h (`real`).
  */
 #include "convsolve.h"
+
+#ifndef COL2IM_TW
+#define COL2IM_TW 1 /* consecutive input columns (iw) per work-item: 1 suits GPUs, 16-32 CPUs */
+#endif
 
 __kernel void col2im(const __global real *restrict col, const int col_off, const int ldcol,
                      const int col_stride, __global real *restrict dx, const int dx_off,
@@ -32,37 +37,48 @@ __kernel void col2im(const __global real *restrict col, const int col_off, const
                      const int stride_h, const int stride_w, const int pad_top,
                      const int pad_left, const int dil_h, const int dil_w, const int groups)
 {
-    const int hw = get_global_id(0);
+    const int wb = CS_DIV_UP(W, COL2IM_TW);
+    const int ih = get_global_id(0) / wb;
+    const int iw0 = (get_global_id(0) % wb) * COL2IM_TW;
     const int cl = get_global_id(1);
     const int b = get_global_id(2); /* n_local * groups + g */
-    if (hw >= H * W)
+    if (ih >= H)
         return;
-    const int ih = hw / W, iw = hw % W;
+    const int nw = min(COL2IM_TW, W - iw0);
     const int cg = C / groups;
     const int n = b / groups, g = b % groups;
     const __global real *cm = col + col_off + (size_t)b * col_stride + (size_t)cl * R * S * ldcol;
 
-    real sum = (real)0;
+    real sum[COL2IM_TW];
+    for (int t = 0; t < COL2IM_TW; ++t)
+        sum[t] = (real)0;
+    /* Taps in a fixed order (r, then s): deterministic, no atomics. */
     for (int r = 0; r < R; ++r) {
         const int th = ih + pad_top - r * dil_h; /* = oh * stride_h */
         if (th < 0)
             break; /* th only decreases with r */
-        if (th % stride_h != 0)
+        if (th % stride_h != 0 || th / stride_h >= OH)
             continue;
         const int oh = th / stride_h;
-        if (oh >= OH)
-            continue;
         for (int s = 0; s < S; ++s) {
-            const int tw = iw + pad_left - s * dil_w; /* = ow * stride_w */
-            if (tw < 0)
-                break;
-            if (tw % stride_w != 0)
-                continue;
-            const int ow = tw / stride_w;
-            if (ow < OW)
-                sum += cm[(size_t)(r * S + s) * ldcol + oh * OW + ow];
+            const __global real *crow = cm + (size_t)(r * S + s) * ldcol + oh * OW;
+            const int tw0 = iw0 + pad_left - s * dil_w; /* = ow * stride_w for t = 0 */
+            if (stride_w == 1) {
+                for (int t = 0; t < nw; ++t) {
+                    const int ow = tw0 + t;
+                    if (ow >= 0 && ow < OW)
+                        sum[t] += crow[ow];
+                }
+            } else {
+                for (int t = 0; t < nw; ++t) {
+                    const int tw = tw0 + t;
+                    if (tw >= 0 && tw % stride_w == 0 && tw / stride_w < OW)
+                        sum[t] += crow[tw / stride_w];
+                }
+            }
         }
     }
-    __global real *d = dx + dx_off + ((size_t)n * C + g * cg + cl) * H * W + hw;
-    *d = beta != (real)0 ? alpha * sum + beta * *d : alpha * sum;
+    __global real *d = dx + dx_off + ((size_t)n * C + g * cg + cl) * H * W + (size_t)ih * W + iw0;
+    for (int t = 0; t < nw; ++t)
+        d[t] = beta != (real)0 ? alpha * sum[t] + beta * d[t] : alpha * sum[t];
 }

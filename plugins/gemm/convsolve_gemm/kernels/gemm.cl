@@ -56,7 +56,7 @@
 #define TRANS_B 0 /* 1: B is stored N x K and op(B) = B^T */
 #endif
 #ifndef WGD_M
-#define WGD_M 4 /* work-items per work-group along M (local size, dimension 1) */
+#define WGD_M 1 /* work-items per work-group along M (local size, dimension 1) */
 #endif
 #ifndef WGD_N
 #define WGD_N 1 /* work-items per work-group along N (local size, dimension 0) */
@@ -80,10 +80,10 @@
 #define USE_LOCAL 0 /* 1: stage KWG-deep tiles of op(A) and op(B) in local memory */
 #endif
 #ifndef MR
-#define MR 1 /* row blocks per work-item, TM * WGD_M rows apart (> 1: k-blocked; USE_LOCAL: 1) */
+#define MR 16 /* row blocks per work-item, TM * WGD_M rows apart (> 1: k-blocked; USE_LOCAL: 1) */
 #endif
 #ifndef KB
-#define KB 64 /* MR > 1: depth of the k-blocks whose op(B) block is packed in private memory */
+#define KB 128 /* MR > 1: depth of the k-blocks whose op(B) block is packed in private memory */
 #endif
 #ifndef KWG
 #define KWG 16 /* K depth of one local-memory tile (USE_LOCAL == 1) */
