@@ -22,6 +22,24 @@ def _padded_shape(problem):
     return (problem.n, problem.c, problem.in_h + pt + pb, problem.in_w + pl + pr)
 
 
+def _interior(problem):
+    """Slices of a padded input that hold the unpadded one."""
+    (pt, _), (pl, _) = problem.conv.pads
+    return (slice(None), slice(None), slice(pt, pt + problem.in_h), slice(pl, pl + problem.in_w))
+
+
+def _padded_groups(problem, x):
+    """x zero-padded (float64), as (N, G, C/G, H + pads, W + pads)."""
+    xp = np.zeros(_padded_shape(problem))
+    xp[_interior(problem)] = x
+    return _grouped(xp, problem.groups)
+
+
+def _grouped_weights(problem, w):
+    """w (float64) as (G, K/G, C/G, R, S)."""
+    return w.astype(np.float64).reshape(problem.groups, problem.k // problem.groups, *w.shape[1:])
+
+
 def _grouped(array, groups):
     """(N, C, ...) -> (N, G, C/G, ...)."""
     return array.reshape(array.shape[0], groups, array.shape[1] // groups, *array.shape[2:])
@@ -30,11 +48,7 @@ def _grouped(array, groups):
 def forward(problem, x, w):
     """y = conv(x, w) for ``problem`` (float64)."""
     g = problem.groups
-    (pt, _), (pl, _) = problem.conv.pads
-    xp = np.zeros(_padded_shape(problem))
-    xp[:, :, pt:pt + problem.in_h, pl:pl + problem.in_w] = x
-    xg = _grouped(xp, g)
-    wg = w.astype(np.float64).reshape(g, problem.k // g, *w.shape[1:])
+    xg, wg = _padded_groups(problem, x), _grouped_weights(problem, w)
     y = np.zeros((problem.n, g, problem.k // g, problem.out_h, problem.out_w))
     for r in range(problem.fil_h):
         for s in range(problem.fil_w):
@@ -46,25 +60,20 @@ def forward(problem, x, w):
 def backward_data(problem, dy, w):
     """dx for ``problem`` from dy and w (float64): the adjoint of forward in x."""
     g = problem.groups
-    (pt, _), (pl, _) = problem.conv.pads
-    dyg = _grouped(dy.astype(np.float64), g)
-    wg = w.astype(np.float64).reshape(g, problem.k // g, *w.shape[1:])
+    dyg, wg = _grouped(dy.astype(np.float64), g), _grouped_weights(problem, w)
     dxp = np.zeros(_padded_shape(problem))
     dxg = _grouped(dxp, g)   # a view: writes land in dxp
     for r in range(problem.fil_h):
         for s in range(problem.fil_w):
             rows, cols = _window(problem, r, s)
             dxg[:, :, :, rows, cols] += np.einsum("ngkhw,gkc->ngchw", dyg, wg[:, :, :, r, s])
-    return dxp[:, :, pt:pt + problem.in_h, pl:pl + problem.in_w].copy()
+    return dxp[_interior(problem)].copy()
 
 
 def backward_weights(problem, x, dy):
     """dw for ``problem`` from x and dy (float64), summed over the batch."""
     g = problem.groups
-    (pt, _), (pl, _) = problem.conv.pads
-    xp = np.zeros(_padded_shape(problem))
-    xp[:, :, pt:pt + problem.in_h, pl:pl + problem.in_w] = x
-    xg = _grouped(xp, g)
+    xg = _padded_groups(problem, x)
     dyg = _grouped(dy.astype(np.float64), g)
     dw = np.zeros((g, problem.k // g, problem.c // g, problem.fil_h, problem.fil_w))
     for r in range(problem.fil_h):
