@@ -94,11 +94,14 @@ def _build_all(handle, problem, solvers, skipped):
     return built
 
 
-def benchmark(handle, problem, solvers, buffers, workspace, skipped):
+def benchmark(handle, problem, solvers, buffers, workspace, skipped, failed=None):
     """Build and time ``solvers``; returns their Solutions, fastest first, and fills ``skipped``.
 
-    Records nothing: find and explain decide what to do with the results.
+    ``failed`` (a dict, if given) also receives the solvers that failed to build or run: the
+    skips that belong to the solver, not to this call.  Records nothing: find and explain
+    decide what to do with the results.
     """
+    failed = {} if failed is None else failed
     needs = {}
     for solver in solvers:
         try:
@@ -116,6 +119,7 @@ def benchmark(handle, problem, solvers, buffers, workspace, skipped):
             fitting.append(solver)
     fitting.sort(key=lambda s: -_safe_wti(s, problem))
     built = _build_all(handle, problem, fitting, skipped)
+    failed.update({s.name: skipped[s.name] for s in fitting if s not in built})
     if env.flag(env.DEBUG_COMPILE_ONLY):
         log.info("compile only: built %d solvers for %s, timed none", len(built), problem.key())
         return []
@@ -128,12 +132,24 @@ def benchmark(handle, problem, solvers, buffers, workspace, skipped):
                                    None if best is None else best * CUTOFF_FACTOR)
         except Exception as exc:  # noqa: BLE001
             handle.forget_invoker(solver, problem)
-            skipped[solver.name] = f"failed to run: {exc}"
+            skipped[solver.name] = failed[solver.name] = f"failed to run: {exc}"
             log.info("skip %r: failed to run: %s", solver.name, exc)
             continue
         log.info("timed %r: %.4f ms", solver.name, time_ms)
         results.append(Solution(solver.name, solver.algorithm, time_ms, needs[solver], "benchmark"))
     return sorted(results, key=lambda s: s.time_ms)
+
+
+def _dynamic_only(problem, solvers, skipped):
+    """The dynamic solvers among ``solvers`` (all of them when none is dynamic)."""
+    dynamic = [s for s in solvers if s.dynamic]
+    if not dynamic:
+        log.info("find %s: no dynamic solver applies; benchmarking all", problem.key())
+        return solvers
+    for solver in solvers:
+        if not solver.dynamic:
+            skipped[solver.name] = "not dynamic (DYNAMIC_HYBRID benchmarks dynamic solvers only)"
+    return dynamic
 
 
 def _safe_wti(solver, problem):
@@ -167,12 +183,19 @@ def find(handle, problem, *, x, w, y, workspace=None, request_count=None, exhaus
         return []
     reg = registry()
     db = FindDb()
+    solvers, skipped = reg.candidates(problem)
+    if mode is FindMode.DYNAMIC_HYBRID and not exhaustive:
+        solvers = _dynamic_only(problem, solvers, skipped)
+    known, recorded = [], []
     if mode is not FindMode.NORMAL and not exhaustive:
-        hit = usable_records(db.lookup(handle.db_key, problem.key()), reg, problem)
-        if hit:
-            log.info("find %s: find-db hit (%d solutions)", problem.key(), len(hit))
-            _remember(handle, problem, hit)
-            return hit[:request_count]
+        recorded = db.lookup(handle.db_key, problem.key())
+        known = usable_records(recorded, reg, problem)
+        tried = {record.solver for record in recorded}
+        untried = [solver for solver in solvers if solver.name not in tried]
+        if known and (mode is FindMode.FAST or not untried):
+            log.info("find %s: find-db hit (%d solutions)", problem.key(), len(known))
+            _remember(handle, problem, known)
+            return known[:request_count]
         if mode is FindMode.FAST:
             fallback = wti_fallback(reg, problem)
             if not fallback:
@@ -180,24 +203,23 @@ def find(handle, problem, *, x, w, y, workspace=None, request_count=None, exhaus
                                 "solver has a known WTI")
             log.info("find %s: find-db miss, WTI fallback (FAST mode)", problem.key())
             return fallback[:request_count]
-    solvers, skipped = reg.candidates(problem)
-    if mode is FindMode.DYNAMIC_HYBRID and not exhaustive:
-        dynamic = [s for s in solvers if s.dynamic]
-        if dynamic:
-            for solver in solvers:
-                if not solver.dynamic:
-                    skipped[solver.name] = "not dynamic (DYNAMIC_HYBRID benchmarks dynamic solvers on a miss)"
-            solvers = dynamic
-        else:
-            log.info("find %s: no dynamic solver applies; benchmarking all", problem.key())
-    results = benchmark(handle, problem, solvers, buffers, workspace, skipped)
+        if known:
+            log.info("find %s: find-db hit without %s (installed since?): benchmarking them",
+                     problem.key(), ", ".join(s.name for s in untried))
+            solvers = untried
+    failed = {}
+    timed = benchmark(handle, problem, solvers, buffers, workspace, skipped, failed)
     if env.flag(env.DEBUG_COMPILE_ONLY):
         return []
+    results = sorted(known + timed, key=lambda s: s.time_ms)
     if not results:
         reasons = "; ".join(f"{name}: {why}" for name, why in sorted(skipped.items()))
         raise FindError(f"no solver works for {problem.key()} on {handle.name}: "
                         f"{reasons or 'no solver is installed'}")
+    algorithms = {solver.name: solver.algorithm for solver in solvers}
+    failures = [r for r in recorded if r.failure and r.solver not in algorithms]
+    failures += [Record(name, algorithms[name], None, 0, failure=why) for name, why in failed.items()]
     db.store(handle.db_key, problem.key(),
-             [Record(r.solver, r.algorithm, r.time_ms, r.workspace) for r in results])
+             [Record(r.solver, r.algorithm, r.time_ms, r.workspace) for r in results] + failures)
     _remember(handle, problem, results)
     return results[:request_count]

@@ -4,7 +4,8 @@ Two layers.  The user db (SQLite, WAL, busy timeout) is written by find and live
 platformdirs' user data dir; the system db (JSON lines, read-only, shipped in the package) answers
 for problems the user db has not seen.  A user db file that is corrupt or truncated is reported,
 renamed to ``<name>.corrupt-<time>-<pid>`` and rebuilt empty; every write is one transaction, so a
-crash or a concurrent writer never leaves half a record.
+crash or a concurrent writer never leaves half a record.  Solvers that failed to build or run are
+recorded too (with the reason), so that a later find knows which solvers it has already tried.
 """
 import json
 import logging
@@ -23,7 +24,7 @@ from .errors import DatabaseError
 
 log = logging.getLogger("convsolve")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _TABLE = f"find_v{SCHEMA_VERSION}"
 _BUSY_TIMEOUT_S = 30.0
 
@@ -34,9 +35,10 @@ class Record:
 
     solver: str
     algorithm: str
-    time_ms: float
+    time_ms: float         # None for a failure
     workspace: int
     source: str = "user"   # 'user' or 'system': which db it came from
+    failure: str = None    # why find could not time it (failed to build or run), else None
 
 
 def user_db_path():
@@ -70,8 +72,10 @@ def _system_records(path):
                 continue
             try:
                 row = json.loads(line)
-                record = Record(row["solver"], row["algorithm"], float(row["time_ms"]),
-                                int(row["workspace"]), "system")
+                failure = row.get("failure")
+                record = Record(row["solver"], row["algorithm"],
+                                None if failure else float(row["time_ms"]),
+                                int(row.get("workspace", 0)), "system", failure)
                 table.setdefault((row["device"], row["problem"]), []).append(record)
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("system find-db %s line %d skipped: %s", path, number, exc)
@@ -101,8 +105,8 @@ class FindDb:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {_TABLE} (device TEXT NOT NULL, problem TEXT NOT NULL,"
-                " solver TEXT NOT NULL, algorithm TEXT NOT NULL, time_ms REAL NOT NULL,"
-                " workspace INTEGER NOT NULL, updated REAL NOT NULL,"
+                " solver TEXT NOT NULL, algorithm TEXT NOT NULL, time_ms REAL,"
+                " workspace INTEGER NOT NULL, failure TEXT, updated REAL NOT NULL,"
                 " PRIMARY KEY (device, problem, solver))")
             with self._check_lock:
                 if self.user_path not in self._checked:
@@ -154,14 +158,17 @@ class FindDb:
     # }}}
 
     def lookup(self, device, problem_key):
-        """The records for a problem on a device, fastest first: the user db's, else the system db's."""
+        """The records for a problem on a device, fastest first and failures last: the user db's,
+        else the system db's."""
         rows = self._run(lambda conn: conn.execute(
-            f"SELECT solver, algorithm, time_ms, workspace FROM {_TABLE}"
-            " WHERE device = ? AND problem = ? ORDER BY time_ms", (device, problem_key)).fetchall())
+            f"SELECT solver, algorithm, time_ms, workspace, failure FROM {_TABLE}"
+            " WHERE device = ? AND problem = ? ORDER BY failure IS NOT NULL, time_ms",
+            (device, problem_key)).fetchall())
         if rows:
-            return [Record(*row, "user") for row in rows]
+            return [Record(solver, algorithm, time_ms, workspace, "user", failure)
+                    for solver, algorithm, time_ms, workspace, failure in rows]
         system = _system_records(self.system_path).get((device, problem_key), [])
-        return sorted(system, key=lambda record: record.time_ms)
+        return sorted(system, key=lambda r: (r.failure is not None, r.time_ms or 0.0))
 
     def store(self, device, problem_key, records):
         """Replace the user db's records for a problem with ``records``, in one transaction."""
@@ -173,9 +180,9 @@ class FindDb:
                 conn.execute(f"DELETE FROM {_TABLE} WHERE device = ? AND problem = ?",
                              (device, problem_key))
                 conn.executemany(
-                    f"INSERT INTO {_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(device, problem_key, r.solver, r.algorithm, r.time_ms, r.workspace, now)
-                     for r in records])
+                    f"INSERT INTO {_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(device, problem_key, r.solver, r.algorithm, r.time_ms, r.workspace,
+                      r.failure, now) for r in records])
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -186,8 +193,8 @@ class FindDb:
         """Every user-db row as a dict, grouped by device and problem."""
         def read(conn):
             cursor = conn.execute(
-                f"SELECT device, problem, solver, algorithm, time_ms, workspace FROM {_TABLE}"
-                " ORDER BY device, problem, time_ms")
+                f"SELECT device, problem, solver, algorithm, time_ms, workspace, failure"
+                f" FROM {_TABLE} ORDER BY device, problem, failure IS NOT NULL, time_ms")
             names = [column[0] for column in cursor.description]
             return [dict(zip(names, row)) for row in cursor.fetchall()]
         return self._run(read)

@@ -38,12 +38,14 @@ class Solution:
 
 
 def usable_records(records, registry, problem):
-    """Solutions from find-db records whose solver is installed, on and applicable; others logged."""
+    """Solutions from find-db records of timed solvers that are installed, on and applicable."""
     applicable, skipped = registry.candidates(problem)
     names = {solver.name for solver in applicable}
     usable = []
     for record in records:
-        if record.solver in names:
+        if record.failure:
+            log.debug("skip find-db record %r: %s", record.solver, record.failure)
+        elif record.solver in names:
             usable.append(Solution(record.solver, record.algorithm, record.time_ms,
                                    record.workspace, "find-db"))
         else:

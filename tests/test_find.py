@@ -42,7 +42,8 @@ def test_find_ranks_records_and_logs_every_skip(handle, fake, buffers, caplog):
     assert "skip 'fake.BadBuild': failed to build" in caplog.text and "undeclared_name" in caplog.text
     assert "skip 'fake.RunFails': failed to run: planted run failure" in caplog.text
     stored = FindDb().lookup(handle.db_key, PROBLEM.key())
-    assert sorted(r.solver for r in stored) == sorted(names)
+    assert [r.solver for r in stored if not r.failure] == names
+    assert sorted(r.solver for r in stored if r.failure) == ["fake.BadBuild", "fake.RunFails"]
 
 
 def test_find_request_count_and_argument_errors(handle, buffers):
@@ -81,16 +82,40 @@ def test_workspace_given_too_small_skips_solver(handle, fake, buffers, caplog):
 
 
 def test_modes_on_hit_and_miss(handle, fake, buffers):
-    """DYNAMIC_HYBRID times dynamic solvers on a miss; then every mode but NORMAL takes the db hit."""
+    """DYNAMIC_HYBRID times dynamic solvers on a miss; then FAST and DYNAMIC_HYBRID take the hit,
+    HYBRID benchmarks the solvers never tried, and NORMAL benchmarks everything."""
     first = find(handle, PROBLEM, **buffers)            # default mode: DYNAMIC_HYBRID
     assert [r.solver for r in first] == ["direct.NaiveFwd"]  # the only dynamic one
-    for mode in ("FAST", "HYBRID", "DYNAMIC_HYBRID", 2, "3"):
+    for mode in ("FAST", "DYNAMIC_HYBRID", 2, "5"):
         hit = find(handle, PROBLEM, **buffers, mode=mode)
         assert [(r.solver, r.source) for r in hit] == [("direct.NaiveFwd", "find-db")]
+    hybrid = {r.solver: r.source for r in find(handle, PROBLEM, **buffers, mode="HYBRID")}
+    assert hybrid == {"direct.NaiveFwd": "find-db", "fake.Good": "benchmark",
+                      "fake.NoWti": "benchmark"}
     normal = find(handle, PROBLEM, **buffers, mode=FindMode.NORMAL)
     assert len(normal) == 3 and all(r.source == "benchmark" for r in normal)
     exhaustive = find(handle, PROBLEM, **buffers, mode="HYBRID", exhaustive=True)
     assert all(r.source == "benchmark" for r in exhaustive)
+
+
+def test_solvers_installed_after_a_find_are_benchmarked_and_failures_remembered(
+        handle, buffers, monkeypatch, caplog):
+    """A hit lacking newly installed solvers times just those; build and run failures are
+    recorded, so the next find neither rebuilds nor reruns them."""
+    caplog.set_level("INFO", logger="convsolve")
+    find(handle, PROBLEM, **buffers, mode="HYBRID")     # only direct is installed
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
+    second = {r.solver: r.source for r in find(handle, PROBLEM, **buffers, mode="HYBRID")}
+    assert second == {"direct.NaiveFwd": "find-db", "fake.Good": "benchmark",
+                      "fake.NoWti": "benchmark"}
+    failures = {r.solver: r.failure for r in FindDb().lookup(handle.db_key, PROBLEM.key())
+                if r.failure}
+    assert set(failures) == {"fake.BadBuild", "fake.RunFails"}
+    assert failures["fake.RunFails"] == "failed to run: planted run failure"
+    caplog.clear()
+    third = find(handle, PROBLEM, **buffers, mode="HYBRID")
+    assert {r.source for r in third} == {"find-db"}
+    assert "failed to build" not in caplog.text and "failed to run" not in caplog.text
 
 
 def test_fast_mode_miss_uses_wti_fallback(handle, fake, buffers):
