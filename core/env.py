@@ -54,7 +54,7 @@ DISABLE_CACHE = _declare(
     "CONVSOLVE_DISABLE_CACHE", "0", "1 turns the on-disk kernel binary cache off.")
 USER_DB_PATH = _declare(
     "CONVSOLVE_USER_DB_PATH", "",
-    "Path of the user find-db (SQLite). Unset: find_db_v1.sqlite in platformdirs' user data dir.")
+    "Path of the user find-db (SQLite). Unset: find_db_v2.sqlite in platformdirs' user data dir.")
 SYSTEM_DB_PATH = _declare(
     "CONVSOLVE_SYSTEM_DB_PATH", "",
     "Path of the read-only system find-db (JSON lines). Unset: the one shipped in the package.")
