@@ -13,8 +13,8 @@ KERNELS = resources.files(__package__) / "kernels"
 PARAMS = {
     "cpu": {"WGD_M": 1, "WGD_N": 1, "TM": 6, "TN": 16, "VW": 8, "VWM": 6, "KU": 4, "MR": 16,
             "KB": 128, "USE_LOCAL": 0, "KWG": 16, "DOUBLE_BUF": 1, "LPAD": 0},
-    "gpu": {"WGD_M": 16, "WGD_N": 16, "TM": 8, "TN": 8, "VW": 4, "VWM": 4, "KU": 4, "MR": 1,
-            "KB": 64, "USE_LOCAL": 1, "KWG": 16, "DOUBLE_BUF": 1, "LPAD": 4},
+    "gpu": {"WGD_M": 16, "WGD_N": 8, "TM": 8, "TN": 16, "VW": 4, "VWM": 4, "KU": 4, "MR": 1,
+            "KB": 64, "USE_LOCAL": 1, "KWG": 8, "DOUBLE_BUF": 1, "LPAD": 4},
 }
 #: Consecutive output (im2col) and input (col2im) columns per work-item, by device type: on
 #: PoCL a work-item per short run is slow (32 columns: 7 ms against 20 ms for 8 on ResNet-50's
