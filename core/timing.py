@@ -18,15 +18,19 @@ def elapsed_ms(events):
 def time_invoker(invoker, buffers, scratch, budget_ms, cutoff_ms=None):
     """Median time in ms of ``invoker``: a warm-up run, then up to SAMPLES runs.
 
-    Sampling stops once ``budget_ms`` of kernel time is spent; when the warm-up alone took
-    longer than the budget or than ``cutoff_ms`` (a multiple of the best time so far), the warm-up
-    time is returned without sampling, so a slow solver cannot stall find.
+    Sampling stops once ``budget_ms`` of kernel time is spent.  A warm-up that alone took longer
+    than the budget is returned as it is; a first sample slower than ``cutoff_ms`` (a multiple of
+    the best time so far) is returned without more sampling.  The warm-up is never compared with
+    the cutoff, because first launches pay one-off costs (code generation on PoCL, cold caches).
+    So a slow solver cannot stall find, and a fast one is not cut off by its first run.
     """
     warmup = elapsed_ms(invoker(buffers, scratch))
-    if warmup >= budget_ms or (cutoff_ms is not None and warmup > cutoff_ms):
+    if warmup >= budget_ms:
         return warmup
     samples, spent = [], 0.0
     while len(samples) < SAMPLES and spent < budget_ms:
         samples.append(elapsed_ms(invoker(buffers, scratch)))
         spent += samples[-1]
+        if cutoff_ms is not None and samples[0] > cutoff_ms:
+            break
     return statistics.median(samples)

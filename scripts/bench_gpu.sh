@@ -61,7 +61,7 @@ setup_python() {
     fi
     # The package `convsolve` is the folder core/; plugins load by module name, autoload off.
     ln -sfn "$PWD/core" "$site/convsolve"
-    export PYTHONPATH="$site:$site/deps"
+    export PYTHONPATH="$site:$site/deps${PYTHONPATH:+:$PYTHONPATH}"   # keep what provided pyopencl
     for dir in plugins/*/convsolve_*; do
         [ -f "$dir/__init__.py" ] || continue
         case "$dir" in plugins/_template/*) continue ;; esac

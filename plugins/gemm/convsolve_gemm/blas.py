@@ -115,6 +115,20 @@ class Columns:
         return cl.enqueue_nd_range_kernel(self.queue, self.col2im_kernel, size, None)
 
 
+class SumImages:
+    """The sum_images kernel: per-image partial results added up in image order."""
+
+    def __init__(self, handle):
+        self.queue = handle.queue
+        self.kernel = handle.build(KERNELS / "sum_images.cl", "sum_images")
+        self.kernel.set_scalar_arg_dtypes([None, np.int32, np.int32, np.int32, None, np.int32])
+
+    def __call__(self, partial, offset, count, size, out, accumulate):
+        """out (+)= the ``count`` partials of ``size`` elements starting at element ``offset``."""
+        self.kernel.set_args(partial, offset, count, size, out, int(accumulate))
+        return cl.enqueue_nd_range_kernel(self.queue, self.kernel, (-(-size // 64) * 64,), None)
+
+
 def padded_pitch(count):
     """A row pitch >= count whose byte size is not a multiple of 4 KiB (such pitches halve the
     CPU GEMM's speed through cache-set conflicts)."""

@@ -2,7 +2,7 @@
 from convsolve import Direction, hookimpl
 
 from .blas import fits_int32
-from .matmul_conv import build_plan, chunk_images, column_bytes_per_image
+from .matmul_conv import build_plan, workspace_bytes
 
 #: Estimated fraction of peak: a plain GEMM with no unfolding (stride 1).
 WTI = 0.5
@@ -31,7 +31,7 @@ class Gemm1x1:
     def workspace(self, problem):
         if not _strided(problem):
             return 0
-        return chunk_images(problem) * column_bytes_per_image(problem)
+        return workspace_bytes(problem)
 
     @hookimpl
     def build_invoker(self, problem, handle):

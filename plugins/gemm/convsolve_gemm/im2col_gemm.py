@@ -2,7 +2,7 @@
 from convsolve import Direction, hookimpl
 
 from .blas import fits_int32
-from .matmul_conv import build_plan, chunk_images, column_bytes_per_image
+from .matmul_conv import build_plan, workspace_bytes
 
 #: Estimated fraction of peak: GEMM speed less the unfolding traffic.
 WTI = 0.35
@@ -25,7 +25,7 @@ class Im2ColGemm:
 
     @hookimpl
     def workspace(self, problem):
-        return chunk_images(problem) * column_bytes_per_image(problem)
+        return workspace_bytes(problem)
 
     @hookimpl
     def build_invoker(self, problem, handle):

@@ -4,16 +4,19 @@ Per image n and group g, with Cg = C/G, Kg = K/G, the column matrix col[n, g] is
 (Cg*R*S) x (OH*OW): im2col of x, or x itself for a 1x1, stride-1, unpadded filter. Then
   forward:          y[n, g]  = W[g] col[n, g]                    (Kg x OHOW)
   backward-data:    col[n, g] = W[g]^T dy[n, g], then col2im     (x itself for the plain 1x1)
-  backward-weights: dW[g]   = sum over n of dy[n, g] col[n, g]^T (in image order: deterministic)
+  backward-weights: dW[g]   = sum over n of dy[n, g] col[n, g]^T
 Images go in chunks that fit the workspace; within a chunk, the groups and images of one
 product are batched into one GEMM launch along whichever of the two needs fewer launches.
+Backward-weights with columns writes one partial dW per image of the chunk (batched), then
+sum_images adds them up in image order; without columns (plain 1x1, no workspace) the products
+accumulate into dW image after image.  Both orders are fixed: results are deterministic.
 """
 from typing import NamedTuple
 
 from convsolve import Direction
 
 from . import blas
-from .blas import Columns, Gemm, images_per_chunk, padded_pitch
+from .blas import Columns, Gemm, SumImages, images_per_chunk, padded_pitch
 
 
 class View(NamedTuple):
@@ -44,15 +47,28 @@ def _batch(view, stride):
     return (view.buffer, view.offset, view.ld, stride)
 
 
-def column_bytes_per_image(problem):
-    """Workspace bytes the column matrices of one image take (every group)."""
+def _partial_elements(problem):
+    """Elements of one image's partial dW (every group): K * C/G * R * S."""
+    return problem.k * (problem.c // problem.groups) * problem.fil_h * problem.fil_w
+
+
+def bytes_per_image(problem):
+    """Workspace bytes one image of a chunk takes: its column matrices (every group), and for
+    backward-weights its partial dW."""
     cg_rs = problem.c // problem.groups * problem.fil_h * problem.fil_w
-    return problem.groups * cg_rs * padded_pitch(problem.out_h * problem.out_w) * 4
+    columns = problem.groups * cg_rs * padded_pitch(problem.out_h * problem.out_w) * 4
+    partial = _partial_elements(problem) * 4 if problem.direction is Direction.BACKWARD_WEIGHTS else 0
+    return columns + partial
 
 
 def chunk_images(problem):
     """Images per chunk: as many as COLUMN_BUDGET_BYTES holds, at least one."""
-    return images_per_chunk(problem, column_bytes_per_image(problem), blas.COLUMN_BUDGET_BYTES)
+    return images_per_chunk(problem, bytes_per_image(problem), blas.COLUMN_BUDGET_BYTES)
+
+
+def workspace_bytes(problem):
+    """The exact workspace of a solver that goes through column matrices: one chunk's worth."""
+    return chunk_images(problem) * bytes_per_image(problem)
 
 
 def build_plan(problem, handle, use_columns):
@@ -68,6 +84,10 @@ def build_plan(problem, handle, use_columns):
     direction = p.direction
     gemm = Gemm(handle, trans_a=direction is Direction.BACKWARD_DATA,
                 trans_b=direction is Direction.BACKWARD_WEIGHTS)
+    batched_wrw = use_columns and direction is Direction.BACKWARD_WEIGHTS
+    sum_images = SumImages(handle) if batched_wrw else None
+    partial_base = chunk * g * cols.stride if use_columns else 0   # elements, after the columns
+    partial_size = _partial_elements(p)
 
     def column_view(scratch, x, n0):
         if use_columns:
@@ -92,7 +112,13 @@ def build_plan(problem, handle, use_columns):
             if direction is Direction.FORWARD:
                 events += grouped_gemm(gemm, (kg, ohow, cg_rs), 0.0, weights, col, outputs,
                                        count, g)
-            else:  # backward-weights: accumulate image after image into dW
+            elif batched_wrw:  # one partial dW per image, then their sum in image order
+                partials = View(scratch, partial_base, cg_rs, partial_size, kg * cg_rs)
+                events += grouped_gemm(gemm, (kg, cg_rs, ohow), 0.0, outputs, col, partials,
+                                       count, g)
+                events.append(sum_images(scratch, partial_base, count, partial_size,
+                                         buffers.w, n0 > 0))
+            else:  # backward-weights without workspace: accumulate image after image into dW
                 for i in range(count):
                     events += grouped_gemm(gemm, (kg, cg_rs, ohow), 0.0 if n0 + i == 0 else 1.0,
                                            outputs.at(image=i), col.at(image=i), weights, 1, g)

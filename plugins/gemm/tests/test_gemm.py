@@ -43,6 +43,9 @@ def test_workspace_figures():
     big = Problem.conv2d((64, 64, 56, 56), (64, 64, 3, 3), padding=1)
     per_image = 64 * 9 * 56 * 56 * 4
     assert im2col.workspace(big) == (blas.COLUMN_BUDGET_BYTES // per_image) * per_image
+    wrw = p3.with_direction("wrw")      # adds one partial dW (K x C*R*S) per image
+    assert im2col.workspace(wrw) == 8 * (64 * 9 * 56 * 56 + 64 * 64 * 9) * 4
+    assert gemm_1x1.workspace(pointwise.with_direction("wrw")) == 0
     assert not gemm_1x1.is_applicable(p3)
     assert not gemm_1x1.is_applicable(Problem.conv2d((1, 4, 5, 5), (4, 4, 1, 1), padding=1))
 

@@ -27,7 +27,7 @@ COL2IM_CL = os.path.join(HERE, "..", "convsolve_gemm", "kernels", "col2im.cl")
 INCLUDE = os.path.normpath(os.path.join(HERE, "..", "..", "..", "core", "kernels"))
 
 # Defaults of gemm.cl, needed here only to compute launch sizes (the .cl file owns them).
-CL_DEFAULTS = {"WGD_M": 4, "WGD_N": 1, "TM": 6, "TN": 16, "MR": 1}
+CL_DEFAULTS = {"WGD_M": 1, "WGD_N": 1, "TM": 6, "TN": 16, "MR": 16}  # gemm.cl's #ifndef values
 
 
 def pick_device(want):
