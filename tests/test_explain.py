@@ -11,14 +11,23 @@ PROBLEM = Problem.conv2d((1, 3, 6, 5), (4, 3, 3, 3), padding=1)
 
 
 def test_explain_names_every_reason(handle, monkeypatch):
-    """Disabled (with switch), other direction, workspace, build and run failures, and ranks."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
-    monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "fake.NoWti")
+    """Disabled (with switch), other direction, not applicable, numerical policy, workspace,
+    build and run failures, and ranks with WTI and the db record."""
+    import cs_fake
+    import cs_wrong
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake,cs_wrong")
+    monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "direct.NaiveBwdData")
+    monkeypatch.setattr(cs_fake.NoWti, "reduced_precision", True, raising=False)
+    monkeypatch.setattr(cs_wrong.Lazy, "is_applicable",
+                        cs_wrong.hookimpl(lambda self, problem: problem.groups > 1))
     FindDb().store(handle.db_key, PROBLEM.key(), [Record("direct.NaiveFwd", "direct", 2.5, 0)])
     rows = {r["solver"]: r for r in explain(handle, PROBLEM,
                                             device_buffers(handle, random_tensors(PROBLEM)))}
-    assert rows["fake.NoWti"]["status"] == "disabled by CONVSOLVE_DISABLE_SOLVERS ('fake.NoWti')"
-    assert rows["direct.NaiveBwdData"]["status"] == "does not serve FORWARD"
+    assert rows["direct.NaiveBwdData"]["status"] == (
+        "disabled by CONVSOLVE_DISABLE_SOLVERS ('direct.NaiveBwdData')")
+    assert rows["direct.NaiveBwdWeights"]["status"] == "does not serve FORWARD"
+    assert rows["wrong.Lazy"]["status"] == "not applicable"
+    assert rows["fake.NoWti"]["status"].startswith("numerical policy: reduced precision is off")
     assert rows["fake.Hungry"]["status"].startswith("needs 1024.0 GiB workspace")
     assert rows["fake.BadBuild"]["status"].startswith("failed to build: building")
     assert "undeclared_name" in rows["fake.BadBuild"]["status"]
