@@ -1,16 +1,34 @@
 """convsolve: find the fastest correct OpenCL convolution among pluggable solvers, remember it, run it."""
 from . import env as _env
 from . import reference
-from .api import (applicable_solvers, conv2d, conv2d_backward_data, conv2d_backward_weights,
-                  default_handle)
-from .errors import (BuildError, ConvsolveError, DatabaseError, DeviceError, FindError,
-                     PluginError, SolverError, ValidationError)
+from .api import (
+                  applicable_solvers,
+                  conv2d,
+                  conv2d_backward_data,
+                  conv2d_backward_weights,
+                  default_handle,
+)
+from .errors import (
+                  BuildError,
+                  ConvsolveError,
+                  DatabaseError,
+                  DeviceError,
+                  FindError,
+                  PluginError,
+                  SolverError,
+                  ValidationError,
+)
 from .execute import Buffers, run
 from .find import FindMode, find
 from .handle import Handle, list_devices
 from .hookspecs import SOLVER_API_VERSION, hookimpl, hookspec
-from .immediate import (compile_solution, get_solution_count, get_solution_workspace_size,
-                        get_solutions, run_solution)
+from .immediate import (
+                  compile_solution,
+                  get_solution_count,
+                  get_solution_workspace_size,
+                  get_solutions,
+                  run_solution,
+)
 from .plugins import registry
 from .problem import ConvDesc, Direction, Problem, TensorDesc
 from .solutions import Solution
@@ -20,11 +38,38 @@ __version__ = "0.1.0"
 _env.configure_logging()
 
 __all__ = [
-    "BuildError", "Buffers", "ConvDesc", "ConvsolveError", "DatabaseError", "DeviceError",
-    "Direction", "FindError", "FindMode", "Handle", "PluginError", "Problem", "SOLVER_API_VERSION",
-    "Solution", "SolverError", "TensorDesc", "ValidationError", "applicable_solvers",
-    "compile_solution", "conv2d", "conv2d_backward_data", "conv2d_backward_weights",
-    "default_handle", "find", "get_solution_count", "get_solution_workspace_size",
-    "get_solutions", "hookimpl", "hookspec", "list_devices", "reference", "registry", "run",
-    "run_solution",
+                  "SOLVER_API_VERSION",
+                  "Buffers",
+                  "BuildError",
+                  "ConvDesc",
+                  "ConvsolveError",
+                  "DatabaseError",
+                  "DeviceError",
+                  "Direction",
+                  "FindError",
+                  "FindMode",
+                  "Handle",
+                  "PluginError",
+                  "Problem",
+                  "Solution",
+                  "SolverError",
+                  "TensorDesc",
+                  "ValidationError",
+                  "applicable_solvers",
+                  "compile_solution",
+                  "conv2d",
+                  "conv2d_backward_data",
+                  "conv2d_backward_weights",
+                  "default_handle",
+                  "find",
+                  "get_solution_count",
+                  "get_solution_workspace_size",
+                  "get_solutions",
+                  "hookimpl",
+                  "hookspec",
+                  "list_devices",
+                  "reference",
+                  "registry",
+                  "run",
+                  "run_solution",
 ]

@@ -4,12 +4,12 @@ import threading
 import numpy as np
 import pyopencl as cl
 
+from .errors import ValidationError
 from .execute import run
 from .find import find
 from .handle import Handle
 from .plugins import registry
 from .problem import Direction, Problem
-from .errors import ValidationError
 
 _default_handle = None
 _default_lock = threading.Lock()

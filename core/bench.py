@@ -20,6 +20,7 @@ from .find import find
 from .handle import Handle
 from .immediate import get_solutions
 from .problem import Direction, Problem
+from .tensors import device_buffers, random_tensors
 from .timing import elapsed_ms
 
 SUITES = resources.files("convsolve") / "suites"
@@ -117,16 +118,9 @@ def network_total(rows, peak_gflops=None):
 
 # {{{ measuring
 
-def _buffers(handle, problem, rng):
-    """Device buffers of ``problem``'s x, w and y filled with uniform random floats."""
-    flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
-    return {name: cl.Buffer(handle.context, flags, hostbuf=rng.random(
-        getattr(problem, name).size, dtype=np.float32)) for name in ("x", "w", "y")}
-
-
 def bench_layer(handle, problem, peers, repeat, budget_ms, exhaustive, rng):
     """One row: find's winner, then ours and each torch peer sampled in alternating order."""
-    bufs = _buffers(handle, problem, rng)
+    bufs = device_buffers(handle, random_tensors(problem, rng))
     begin = time.perf_counter()
     solutions = find(handle, problem, **bufs, request_count=1, exhaustive=exhaustive)
     if not solutions:

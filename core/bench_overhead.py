@@ -16,14 +16,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pyopencl as cl
 
-from . import Handle
 from .execute import Buffers, resolve_solver, run
 from .find import find
+from .handle import Handle
 from .immediate import compile_solution
 from .problem import Problem
+from .tensors import device_buffers, random_tensors
 from .timing import elapsed_ms
 
 #: Calls of run() and of the bare invoker timed for the per-call overhead (alternating): at
@@ -111,10 +111,7 @@ def _measure(key):
     handle = Handle()
     made = clock()
     problem = Problem.from_key(key)
-    rng = np.random.default_rng(0)
-    flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
-    bufs = {name: cl.Buffer(handle.context, flags, hostbuf=rng.uniform(
-        -1, 1, getattr(problem, name).shape).astype(np.float32)) for name in ("x", "w", "y")}
+    bufs = device_buffers(handle, random_tensors(problem))
     start = clock()
     solutions = find(handle, problem, **bufs)
     found = clock()

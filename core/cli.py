@@ -19,6 +19,7 @@ from .new_plugin import stamp
 from .plugins import registry
 from .problem import Direction, Problem
 from .solutions import format_bytes
+from .tensors import device_buffers, random_tensors
 from .timing import elapsed_ms
 
 #: Verification passes when the relative RMS error against the float64 reference is below this.
@@ -41,7 +42,7 @@ def _print_table(rows, headers, left=(0, 1)):
 
 def cmd_solvers(args):
     reg = registry()
-    on, off = reg.enabled_solvers()
+    _, off = reg.enabled_solvers()
     plugins = [{"name": p.name, "module": p.module, "distribution": p.distribution,
                 "version": p.version, "loaded": p.error is None, "error": p.error,
                 "solvers": p.solvers, "refused_solvers": p.solver_errors} for p in reg.plugins]
@@ -120,11 +121,8 @@ def _problems(args):
 
 def _solve_one(handle, problem, args, rng):
     """Find or choose, optionally time and verify one problem; returns its JSON report."""
-    host = {name: rng.uniform(-1, 1, getattr(problem, name).shape).astype(np.float32)
-            for name in ("x", "w", "y")}
-    buffers = {name: cl.Buffer(handle.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
-                               hostbuf=array) if array.size else None
-               for name, array in host.items()}
+    host = random_tensors(problem, rng)
+    buffers = device_buffers(handle, host)
     report = {"direction": problem.direction.value, "problem": problem.key(),
               "gflop": problem.flops / 1e9}
     if args.solver:
@@ -244,13 +242,7 @@ def cmd_explain(args):
     rng = np.random.default_rng(args.seed)
     reports = []
     for problem in problems:
-        buffers = None
-        if not args.no_run:
-            host = {name: rng.uniform(-1, 1, getattr(problem, name).shape).astype(np.float32)
-                    for name in ("x", "w", "y")}
-            flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
-            buffers = {name: cl.Buffer(handle.context, flags, hostbuf=a) if a.size else None
-                       for name, a in host.items()}
+        buffers = None if args.no_run else device_buffers(handle, random_tensors(problem, rng))
         reports.append({"problem": problem.key(), "solvers": explain(handle, problem, buffers)})
     if args.json:
         print(json.dumps({"device": handle.name, "reports": reports}, indent=2))

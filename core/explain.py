@@ -5,11 +5,12 @@ from .find_db import FindDb
 from .plugins import registry
 
 
-def _safe(call, default=None):
+def _safe(hook, problem, convert):
+    """``convert(hook(problem))``, or None when the hook raises: explain never fails on a solver."""
     try:
-        return call()
-    except Exception:  # noqa: BLE001 - explain reports, it never fails on one solver
-        return default
+        return convert(hook(problem))
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def explain(handle, problem, buffers=None):
@@ -32,10 +33,10 @@ def explain(handle, problem, buffers=None):
     rows = []
     for solver in reg.solvers.values():
         record = records.get(solver.name)
+        usable = solver in applicable
         row = {"solver": solver.name, "family": solver.algorithm,
-               "wti": _safe(lambda: float(solver.get_wti(problem))) if solver in applicable else None,
-               "workspace": _safe(lambda: int(solver.workspace(problem)))
-               if solver in applicable else None,
+               "wti": _safe(solver.get_wti, problem, float) if usable else None,
+               "workspace": _safe(solver.workspace, problem, int) if usable else None,
                "db_time_ms": record.time_ms if record else None,
                "db_source": record.source if record else None,
                "time_ms": timed[solver.name][1].time_ms if solver.name in timed else None}

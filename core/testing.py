@@ -14,6 +14,7 @@ from .execute import Buffers
 from .handle import Handle
 from .problem import Direction, Problem
 from .reference import relative_error  # noqa: F401 - re-exported for plugins' tests
+from .tensors import device_buffers, random_tensors  # noqa: F401 - re-exported likewise
 
 #: Relative RMS error against the float64 reference that float32 solvers must stay under.
 FLOAT32_TOLERANCE = 1e-5
@@ -64,20 +65,6 @@ def handle(convsolve_session_handle):
     convsolve_session_handle.best.clear()
     convsolve_session_handle.resolved.clear()
     return convsolve_session_handle
-
-
-def random_tensors(problem, seed=0):
-    """{'x', 'w', 'y'}: float32 host arrays, uniform in [-1, 1], for ``problem``'s shapes."""
-    rng = np.random.default_rng(seed)
-    return {name: rng.uniform(-1, 1, getattr(problem, name).shape).astype(np.float32)
-            for name in ("x", "w", "y")}
-
-
-def device_buffers(handle, host):
-    """Device copies of the host arrays (None for an empty one)."""
-    flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
-    return {name: cl.Buffer(handle.context, flags, hostbuf=array) if array.size else None
-            for name, array in host.items()}
 
 
 def read_output(handle, problem, buffers):

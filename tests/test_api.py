@@ -1,8 +1,7 @@
 """The numpy API and the reference: conv2d and its gradients, named solvers, bad arrays, zero batch."""
+import convsolve
 import numpy as np
 import pytest
-
-import convsolve
 from convsolve import Problem, SolverError, ValidationError, reference
 
 RNG = np.random.default_rng(7)

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from convsolve.cli import main
 
 SMALL = ["conv", "-n", "2", "-c", "4", "-H", "9", "-W", "7", "-k", "6", "-y", "3", "-x", "3",

@@ -2,7 +2,6 @@
 from pathlib import Path
 
 import pytest
-
 from convsolve import ValidationError, env
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "environment.md"

@@ -1,18 +1,22 @@
 """find: ranking, skip reasons, workspace, find modes, the find-db and remembering families."""
 import json
-from pathlib import Path
 import subprocess
 import sys
-
-import numpy as np
-import pytest
+from pathlib import Path
 
 import convsolve
+import numpy as np
+import pytest
 from convsolve import FindError, FindMode, Problem, ValidationError, find, run
 from convsolve.find_db import FindDb
-from convsolve.testing import (FLOAT32_TOLERANCE, device_buffers, expected_output,
-                               random_tensors, read_output)
 from convsolve.reference import relative_error
+from convsolve.testing import (
+    FLOAT32_TOLERANCE,
+    device_buffers,
+    expected_output,
+    random_tensors,
+    read_output,
+)
 
 FAKE_PLUGINS = Path(__file__).parent / "fake_plugins"
 PROBLEM = Problem.conv2d((2, 3, 7, 6), (4, 3, 3, 3), padding=((1, 0), (0, 1)))

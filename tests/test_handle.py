@@ -1,7 +1,6 @@
 """Handle: device choice, define formatting, and build errors that tell the whole story."""
-import pytest
-
 import convsolve
+import pytest
 from convsolve import BuildError, ValidationError
 from convsolve.handle import describe, format_defines, list_devices
 

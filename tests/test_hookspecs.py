@@ -3,7 +3,6 @@ import inspect
 from pathlib import Path
 
 import pytest
-
 from convsolve import hookspecs
 
 DOCS = (Path(__file__).resolve().parents[1] / "docs" / "hooks.md").read_text()

@@ -1,11 +1,15 @@
 """Immediate mode: solutions from the find-db or the WTI fallback, compile, run by name or family."""
-import pytest
-
 import convsolve
+import pytest
 from convsolve import Problem
 from convsolve.reference import relative_error
-from convsolve.testing import (FLOAT32_TOLERANCE, device_buffers, expected_output,
-                               random_tensors, read_output)
+from convsolve.testing import (
+    FLOAT32_TOLERANCE,
+    device_buffers,
+    expected_output,
+    random_tensors,
+    read_output,
+)
 
 PROBLEM = Problem.conv2d((1, 4, 5, 7), (4, 2, 2, 3), stride=(1, 2), groups=2,
                          direction="backward-data")

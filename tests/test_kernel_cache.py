@@ -1,8 +1,7 @@
 """The kernel binary cache: hits across handles, keys, corrupt entries, the off switch."""
+import convsolve
 import pyopencl as cl
 import pytest
-
-import convsolve
 from convsolve.kernel_cache import KernelCache, cache_key
 
 SOURCE_DIR_KERNEL = "__kernel void k(__global float *a) { a[get_global_id(0)] = VALUE; }\n"

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from convsolve import ValidationError
 from convsolve.new_plugin import stamp
 

@@ -2,9 +2,8 @@
 import sys
 import textwrap
 
-import pytest
-
 import convsolve
+import pytest
 from convsolve import PluginError, Problem, SolverError, env
 
 PROBLEM = Problem.conv2d((1, 2, 6, 5), (3, 2, 3, 3), padding=1)

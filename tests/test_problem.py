@@ -1,7 +1,6 @@
 """Problem model: shapes, keys, defines, and every validation error naming its field."""
 import numpy as np
 import pytest
-
 from convsolve import Direction, Problem, ValidationError
 
 

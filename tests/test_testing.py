@@ -1,7 +1,6 @@
 """convsolve.testing.check_solver: honest solvers pass, planted faults are caught and named."""
-import pytest
-
 import convsolve
+import pytest
 from convsolve.testing import STANDARD_SHAPES, check_solver, standard_problems
 
 

@@ -3,7 +3,6 @@ from importlib import resources
 from pathlib import Path
 
 import pyopencl as cl
-
 from convsolve import Direction, hookimpl
 
 CONVSOLVE_SOLVER_API = ">=1.0,<2"

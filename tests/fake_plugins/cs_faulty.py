@@ -3,9 +3,8 @@ from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
-
-from cs_fake import NAIVE, FakeSolver
 from convsolve import hookimpl
+from cs_fake import NAIVE, FakeSolver
 
 CONVSOLVE_SOLVER_API = ">=1.0,<2"
 FAULTS = Path(__file__).parent / "faults.cl"

@@ -2,7 +2,6 @@
 from importlib import resources
 
 import pyopencl as cl
-
 from convsolve import Direction, hookimpl
 
 KERNELS = resources.files(__package__) / "kernels"

@@ -1,7 +1,6 @@
 """template.DirectFwd passes convsolve's conformance checks and is discovered."""
 import convsolve
 from convsolve.testing import check_solver
-
 from convsolve_template import DirectFwd
 
 

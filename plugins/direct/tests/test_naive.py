@@ -1,9 +1,15 @@
 """direct.Naive*: every direction against the numpy reference on a sweep of awkward shapes."""
 import pytest
-
 from convsolve import Direction, Problem, registry, run
-from convsolve.testing import (FLOAT32_TOLERANCE, check_solver, device_buffers, expected_output,
-                               random_tensors, read_output, relative_error)
+from convsolve.testing import (
+    FLOAT32_TOLERANCE,
+    check_solver,
+    device_buffers,
+    expected_output,
+    random_tensors,
+    read_output,
+    relative_error,
+)
 
 # (x_shape, w_shape, stride, padding, dilation, groups)
 SHAPES = [

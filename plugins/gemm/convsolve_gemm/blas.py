@@ -3,7 +3,6 @@ from importlib import resources
 
 import numpy as np
 import pyopencl as cl
-
 from convsolve import ConvsolveError
 
 KERNELS = resources.files(__package__) / "kernels"

@@ -1,13 +1,11 @@
 """convsolve-gemm: both solvers against the reference in every direction, chunking, switches, find."""
 import re
 
-import pytest
-
 import convsolve
+import convsolve_gemm
+import pytest
 from convsolve import Direction, Problem
 from convsolve.testing import check_solver, device_buffers, random_tensors
-
-import convsolve_gemm
 from convsolve_gemm import blas
 
 SOLVERS = ("gemm.Gemm1x1", "gemm.Im2ColGemm")

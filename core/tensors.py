@@ -1,0 +1,20 @@
+"""Random tensors for a problem and their device copies: the data of the driver, bench and tests."""
+import numpy as np
+import pyopencl as cl
+
+
+def random_tensors(problem, seed=0):
+    """{'x', 'w', 'y'}: float32 host arrays of ``problem``'s shapes, uniform in [-1, 1].
+
+    ``seed`` is an int or a numpy Generator (then drawn from, so successive calls differ).
+    """
+    rng = np.random.default_rng(seed)
+    return {name: rng.uniform(-1, 1, getattr(problem, name).shape).astype(np.float32)
+            for name in ("x", "w", "y")}
+
+
+def device_buffers(handle, host):
+    """Read-write device copies of the host arrays (None for an empty one)."""
+    flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+    return {name: cl.Buffer(handle.context, flags, hostbuf=array) if array.size else None
+            for name, array in host.items()}
