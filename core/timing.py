@@ -16,17 +16,14 @@ def elapsed_ms(events):
 
 
 def time_invoker(invoker, buffers, scratch, budget_ms, cutoff_ms=None):
-    """Median time in ms of ``invoker``: a warm-up run, then up to SAMPLES runs.
+    """Median time in ms of ``invoker``: a warm-up run, then 1 to SAMPLES timed runs.
 
-    Sampling stops once ``budget_ms`` of kernel time is spent.  A warm-up that alone took longer
-    than the budget is returned as it is; a first sample slower than ``cutoff_ms`` (a multiple of
-    the best time so far) is returned without more sampling.  The warm-up is never compared with
-    the cutoff, because first launches pay one-off costs (code generation on PoCL, cold caches).
-    So a slow solver cannot stall find, and a fast one is not cut off by its first run.
+    The warm-up is never timed: first launches pay one-off costs (code generation on PoCL, which
+    can take seconds with a cold cache, and cold caches).  Sampling stops once ``budget_ms`` of
+    kernel time is spent, and after the first sample when that one is slower than ``cutoff_ms``
+    (a multiple of the best time so far), so a slow solver costs find two runs at most.
     """
-    warmup = elapsed_ms(invoker(buffers, scratch))
-    if warmup >= budget_ms:
-        return warmup
+    elapsed_ms(invoker(buffers, scratch))
     samples, spent = [], 0.0
     while len(samples) < SAMPLES and spent < budget_ms:
         samples.append(elapsed_ms(invoker(buffers, scratch)))
