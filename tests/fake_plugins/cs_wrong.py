@@ -1,30 +1,20 @@
 """Test-only plugin: a forward solver that never writes its output (verification must fail)."""
-from convsolve import Direction, hookimpl
+from cs_contract import Base
+
+from convsolve import hookimpl
 
 CONVSOLVE_SOLVER_API = ">=1.0,<2"
 
 
-class Lazy:
+class Lazy(Base):
+    """Enqueues nothing (Base's invoker), so the output keeps whatever it held."""
+
     name = "wrong.Lazy"
     algorithm = "wrong"
-    directions = (Direction.FORWARD,)
-    dynamic = True
-
-    @hookimpl
-    def is_applicable(self, problem):
-        return True
 
     @hookimpl
     def get_wti(self, problem):
         return 1.0
-
-    @hookimpl
-    def workspace(self, problem):
-        return 0
-
-    @hookimpl
-    def build_invoker(self, problem, handle):
-        return lambda buffers, scratch: []
 
 
 @hookimpl
