@@ -3,7 +3,6 @@ import logging
 import re
 import threading
 from importlib import resources
-from pathlib import Path
 
 import pyopencl as cl
 
@@ -172,7 +171,7 @@ class Handle:
         """
         source = file.read_text()
         include_dirs = [str(CORE_KERNELS)]
-        if isinstance(file, Path) or hasattr(file, "parent"):
+        if hasattr(file, "parent"):   # a path: its own folder serves its includes
             include_dirs.insert(0, str(file.parent))
         defines_options = format_defines(defines)
         key = cache_key(source, included_sources(source, include_dirs), defines_options,
