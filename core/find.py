@@ -16,7 +16,8 @@ from .timing import time_invoker
 
 log = logging.getLogger("convsolve")
 
-#: A candidate whose warm-up run is this many times slower than the best so far is not sampled.
+#: A candidate whose first timed run is this many times slower than the best so far is sampled
+#: no further.
 CUTOFF_FACTOR = 10.0
 
 
@@ -166,8 +167,10 @@ def find(handle, problem, *, x, w, y, workspace=None, request_count=None, exhaus
     Buffers are in forward-sense roles for every direction (backward-data writes ``x``,
     backward-weights writes ``w``); find runs candidates on them, so the written buffer holds
     some candidate's result afterwards.  ``workspace`` is a buffer, or None to let find allocate
-    what candidates need (up to CONVSOLVE_WORKSPACE_LIMIT).  ``exhaustive=True`` ignores the
-    find-db and benchmarks every applicable solver.  ``mode`` overrides CONVSOLVE_FIND_MODE.
+    what candidates need (up to CONVSOLVE_WORKSPACE_LIMIT).  A find-db hit that lacks some
+    candidate (a solver installed since) benchmarks just the missing ones and merges them.
+    ``exhaustive=True`` ignores the find-db and benchmarks every applicable solver.  ``mode``
+    overrides CONVSOLVE_FIND_MODE.
 
     :returns: a list of :class:`Solution`, at most ``request_count`` long; empty for a zero batch
       and under CONVSOLVE_DEBUG_COMPILE_ONLY=1.
