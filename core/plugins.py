@@ -169,24 +169,17 @@ def _register_solver(manager, solver):
 
 def _sources():
     """(name, module path, distribution, version) of each plugin to load, in discovery order."""
-    sources, seen = [], set()
-    if not env.flag(env.DISABLE_PLUGIN_AUTOLOAD):
-        for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP),
-                         key=lambda ep: ep.name):
-            dist = getattr(ep, "dist", None)
-            sources.append((ep.name, ep.value, dist and dist.name, dist and dist.version))
-            seen.add(ep.name)
-    by_name = {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
-    for name in env.names(env.PLUGINS):
-        if name in seen:
-            continue
-        seen.add(name)
-        ep = by_name.get(name)
-        if ep is not None:
+    entry_points = {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    names = sorted(entry_points) if not env.flag(env.DISABLE_PLUGIN_AUTOLOAD) else []
+    names += [name for name in env.names(env.PLUGINS) if name not in names]
+    sources = []
+    for name in dict.fromkeys(names):
+        ep = entry_points.get(name)
+        if ep is None:  # not an entry point: an importable module name
+            sources.append((name, name, None, None))
+        else:
             dist = getattr(ep, "dist", None)
             sources.append((name, ep.value, dist and dist.name, dist and dist.version))
-        else:  # not an entry point: an importable module name
-            sources.append((name, name, None, None))
     return sources
 
 
