@@ -7,14 +7,22 @@ from convsolve import ConvsolveError
 
 KERNELS = resources.files(__package__) / "kernels"
 
-#: GEMM tunables by device type (TUNING.md has the measurements). Every set names each tunable
-#: that shapes the launch; the "cpu" set equals gemm.cl's #ifndef defaults (a test checks it).
+#: GEMM tunables by device type (TUNING.md has the measurements), largest tile first. Every set
+#: names each tunable that shapes the launch; the first "cpu" set equals gemm.cl's #ifndef
+#: defaults (a test checks it). A launch takes the first set whose tile its product fills
+#: (M and N at least a tile) and which gives each compute unit FILL work-groups; else the last.
 PARAMS = {
-    "cpu": {"WGD_M": 1, "WGD_N": 1, "TM": 6, "TN": 16, "VW": 8, "VWM": 6, "KU": 4, "MR": 16,
-            "KB": 128, "USE_LOCAL": 0, "KWG": 16, "DOUBLE_BUF": 1, "LPAD": 0},
-    "gpu": {"WGD_M": 16, "WGD_N": 8, "TM": 8, "TN": 16, "VW": 4, "VWM": 4, "KU": 4, "MR": 1,
-            "KB": 64, "USE_LOCAL": 1, "KWG": 8, "DOUBLE_BUF": 1, "LPAD": 4},
+    "cpu": [{"WGD_M": 1, "WGD_N": 1, "TM": 6, "TN": 16, "VW": 8, "VWM": 6, "KU": 4, "MR": 16,
+             "KB": 128, "USE_LOCAL": 0, "KWG": 16, "DOUBLE_BUF": 1, "LPAD": 0}],
+    "gpu": [  # 128x128 tiles: 43.1 TFLOP/s at 4096^3 on the H200
+            {"WGD_M": 16, "WGD_N": 8, "TM": 8, "TN": 16, "VW": 4, "VWM": 4, "KU": 4, "MR": 1,
+             "KB": 64, "USE_LOCAL": 1, "KWG": 8, "DOUBLE_BUF": 1, "LPAD": 4},
+            # 64x64 tiles: 1.4-2.3x the large set on ResNet-50's GEMMs with M = 64 or N = 49
+            {"WGD_M": 8, "WGD_N": 16, "TM": 8, "TN": 4, "VW": 4, "VWM": 4, "KU": 4, "MR": 1,
+             "KB": 64, "USE_LOCAL": 1, "KWG": 16, "DOUBLE_BUF": 1, "LPAD": 4}],
 }
+#: Work-groups per compute unit a launch needs before it takes a larger tile.
+FILL = 2
 #: Consecutive output (im2col) and input (col2im) columns per work-item, by device type: on
 #: PoCL a work-item per short run is slow (32 columns: 7 ms against 20 ms for 8 on ResNet-50's
 #: 3x3 64-channel layer at batch 8); GPUs want one column per work-item, coalesced.
@@ -45,28 +53,49 @@ def check_params(params, device):
     return problems
 
 
+class _Variant:
+    """One built parameter set of the GEMM: its kernel and tile geometry."""
+
+    def __init__(self, handle, params, trans_a, trans_b):
+        self.kernel = handle.build(KERNELS / "gemm.cl", "gemm",
+                                   {"TRANS_A": int(trans_a), "TRANS_B": int(trans_b), **params})
+        self.kernel.set_scalar_arg_dtypes(_GEMM_SCALARS)
+        self.tile_m = params["TM"] * params["WGD_M"] * params["MR"]
+        self.tile_n = params["TN"] * params["WGD_N"]
+        self.local = (params["WGD_N"], params["WGD_M"], 1)
+
+    def global_size(self, m, n, batch):
+        return (-(-n // self.tile_n) * self.local[0], -(-m // self.tile_m) * self.local[1], batch)
+
+
 class Gemm:
-    """A built batched GEMM (one transposition variant) and how to launch it."""
+    """A built batched GEMM (one transposition variant, every parameter set of the device)."""
 
     def __init__(self, handle, trans_a, trans_b):
-        self.params = PARAMS[device_kind(handle)]
-        problems = check_params(self.params, handle.device)
-        if problems:
-            raise ConvsolveError(f"gemm parameters {self.params} do not fit {handle.name}: "
-                                 + "; ".join(problems))
+        sets = PARAMS[device_kind(handle)]
+        refused = {str(params): check_params(params, handle.device) for params in sets}
+        usable = [params for params in sets if not refused[str(params)]]
+        if not usable:
+            raise ConvsolveError(f"gemm parameters {sets} do not fit {handle.name}: " + "; ".join(
+                problem for problems in refused.values() for problem in problems))
         self.queue = handle.queue
-        self.kernel = handle.build(KERNELS / "gemm.cl", "gemm",
-                                   {"TRANS_A": int(trans_a), "TRANS_B": int(trans_b), **self.params})
-        self.kernel.set_scalar_arg_dtypes(_GEMM_SCALARS)
-        p = self.params
-        self.tile_m, self.tile_n = p["TM"] * p["WGD_M"] * p["MR"], p["TN"] * p["WGD_N"]
-        self.local = (p["WGD_N"], p["WGD_M"], 1)
+        self.enough_groups = FILL * handle.device.max_compute_units
+        self.variants = [_Variant(handle, params, trans_a, trans_b) for params in usable]
+
+    def _variant(self, m, n, batch):
+        for variant in self.variants[:-1]:
+            size = variant.global_size(m, n, batch)
+            groups = size[0] // variant.local[0] * (size[1] // variant.local[1]) * batch
+            if m >= variant.tile_m and n >= variant.tile_n and groups >= self.enough_groups:
+                return variant
+        return self.variants[-1]
 
     def __call__(self, m, n, k, alpha, beta, a, b, c, batch=1):
         """Enqueue C = alpha op(A) op(B) + beta C; a, b, c are (buffer, offset, ld, batch stride)."""
-        size = (-(-n // self.tile_n) * self.local[0], -(-m // self.tile_m) * self.local[1], batch)
-        self.kernel.set_args(m, n, k, alpha, beta, *a, *b, *c)
-        return cl.enqueue_nd_range_kernel(self.queue, self.kernel, size, self.local)
+        variant = self._variant(m, n, batch)
+        variant.kernel.set_args(m, n, k, alpha, beta, *a, *b, *c)
+        return cl.enqueue_nd_range_kernel(self.queue, variant.kernel,
+                                          variant.global_size(m, n, batch), variant.local)
 
 
 class Columns:

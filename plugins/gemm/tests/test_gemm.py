@@ -49,20 +49,20 @@ def test_workspace_figures():
 
 
 def test_cpu_parameter_set_equals_the_kernel_defaults():
-    """PARAMS['cpu'] is what gemm.cl compiles to on its own (its #ifndef defaults)."""
+    """PARAMS['cpu'][0] is what gemm.cl compiles to on its own (its #ifndef defaults)."""
     source = (blas.KERNELS / "gemm.cl").read_text()
     defaults = dict(re.findall(r"#ifndef (\w+)\n#define \1 (\w+)", source))
     defaults = {k: defaults.get(v, v) for k, v in defaults.items()}   # VWM defaults to TM
-    assert {k: str(v) for k, v in blas.PARAMS["cpu"].items()} == {
-        k: defaults[k] for k in blas.PARAMS["cpu"]}
+    assert {k: str(v) for k, v in blas.PARAMS["cpu"][0].items()} == {
+        k: defaults[k] for k in blas.PARAMS["cpu"][0]}
 
 
 def test_invalid_parameter_sets_are_refused_by_the_solver(handle, monkeypatch):
     """A parameter set the device cannot run is rejected with the reason, before any build."""
-    too_big = dict(blas.PARAMS["gpu"], WGD_M=64, WGD_N=128, KWG=4096)
+    too_big = dict(blas.PARAMS["gpu"][0], WGD_M=64, WGD_N=128, KWG=4096)
     problems = blas.check_params(too_big, handle.device)
     assert any("work-group" in p for p in problems) and any("local memory" in p for p in problems)
-    monkeypatch.setitem(blas.PARAMS, blas.device_kind(handle), too_big)
+    monkeypatch.setitem(blas.PARAMS, blas.device_kind(handle), [too_big])
     problem = Problem.conv2d((1, 4, 5, 5), (4, 4, 3, 3))
     with pytest.raises(convsolve.ConvsolveError, match="do not fit"):
         convsolve.registry().get("gemm.Im2ColGemm").build_invoker(problem, handle)
@@ -84,3 +84,18 @@ def test_find_ranks_gemm_above_naive_and_switches_remove_it(handle, monkeypatch)
 def test_plugin_lists_its_solvers():
     """The entry point yields both solvers."""
     assert [s.name for s in convsolve_gemm.convsolve_solvers()] == list(SOLVERS)
+
+
+def test_launches_take_the_largest_tile_they_fill(handle, monkeypatch):
+    """With several parameter sets, a product too small for the large tile takes the small one."""
+    large = dict(blas.PARAMS["cpu"][0])
+    small = dict(large, MR=1)                       # 6-row tiles instead of 96
+    monkeypatch.setitem(blas.PARAMS, blas.device_kind(handle), [large, small])
+    gemm = blas.Gemm(handle, trans_a=False, trans_b=False)
+    assert [v.tile_m for v in gemm.variants] == [96, 6]
+    assert gemm.enough_groups == blas.FILL * handle.device.max_compute_units
+    assert gemm._variant(64, 4096, 1).tile_m == 6        # M below the large tile
+    assert gemm._variant(96 * gemm.enough_groups, 16, 1).tile_m == 96
+    assert gemm._variant(96, 16, 1).tile_m == 6          # one work-group cannot fill the device
+    problem = Problem.conv2d((2, 6, 9, 7), (5, 6, 3, 3), padding=1)
+    assert check_solver(convsolve.registry().get("gemm.Im2ColGemm"), handle, [problem]) == 1
