@@ -60,7 +60,8 @@ def resolve_solver(handle, problem, solver):
         name = handle.best.get(problem.key(), {}).get(solver)
         if name is None:
             family_records = [r for r in FindDb().lookup(handle.db_key, problem.key())
-                              if r.algorithm == solver and r.solver in reg.solvers]
+                              if r.algorithm == solver and r.solver in reg.solvers
+                              and not r.failure]
             if not family_records:
                 families = {s.algorithm for s in reg.solvers.values()}
                 if solver in families:

@@ -186,13 +186,14 @@ def find(handle, problem, *, x, w, y, workspace=None, request_count=None, exhaus
         return []
     reg = registry()
     db = FindDb()
-    solvers, skipped = reg.candidates(problem)
+    applicable, skipped = reg.candidates(problem)
+    solvers = applicable
     if mode is FindMode.DYNAMIC_HYBRID and not exhaustive:
-        solvers = _dynamic_only(problem, solvers, skipped)
+        solvers = _dynamic_only(problem, applicable, skipped)
     known, recorded = [], []
     if mode is not FindMode.NORMAL and not exhaustive:
         recorded = db.lookup(handle.db_key, problem.key())
-        known = usable_records(recorded, reg, problem)
+        known = usable_records(recorded, applicable, skipped)
         tried = {record.solver for record in recorded}
         untried = [solver for solver in solvers if solver.name not in tried]
         if known and (mode is FindMode.FAST or not untried):
@@ -200,7 +201,7 @@ def find(handle, problem, *, x, w, y, workspace=None, request_count=None, exhaus
             _remember(handle, problem, known)
             return known[:request_count]
         if mode is FindMode.FAST:
-            fallback = wti_fallback(reg, problem)
+            fallback = wti_fallback(applicable, problem)
             if not fallback:
                 raise FindError(f"FAST find for {problem.key()}: find-db miss and no applicable "
                                 "solver has a known WTI")

@@ -11,10 +11,10 @@ def get_solutions(handle, problem, max_count=None):
     From the find-db when it has usable records (``source == 'find-db'``), else from the fallback
     that ranks applicable solvers by WTI, time = 10 / WTI ms (``source == 'fallback'``).
     """
-    reg = registry()
-    solutions = usable_records(FindDb().lookup(handle.db_key, problem.key()), reg, problem)
+    applicable, skipped = registry().candidates(problem)
+    solutions = usable_records(FindDb().lookup(handle.db_key, problem.key()), applicable, skipped)
     if not solutions:
-        solutions = wti_fallback(reg, problem)
+        solutions = wti_fallback(applicable, problem)
     return solutions[:max_count]
 
 

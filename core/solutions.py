@@ -37,9 +37,12 @@ class Solution:
         return self.source == "find-db"
 
 
-def usable_records(records, registry, problem):
-    """Solutions from find-db records of timed solvers that are installed, on and applicable."""
-    applicable, skipped = registry.candidates(problem)
+def usable_records(records, applicable, skipped):
+    """Solutions from find-db records of timed solvers among ``applicable``.
+
+    ``applicable`` and ``skipped`` are what ``Registry.candidates(problem)`` returned; the reason
+    a record is dropped comes from ``skipped``.
+    """
     names = {solver.name for solver in applicable}
     usable = []
     for record in records:
@@ -54,9 +57,8 @@ def usable_records(records, registry, problem):
     return usable
 
 
-def wti_fallback(registry, problem):
-    """Applicable solvers ranked by WTI, without running anything; unknown WTI is left out."""
-    applicable, _ = registry.candidates(problem)
+def wti_fallback(applicable, problem):
+    """The ``applicable`` solvers ranked by WTI, without running anything; unknown WTI left out."""
     ranked = []
     for solver in applicable:
         try:

@@ -8,7 +8,7 @@ import convsolve
 import numpy as np
 import pytest
 from convsolve import FindError, FindMode, Problem, ValidationError, find, run
-from convsolve.find_db import FindDb
+from convsolve.find_db import FindDb, Record
 from convsolve.reference import relative_error
 from convsolve.testing import (
     FLOAT32_TOLERANCE,
@@ -159,6 +159,10 @@ def test_run_refuses_unknown_disabled_and_inapplicable(handle, buffers, monkeypa
         run(handle, PROBLEM, "nope.X", **buffers)
     with pytest.raises(convsolve.SolverError, match="does not serve FORWARD"):
         run(handle, PROBLEM, "direct.NaiveBwdData", **buffers)
+    with pytest.raises(convsolve.SolverError, match="run find first"):
+        run(handle, PROBLEM, "direct", **buffers)
+    FindDb().store(handle.db_key, PROBLEM.key(),   # a recorded failure names no solver to run
+                   [Record("direct.NaiveFwd", "direct", None, 0, failure="failed to run: x")])
     with pytest.raises(convsolve.SolverError, match="run find first"):
         run(handle, PROBLEM, "direct", **buffers)
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "direct.NaiveFwd")
