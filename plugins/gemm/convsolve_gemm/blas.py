@@ -170,9 +170,3 @@ def images_per_chunk(problem, bytes_per_image, budget):
 
 #: Workspace budget of the column matrices: batches are processed in chunks that fit it.
 COLUMN_BUDGET_BYTES = 64 << 20
-
-
-def fits_int32(problem):
-    """True when every tensor's element offsets fit the kernels' 32-bit int arguments."""
-    limit = 2 ** 31 - 1
-    return max(problem.x.size, problem.w.size, problem.y.size) <= limit

@@ -1,8 +1,7 @@
 """gemm.Gemm1x1: 1x1 filters without padding as grouped GEMMs; strided inputs are gathered first."""
 from convsolve import Direction, hookimpl
 
-from .blas import fits_int32
-from .matmul_conv import build_plan, workspace_bytes
+from .matmul_conv import build_plan, fits_int32, workspace_bytes
 
 #: Estimated fraction of peak: a plain GEMM with no unfolding (stride 1).
 WTI = 0.5
@@ -21,7 +20,8 @@ class Gemm1x1:
     @hookimpl
     def is_applicable(self, problem):
         return (problem.dtype == "float32" and problem.fil_h == problem.fil_w == 1
-                and problem.conv.pads == ((0, 0), (0, 0)) and fits_int32(problem))
+                and problem.conv.pads == ((0, 0), (0, 0))
+                and fits_int32(problem, use_columns=_strided(problem)))
 
     @hookimpl
     def get_wti(self, problem):

@@ -1,8 +1,7 @@
 """gemm.Im2ColGemm: any convolution as im2col (or col2im) around grouped GEMMs, in image chunks."""
 from convsolve import Direction, hookimpl
 
-from .blas import fits_int32
-from .matmul_conv import build_plan, workspace_bytes
+from .matmul_conv import build_plan, fits_int32, workspace_bytes
 
 #: Estimated fraction of peak: GEMM speed less the unfolding traffic.
 WTI = 0.35
@@ -16,8 +15,7 @@ class Im2ColGemm:
 
     @hookimpl
     def is_applicable(self, problem):
-        return (problem.dtype == "float32" and fits_int32(problem)
-                and self.workspace(problem) // 4 < 2 ** 31)
+        return problem.dtype == "float32" and fits_int32(problem, use_columns=True)
 
     @hookimpl
     def get_wti(self, problem):

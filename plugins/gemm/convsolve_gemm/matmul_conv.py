@@ -71,6 +71,14 @@ def workspace_bytes(problem):
     return chunk_images(problem) * bytes_per_image(problem)
 
 
+def fits_int32(problem, use_columns):
+    """True when every element offset the kernels take (tensors, and the workspace when
+    ``use_columns``) fits their 32-bit int arguments."""
+    largest = max(problem.x.size, problem.w.size, problem.y.size,
+                  workspace_bytes(problem) // 4 if use_columns else 0)
+    return largest <= 2 ** 31 - 1
+
+
 def build_plan(problem, handle, use_columns):
     """The invoker computing ``problem`` with GEMMs, through column matrices when ``use_columns``.
 
