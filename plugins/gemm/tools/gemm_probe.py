@@ -21,10 +21,10 @@ import pyopencl as cl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEMM_CL = os.path.join(HERE, "..", "convsolve_gemm", "kernels", "gemm.cl")
-FMA_CL = os.path.join(HERE, "fma_peak.cl")
 IM2COL_CL = os.path.join(HERE, "..", "convsolve_gemm", "kernels", "im2col.cl")
 COL2IM_CL = os.path.join(HERE, "..", "convsolve_gemm", "kernels", "col2im.cl")
 INCLUDE = os.path.normpath(os.path.join(HERE, "..", "..", "..", "core", "kernels"))
+PEAK_CL = os.path.join(INCLUDE, "peak.cl")   # the core's peak kernel, as `convsolve bench` uses
 
 # Defaults of gemm.cl, needed here only to compute launch sizes (the .cl file owns them).
 CL_DEFAULTS = {"WGD_M": 1, "WGD_N": 1, "TM": 6, "TN": 16, "MR": 16}  # gemm.cl's #ifndef values
@@ -107,11 +107,11 @@ def wait_quiet(max_wait):
 # {{{ FMA peak
 
 def peak_launcher(ctx, dev, queue, iters, vw=8, chains=12):
-    """(launch, flops) for one fma_peak.cl configuration."""
-    prg, _ = build(ctx, FMA_CL, {"FMA_VW": vw, "FMA_CHAINS": chains})
-    knl = cl.Kernel(prg, "fma_peak")
+    """(launch, flops) for one configuration of core/kernels/peak.cl's cs_peak_fma."""
+    prg, _ = build(ctx, PEAK_CL, {"PEAK_VW": vw, "PEAK_CHAINS": chains})
+    knl = cl.Kernel(prg, "cs_peak_fma")
     nwi = 64 * dev.max_compute_units if dev.type & cl.device_type.CPU else 1 << 20
-    out = cl.Buffer(ctx, cl.mem_flags.WRITE_ONLY, 4 * nwi)
+    out = cl.Buffer(ctx, cl.mem_flags.WRITE_ONLY, 4 * nwi * vw)   # PEAK_VW floats per work-item
     knl.set_args(out, np.int32(iters), np.float32(1.5))
 
     def launch(_keep=out):  # the default argument keeps the output buffer alive
@@ -120,14 +120,14 @@ def peak_launcher(ctx, dev, queue, iters, vw=8, chains=12):
 
 
 def measure_peak(ctx, dev, queue, args):
-    """Best GFLOP/s over a few (vector width, chains) of fma_peak.cl."""
+    """Best GFLOP/s over a few (vector width, chains) of cs_peak_fma."""
     units = dev.max_compute_units
     best = 0.0
     for vw, chains in ((8, 8), (8, 12), (8, 14), (16, 6), (16, 7)):
         wait_quiet(args.quiet)
         launch, flops = peak_launcher(ctx, dev, queue, args.peak_iters, vw, chains)
         med, best_t = event_times(queue, launch, 2, args.runs)
-        print(f"fma_peak FMA_VW={vw:2d} FMA_CHAINS={chains:2d}: median {flops / med * 1e-9:8.1f}"
+        print(f"cs_peak_fma PEAK_VW={vw:2d} PEAK_CHAINS={chains:2d}: median {flops / med * 1e-9:8.1f}"
               f" GFLOP/s, best {flops / best_t * 1e-9:8.1f}")
         best = max(best, flops / med * 1e-9)
     print(f"peak (best median) {best:.1f} GFLOP/s on {dev.name!r}, {units} compute units")
