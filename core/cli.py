@@ -9,21 +9,19 @@ import pyopencl as cl
 
 from . import bench, env, reference
 from .errors import ConvsolveError, ValidationError
-from .execute import run
+from .execute import resolve_solver, run
 from .explain import explain
 from .find import find
 from .find_db import FindDb, system_db_path
 from .handle import Handle, describe, list_devices
 from .immediate import compile_solution, get_solutions
 from .new_plugin import stamp
-from .plugins import registry
+from .plugins import registry, solver_attribute
 from .problem import Direction, Problem
 from .solutions import format_bytes
 from .tensors import device_buffers, random_tensors
 from .timing import elapsed_ms
 
-#: Verification passes when the relative RMS error against the float64 reference is below this.
-FLOAT32_TOLERANCE = 1e-5
 _DIRECTION_BITS = {1: Direction.FORWARD, 2: Direction.BACKWARD_DATA, 4: Direction.BACKWARD_WEIGHTS}
 _VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
                  Direction.BACKWARD_DATA: "Backward Convolution Data",
@@ -151,8 +149,9 @@ def _solve_one(handle, problem, args, rng):
         result = np.empty_like(host[out])
         cl.enqueue_copy(handle.queue, result, buffers[out])
         error = reference.relative_error(result, reference.compute(problem, **host))
-        report["verify"] = {"ok": bool(error < FLOAT32_TOLERANCE), "error": error,
-                            "tolerance": FLOAT32_TOLERANCE}
+        tolerance = solver_attribute(resolve_solver(handle, problem, chosen), "tolerance")
+        report["verify"] = {"ok": bool(error < tolerance), "error": error,
+                            "tolerance": tolerance}
     return report
 
 

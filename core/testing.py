@@ -12,12 +12,13 @@ import pytest
 from . import env, plugins, reference
 from .execute import Buffers
 from .handle import Handle
+from .hookspecs import OPTIONAL_SOLVER_ATTRIBUTES
 from .problem import Direction, Problem
 from .reference import relative_error  # noqa: F401 - re-exported for plugins' tests
 from .tensors import device_buffers, random_tensors  # noqa: F401 - re-exported likewise
 
 #: Relative RMS error against the float64 reference that float32 solvers must stay under.
-FLOAT32_TOLERANCE = 1e-5
+FLOAT32_TOLERANCE = OPTIONAL_SOLVER_ATTRIBUTES["tolerance"]
 _OUTPUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
 
 #: The standard problem shapes: (x_shape, w_shape, stride, padding, dilation, groups).
