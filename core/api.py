@@ -39,8 +39,7 @@ def _check_shape(name, array, shape):
 
 def _solve(problem, handle, solver, host):
     """Compute ``problem``'s output from the host arrays in ``host`` (forward-sense names)."""
-    out_name = {Direction.FORWARD: "y", Direction.BACKWARD_DATA: "x",
-                Direction.BACKWARD_WEIGHTS: "w"}[problem.direction]
+    out_name = problem.direction.output
     out_desc = getattr(problem, out_name)
     if problem.n == 0:  # nothing reaches OpenCL: empty outputs, and zero weight gradients
         return np.zeros(out_desc.shape, np.float32)

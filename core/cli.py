@@ -139,8 +139,7 @@ def _solve_one(handle, problem, args, rng):
     if chosen is None or problem.n == 0:
         return report
     compile_solution(handle, problem, chosen)
-    out = {Direction.FORWARD: "y", Direction.BACKWARD_DATA: "x",
-           Direction.BACKWARD_WEIGHTS: "w"}[problem.direction]
+    out = problem.direction.output
     if args.time:
         times = [elapsed_ms(run(handle, problem, chosen, **buffers)) for _ in range(args.iter)]
         report["time_ms"] = statistics.median(times)

@@ -36,6 +36,11 @@ class Direction(enum.Enum):
         raise ValidationError("direction", value, "expected forward, backward-data or backward-weights")
 
     @property
+    def output(self):
+        """The forward-sense name of the tensor this direction writes: 'y', 'x' or 'w'."""
+        return {"fwd": "y", "bwd": "x", "wrw": "w"}[self.value]
+
+    @property
     def label(self):
         """Human name as MIOpenDriver prints it: 'Forward', 'Backward Data', 'Backward Weights'."""
         return self.name.replace("_", " ").title()

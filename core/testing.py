@@ -19,7 +19,6 @@ from .tensors import device_buffers, random_tensors  # noqa: F401 - re-exported 
 
 #: Relative RMS error against the float64 reference that float32 solvers must stay under.
 FLOAT32_TOLERANCE = OPTIONAL_SOLVER_ATTRIBUTES["tolerance"]
-_OUTPUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
 
 #: The standard problem shapes: (x_shape, w_shape, stride, padding, dilation, groups).
 STANDARD_SHAPES = [
@@ -70,7 +69,7 @@ def handle(convsolve_session_handle):
 
 def read_output(handle, problem, buffers):
     """Host copy of the tensor ``problem``'s direction writes (waits for the queue)."""
-    name = _OUTPUT[problem.direction.value]
+    name = problem.direction.output
     out = np.empty(getattr(problem, name).shape, np.float32)
     if out.size:
         cl.enqueue_copy(handle.queue, out, buffers[name])
@@ -113,7 +112,7 @@ def _check_one(solver, handle, problem, seed):
     if not isinstance(wti, (int, float)) or wti == 0 or wti > 1:
         return [f"{key}: get_wti() returned {wti!r}, not in (0, 1] or negative"]
     host = random_tensors(problem, seed)
-    out = _OUTPUT[problem.direction.value]
+    out = problem.direction.output
     buffers = device_buffers(handle, host)
     buffers[out] = _nan_buffer(handle, getattr(problem, out).nbytes)
     scratch = None

@@ -17,7 +17,6 @@ class _Naive:
     algorithm = "direct"
     dynamic = True
     kernel = None       # kernel name in naive.cl
-    output = None       # forward-sense name of the tensor the direction writes
 
     @property
     def directions(self):
@@ -38,7 +37,7 @@ class _Naive:
     @hookimpl
     def build_invoker(self, problem, handle):
         kernel = handle.build(KERNELS / "naive.cl", self.kernel)
-        count = getattr(problem, self.output).size
+        count = getattr(problem, self.direction.output).size
         global_size = (-(-count // WORK_GROUP) * WORK_GROUP,)
         for index, value in enumerate(problem.kernel_args(), start=3):
             kernel.set_arg(index, value)   # sizes once; a call sets only the buffers (fast)
@@ -54,18 +53,15 @@ class NaiveFwd(_Naive):
     name = "direct.NaiveFwd"
     direction = Direction.FORWARD
     kernel = "naive_fwd"
-    output = "y"
 
 
 class NaiveBwdData(_Naive):
     name = "direct.NaiveBwdData"
     direction = Direction.BACKWARD_DATA
     kernel = "naive_bwd_data"
-    output = "x"
 
 
 class NaiveBwdWeights(_Naive):
     name = "direct.NaiveBwdWeights"
     direction = Direction.BACKWARD_WEIGHTS
     kernel = "naive_bwd_weights"
-    output = "w"
