@@ -24,15 +24,16 @@ def _fmt(value, digits=2):
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def table(rows, headers, markdown=False):
-    """Aligned text columns, or a Markdown table."""
+def table(rows, headers, markdown=False, left=_LEFT):
+    """Aligned text columns, or a Markdown table; columns headed by a name in ``left`` are
+    left-aligned, the others right-aligned."""
     rows = [tuple(str(v) for v in row) for row in rows]
     if markdown:
         lines = ["| " + " | ".join(headers) + " |",
-                 "|" + "|".join(":---" if h in _LEFT else "---:" for h in headers) + "|"]
+                 "|" + "|".join(":---" if h in left else "---:" for h in headers) + "|"]
         return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
     widths = [max(len(v) for v in column) for column in zip(headers, *rows)]
-    return "\n".join("  ".join(v.ljust(w) if h in _LEFT else v.rjust(w)
+    return "\n".join("  ".join(v.ljust(w) if h in left else v.rjust(w)
                                for v, w, h in zip(row, widths, headers)).rstrip()
                      for row in (headers, *rows))
 

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pyopencl as cl
 
-from . import bench, env, reference
+from . import bench, bench_report, env, reference
 from .errors import ConvsolveError, ValidationError
 from .execute import resolve_solver, run
 from .explain import explain
@@ -29,11 +29,8 @@ _VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
 
 
 def _print_table(rows, headers, left=(0, 1)):
-    """Rows under headers, columns padded; those in ``left`` left-aligned, the rest right."""
-    widths = [max(len(str(v)) for v in column) for column in zip(headers, *rows)]
-    for row in (headers, *rows):
-        print("  ".join(str(v).ljust(w) if i in left else str(v).rjust(w)
-                        for i, (v, w) in enumerate(zip(row, widths))).rstrip())
+    """Rows under headers, columns padded; the columns at indices ``left`` left-aligned."""
+    print(bench_report.table(rows, headers, left={headers[i] for i in left}))
 
 
 # {{{ convsolve solvers / devices / env / db
