@@ -13,7 +13,7 @@ import numpy as np
 import pyopencl as cl
 
 from . import __version__, bench_overhead, bench_peak, bench_report, bench_torch
-from .bench_report import gflops
+from .bench_report import gflops, network_total
 from .errors import ConvsolveError, ValidationError
 from .execute import run
 from .find import find
@@ -90,28 +90,6 @@ def parse_directions(text):
     if text.strip() == "all":
         return list(Direction)
     return [Direction.parse(t) for t in text.split(",") if t.strip()]
-
-# }}}
-
-
-# {{{ arithmetic
-
-def network_total(rows, peak_gflops=None):
-    """Totals over ``rows`` weighting each layer by its count; ratio = torch time / our time."""
-    def weighted(field):
-        if any(row.get(field) is None for row in rows):
-            return None
-        return sum(row["count"] * row[field] for row in rows)
-    flops = sum(row["count"] * row["flops"] for row in rows)
-    total = {"layers": sum(row["count"] for row in rows), "distinct": len(rows), "flops": flops}
-    for field in ("time_ms", "wall_ms", "torch_ms", "torch_default_ms"):
-        total[field] = weighted(field)
-    total["gflops"] = gflops(flops, total["time_ms"])
-    total["peak_fraction"] = (total["gflops"] / peak_gflops
-                              if total["gflops"] and peak_gflops else None)
-    compare = total["wall_ms"] if rows and rows[0].get("compare_wall") else total["time_ms"]
-    total["ratio"] = total["torch_ms"] / compare if total["torch_ms"] and compare else None
-    return total
 
 # }}}
 

@@ -2,7 +2,7 @@
 import numpy as np
 
 from .errors import ConvsolveError
-from .problem import Direction
+from .problem import Direction, Problem
 
 _LEFT = ("layer", "shape", "solver", "dir")
 
@@ -10,6 +10,24 @@ _LEFT = ("layer", "shape", "solver", "dir")
 def gflops(flops, time_ms):
     """GFLOP/s of ``flops`` done in ``time_ms`` (None when there is no time)."""
     return flops / (time_ms * 1e6) if time_ms else None
+
+
+def network_total(rows, peak_gflops=None):
+    """Totals over ``rows`` weighting each layer by its count; ratio = torch time / our time."""
+    def weighted(field):
+        if any(row.get(field) is None for row in rows):
+            return None
+        return sum(row["count"] * row[field] for row in rows)
+    flops = sum(row["count"] * row["flops"] for row in rows)
+    total = {"layers": sum(row["count"] for row in rows), "distinct": len(rows), "flops": flops}
+    for field in ("time_ms", "wall_ms", "torch_ms", "torch_default_ms"):
+        total[field] = weighted(field)
+    total["gflops"] = gflops(flops, total["time_ms"])
+    total["peak_fraction"] = (total["gflops"] / peak_gflops
+                              if total["gflops"] and peak_gflops else None)
+    compare = total["wall_ms"] if rows and rows[0].get("compare_wall") else total["time_ms"]
+    total["ratio"] = total["torch_ms"] / compare if total["torch_ms"] and compare else None
+    return total
 
 
 def shape(problem):
@@ -43,7 +61,8 @@ def _percent(fraction):
 
 
 def format_report(report, markdown=False):
-    """The tables of a bench report: a header, then per direction one row per layer and a total."""
+    """The tables of a bench report: a header, then per direction one row per layer, the total and,
+    where the suite mixes filter sizes, the subtotal of its 1x1 layers."""
     peak = report["peak"]
     load = "; ".join(" ".join(f"{v:.2f}" for v in sample) for sample in report.get("load", ()))
     batch = report["batch"] if report["batch"] is not None else "per entry"
@@ -65,16 +84,27 @@ def format_report(report, markdown=False):
                  _fmt(gflops(r["flops"], r["time_ms"]), 1), _percent(r["peak_fraction"]),
                  _fmt(r.get("torch_ms"), 3), _fmt(r.get("torch_default_ms"), 3),
                  _fmt(r.get("ratio"), 3)) for r in result["rows"]]
-        t = result["total"]
-        rows.append(("", f"total ({t['layers']} layers)", t["layers"], "",
-                     _fmt(t["flops"] / 1e9, 3), "", _fmt(t["time_ms"], 3), _fmt(t["wall_ms"], 3),
-                     _fmt(t["gflops"], 1), _percent(t["peak_fraction"]), _fmt(t["torch_ms"], 3),
-                     _fmt(t["torch_default_ms"], 3), _fmt(t["ratio"], 3)))
+        rows.append(_total_row("total", result["total"]))
+        pointwise = [r for r in result["rows"] if _is_1x1(r["problem"])]
+        if 0 < len(pointwise) < len(result["rows"]):
+            rows.append(_total_row("1x1 layers", network_total(pointwise, peak["gflops"])))
         lines.append(table(rows, headers, markdown))
     lines.append(f"\nms: median OpenCL profiling-event time; wall ms: enqueue to finish; speedup = "
                  f"torch ms / our {'wall' if report['compare_wall'] else 'event'} ms (> 1: "
                  "convsolve faster); totals weigh each layer by its count")
     return "\n".join(lines)
+
+
+def _is_1x1(key):
+    problem = Problem.from_key(key)
+    return problem.fil_h == problem.fil_w == 1
+
+
+def _total_row(label, t):
+    return ("", f"{label} ({t['layers']} layers)", t["layers"], "", _fmt(t["flops"] / 1e9, 3), "",
+            _fmt(t["time_ms"], 3), _fmt(t["wall_ms"], 3), _fmt(t["gflops"], 1),
+            _percent(t["peak_fraction"]), _fmt(t["torch_ms"], 3), _fmt(t["torch_default_ms"], 3),
+            _fmt(t["ratio"], 3))
 
 
 def format_overhead(report, markdown=False):

@@ -189,6 +189,21 @@ def test_bench_table_and_layer_filter(isolated, capsys):
     assert "depthwise" in out and "conv3x3" not in out and "total (1 layers)" in out
 
 
+def test_bench_subtotal_of_1x1_layers(isolated, capsys):
+    """A suite mixing filter sizes gets a 1x1 subtotal row; an all-1x1 selection does not."""
+    assert bench_main(["--suite", "tiny", "--layers", "0,1", "--repeat", "1", "--peak", "100",
+                       "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    one_by_one = report["results"][0]["rows"][1]
+    assert one_by_one["name"] == "conv1x1s2"
+    line = next(line for line in bench_report.format_report(report).splitlines()
+                if "1x1 layers" in line)
+    assert line.split()[:4] == ["1x1", "layers", "(1", "layers)"]
+    assert f"{one_by_one['time_ms']:.3f}" in line
+    assert "1x1 layers" not in bench_report.format_report(
+        dict(report, results=[dict(r, rows=r["rows"][1:]) for r in report["results"]]))
+
+
 @pytest.mark.skipif(not bench_torch.available(), reason="torch is not installed")
 def test_bench_compare_torch(isolated, capsys):
     """--compare torch times torch with and without the malloc thresholds and gives the ratio."""
