@@ -8,6 +8,8 @@
 #                                       ICD, install the wheels if pyopencl is missing, put the
 #                                       checkout on PYTHONPATH and run the benches; results go to
 #                                       OUTDIR (default $OUT, else bench-gpu-out/)
+#   scripts/bench_gpu.sh exec CMD ...   on the GPU machine: the same set-up, then run CMD (tests,
+#                                       tuning scripts) with CONVSOLVE_DEVICE=NVIDIA
 #
 # With the session's device tool: run(command="bash scripts/bench_gpu.sh run",
 #                                     carry=["build/gpu_wheels"], kind="nvidia-h200")
@@ -106,5 +108,7 @@ run() {
 case "${1:-}" in
     fetch) fetch ;;
     run) shift; run "$@" ;;
-    *) sed -n '2,17p' "$0"; exit 2 ;;
+    exec) shift; setup_opencl; setup_python; export CONVSOLVE_DEVICE=${CONVSOLVE_DEVICE:-NVIDIA}
+          "$@" ;;
+    *) sed -n '2,19p' "$0"; exit 2 ;;
 esac

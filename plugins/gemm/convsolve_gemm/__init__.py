@@ -1,7 +1,9 @@
-"""convsolve-gemm: convolutions as matrix products (1x1 GEMM, im2col + GEMM) on a tuned OpenCL GEMM."""
+"""convsolve-gemm: convolutions as matrix products (1x1 GEMM, im2col + GEMM, split-K
+backward-weights) on a tuned OpenCL GEMM."""
 from convsolve import hookimpl
 
 from .gemm_1x1 import Gemm1x1
+from .gemm_wrw_split_k import GemmWrwSplitK
 from .im2col_gemm import Im2ColGemm
 
 __version__ = "0.1.0"
@@ -11,4 +13,4 @@ CONVSOLVE_SOLVER_API = ">=1.0,<2"
 
 @hookimpl
 def convsolve_solvers():
-    return [Gemm1x1(), Im2ColGemm()]
+    return [Gemm1x1(), Im2ColGemm(), GemmWrwSplitK()]

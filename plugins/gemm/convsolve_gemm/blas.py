@@ -1,5 +1,6 @@
 """The plugin's OpenCL kernels as Python objects: GEMM parameter sets per device, checks, launches."""
 from importlib import resources
+from typing import NamedTuple
 
 import numpy as np
 import pyopencl as cl
@@ -98,57 +99,75 @@ class Gemm:
                                           variant.global_size(m, n, batch), variant.local)
 
 
-class Columns:
-    """im2col and col2im for one problem: geometry of the column matrices, and launches."""
+class View(NamedTuple):
+    """Matrices in a buffer: matrix (image i, group g) starts at offset + i*image + g*group,
+    rows ``ld`` elements apart. (A split reduction uses the image step for its slices.)"""
 
-    def __init__(self, handle, problem, images):
+    buffer: object
+    offset: int
+    ld: int
+    image: int
+    group: int
+
+    def at(self, image=0, group=0):
+        return self._replace(offset=self.offset + image * self.image + group * self.group)
+
+
+class Columns:
+    """im2col, col2im and the output-gradient gather of one problem, into or out of Views."""
+
+    def __init__(self, handle, problem):
         self.queue = handle.queue
-        self.problem, self.images = problem, images
-        p = problem
-        self.rows = (p.c // p.groups) * p.fil_h * p.fil_w
-        self.ld = padded_pitch(p.out_h * p.out_w)
-        self.stride = self.rows * self.ld                 # elements between batch matrices
+        self.problem = p = problem
         (pt, _), (pl, _) = p.conv.pads
         self.conv_ints = (p.c, p.in_h, p.in_w, p.out_h, p.out_w, p.fil_h, p.fil_w,
                           *p.conv.strides, pt, pl, *p.conv.dilations, p.groups)
+        # dy as the input of a 1x1 convolution: its column matrices are dy's own
+        self.output_ints = (p.k, p.out_h, p.out_w, p.out_h, p.out_w, 1, 1, 1, 1, 0, 0, 1, 1,
+                            p.groups)
         self.tw = IM2COL_TW[device_kind(handle)]
         self.im2col_kernel = handle.build(KERNELS / "im2col.cl", "im2col", {"IM2COL_TW": self.tw})
-        self.im2col_kernel.set_scalar_arg_dtypes([None, np.int32, None, np.int32, np.int32,
-                                                  np.int32, *_CONV_INTS])
+        self.im2col_kernel.set_scalar_arg_dtypes([None, np.int32, None, *[np.int32] * 4,
+                                                  *_CONV_INTS])
         self.col2im_tw = COL2IM_TW[device_kind(handle)]
         self.col2im_kernel = handle.build(KERNELS / "col2im.cl", "col2im",
                                           {"COL2IM_TW": self.col2im_tw})
-        self.col2im_kernel.set_scalar_arg_dtypes([None, np.int32, np.int32, np.int32, None,
-                                                  np.int32, np.float32, np.float32, *_CONV_INTS])
-
-    @property
-    def nbytes(self):
-        """Bytes of the column matrices of ``images`` images (every group)."""
-        return self.images * self.problem.groups * self.stride * 4
+        self.col2im_kernel.set_scalar_arg_dtypes([None, *[np.int32] * 4, None, np.int32,
+                                                  np.float32, np.float32, *_CONV_INTS])
 
     def im2col(self, x, image0, count, col):
-        """Unfold images [image0, image0 + count) of x into col (batch b = image * groups + g)."""
+        """Unfold images [image0, image0 + count) of x into the column matrices ``col``."""
         p = self.problem
-        size = (p.out_h * -(-p.out_w // self.tw), self.rows, count * p.groups)
-        self.im2col_kernel.set_args(x, image0 * p.c * p.in_h * p.in_w, col, 0, self.ld,
-                                    self.stride, *self.conv_ints)
+        return self._unfold(x, image0 * p.c * p.in_h * p.in_w, count, col, self.conv_ints)
+
+    def gather_outputs(self, dy, image0, count, dst):
+        """Copy images [image0, image0 + count) of dy (per group Kg x OH*OW) into ``dst``."""
+        p = self.problem
+        return self._unfold(dy, image0 * p.k * p.out_h * p.out_w, count, dst, self.output_ints)
+
+    def _unfold(self, src, src_offset, count, dst, ints):
+        c, out_h, out_w, r, s, groups = ints[0], ints[3], ints[4], ints[5], ints[6], ints[-1]
+        size = (out_h * -(-out_w // self.tw), c // groups * r * s, count * groups)
+        self.im2col_kernel.set_args(src, src_offset, dst.buffer, dst.offset, dst.ld, dst.image,
+                                    dst.group, *ints)
         return cl.enqueue_nd_range_kernel(self.queue, self.im2col_kernel, size, None)
 
     def col2im(self, col, dx, image0, count):
-        """Fold col back into images [image0, image0 + count) of dx, overwriting them."""
+        """Fold the column matrices ``col`` into images [image0, image0 + count) of dx,
+        overwriting them."""
         p = self.problem
         size = (p.in_h * -(-p.in_w // self.col2im_tw), p.c // p.groups, count * p.groups)
-        self.col2im_kernel.set_args(col, 0, self.ld, self.stride, dx,
+        self.col2im_kernel.set_args(col.buffer, col.offset, col.ld, col.image, col.group, dx,
                                     image0 * p.c * p.in_h * p.in_w, 1.0, 0.0, *self.conv_ints)
         return cl.enqueue_nd_range_kernel(self.queue, self.col2im_kernel, size, None)
 
 
-class SumImages:
-    """The sum_images kernel: per-image partial results added up in image order."""
+class SumPartials:
+    """The sum_partials kernel: the partial results of a split reduction added up in order."""
 
     def __init__(self, handle):
         self.queue = handle.queue
-        self.kernel = handle.build(KERNELS / "sum_images.cl", "sum_images")
+        self.kernel = handle.build(KERNELS / "sum_partials.cl", "sum_partials")
         self.kernel.set_scalar_arg_dtypes([None, np.int32, np.int32, np.int32, None, np.int32])
 
     def __call__(self, partial, offset, count, size, out, accumulate):

@@ -1,36 +1,114 @@
-"""Convolution as grouped matrix products: the launch plans the GEMM solvers share.
+"""Convolution as grouped matrix products: the workspace layouts and launch plans the GEMM
+solvers share.
 
 Per image n and group g, with Cg = C/G, Kg = K/G, the column matrix col[n, g] is
 (Cg*R*S) x (OH*OW): im2col of x, or x itself for a 1x1, stride-1, unpadded filter. Then
   forward:          y[n, g]  = W[g] col[n, g]                    (Kg x OHOW)
   backward-data:    col[n, g] = W[g]^T dy[n, g], then col2im     (x itself for the plain 1x1)
   backward-weights: dW[g]   = sum over n of dy[n, g] col[n, g]^T
-Images go in chunks that fit the workspace; within a chunk, the groups and images of one
-product are batched into one GEMM launch along whichever of the two needs fewer launches.
-Backward-weights with columns writes one partial dW per image of the chunk (batched), then
-sum_images adds them up in image order; without columns (plain 1x1, no workspace) the products
-accumulate into dW image after image.  Both orders are fixed: results are deterministic.
+Images go in chunks that fit the workspace. By default a chunk's column matrices are stacked
+image after image, and the products of a chunk are batched into one GEMM launch per image or
+per group, whichever needs fewer launches. Backward-weights then writes one partial dW per image
+(a "slice" of the reduction over the batch), and sum_partials adds them up in order.
+
+With ``side_by_side`` (backward-weights only) a chunk's images lie side by side instead: col[g]
+is (Cg*R*S) x (images*OH*OW), and dy is gathered the same way, so dW[g] is one product whose
+reduction runs over the whole chunk. It is split into slices only as far as the product needs
+tiles to fill a large device (reduction_slices). A reduction of one slice goes straight into dW.
+Without columns (plain 1x1, no workspace) the products accumulate into dW image after image.
+Every order is fixed, so results are deterministic.
 """
+from math import ceil
 from typing import NamedTuple
 
 from convsolve import Direction
 
 from . import blas
-from .blas import Columns, Gemm, SumImages, images_per_chunk, padded_pitch
+from .blas import Columns, Gemm, SumPartials, View, images_per_chunk, padded_pitch
+
+#: A side-by-side reduction is split until its slices have this many 64 x 64 tiles of dW in
+#: all (about four work-groups for each of a 132-unit GPU's compute units)...
+SPLIT_TILES = 512
+#: ...as long as slices stay at least this deep...
+MIN_SLICE_DEPTH = 256
+#: ...and there are at most this many partial results to add up.
+MAX_SLICES = 128
 
 
-class View(NamedTuple):
-    """Matrices in a buffer: matrix (image i, group g) starts at offset + i*image + g*group."""
+class Layout(NamedTuple):
+    """Where one chunk's matrices lie in the workspace (element offsets; buffer left None)."""
 
-    buffer: object
-    offset: int
-    ld: int
-    image: int
-    group: int
+    chunk: int          # images per chunk
+    columns: View       # col[image, group]
+    outputs: View       # side by side: dy gathered like the columns (else None: dy is read in place)
+    partials: int       # backward-weights: offset of the partial dW of the reduction's slices
+    elements: int       # workspace size: the last matrix written ends exactly here
 
-    def at(self, image=0, group=0):
-        return View(self.buffer, self.offset + image * self.image + group * self.group,
-                    self.ld, self.image, self.group)
+
+def layout(problem, side_by_side=False):
+    """The workspace layout of a solver that goes through column matrices."""
+    p, g = problem, problem.groups
+    rows, ohow = _columns_rows(p), p.out_h * p.out_w
+    chunk = images_per_chunk(p, bytes_per_image(p, side_by_side), blas.COLUMN_BUDGET_BYTES)
+    wrw = p.direction is Direction.BACKWARD_WEIGHTS
+    if side_by_side:
+        width = chunk * ohow
+        ld = padded_pitch(width)
+        columns = View(None, 0, ld, ohow, rows * ld)
+        outputs = View(None, g * rows * ld, ld, ohow, p.k // g * ld)
+        partials = outputs.offset + p.k * ld
+        _, slices = reduction_slices(p, width)
+        end = partials - ld + width                       # the last row of dy
+    else:
+        ld = padded_pitch(ohow)
+        columns = View(None, 0, ld, g * rows * ld, rows * ld)
+        outputs = None
+        partials = chunk * g * rows * ld
+        slices = chunk if wrw else 1                      # one partial dW per image
+        end = partials - ld + ohow                        # the last row of the columns
+    if slices > 1:
+        end = partials + slices * p.k * rows
+    return Layout(chunk, columns, outputs, partials, end)
+
+
+def bytes_per_image(problem, side_by_side=False):
+    """Workspace bytes per image of a chunk: its column matrices, and for backward-weights its
+    gathered dy (side by side) or its partial dW (stacked)."""
+    p, ohow = problem, problem.out_h * problem.out_w
+    columns = p.groups * _columns_rows(p)
+    if side_by_side:
+        return (columns + p.k) * ohow * 4
+    partial = p.k * _columns_rows(p) if p.direction is Direction.BACKWARD_WEIGHTS else 0
+    return (columns * padded_pitch(ohow) + partial) * 4
+
+
+def reduction_slices(problem, width):
+    """(depth, count) of the slices a side-by-side reduction of ``width`` columns is split
+    into: enough for SPLIT_TILES tiles, each at least MIN_SLICE_DEPTH deep, at most MAX_SLICES.
+    The rule reads the problem only, so the workspace does not depend on the device."""
+    p = problem
+    tiles = p.groups * ceil(p.k // p.groups / 64) * ceil(_columns_rows(p) / 64)
+    wanted = max(1, min(ceil(SPLIT_TILES / tiles), width // MIN_SLICE_DEPTH, MAX_SLICES))
+    depth = ceil(width / wanted)
+    return depth, ceil(width / depth)
+
+
+def _columns_rows(problem):
+    """Rows of one column matrix: C/G * R * S."""
+    return problem.c // problem.groups * problem.fil_h * problem.fil_w
+
+
+def workspace_bytes(problem, side_by_side=False):
+    """The exact workspace of a solver that goes through column matrices."""
+    return layout(problem, side_by_side).elements * 4
+
+
+def fits_int32(problem, use_columns, side_by_side=False):
+    """True when every element offset the kernels take (tensors, and the workspace when
+    ``use_columns``) fits their 32-bit int arguments."""
+    largest = max(problem.x.size, problem.w.size, problem.y.size,
+                  layout(problem, side_by_side).elements if use_columns else 0)
+    return largest <= 2 ** 31 - 1
 
 
 def grouped_gemm(gemm, mnk, beta, a, b, c, images, groups):
@@ -47,60 +125,24 @@ def _batch(view, stride):
     return (view.buffer, view.offset, view.ld, stride)
 
 
-def _partial_elements(problem):
-    """Elements of one image's partial dW (every group): K * C/G * R * S."""
-    return problem.k * (problem.c // problem.groups) * problem.fil_h * problem.fil_w
-
-
-def bytes_per_image(problem):
-    """Workspace bytes one image of a chunk takes: its column matrices (every group), and for
-    backward-weights its partial dW."""
-    cg_rs = problem.c // problem.groups * problem.fil_h * problem.fil_w
-    columns = problem.groups * cg_rs * padded_pitch(problem.out_h * problem.out_w) * 4
-    partial = _partial_elements(problem) * 4 if problem.direction is Direction.BACKWARD_WEIGHTS else 0
-    return columns + partial
-
-
-def chunk_images(problem):
-    """Images per chunk: as many as COLUMN_BUDGET_BYTES holds, at least one."""
-    return images_per_chunk(problem, bytes_per_image(problem), blas.COLUMN_BUDGET_BYTES)
-
-
-def workspace_bytes(problem):
-    """The exact workspace of a solver that goes through column matrices: one chunk's worth."""
-    return chunk_images(problem) * bytes_per_image(problem)
-
-
-def fits_int32(problem, use_columns):
-    """True when every element offset the kernels take (tensors, and the workspace when
-    ``use_columns``) fits their 32-bit int arguments."""
-    largest = max(problem.x.size, problem.w.size, problem.y.size,
-                  workspace_bytes(problem) // 4 if use_columns else 0)
-    return largest <= 2 ** 31 - 1
-
-
-def build_plan(problem, handle, use_columns):
-    """The invoker computing ``problem`` with GEMMs, through column matrices when ``use_columns``.
+def build_plan(problem, handle, use_columns, side_by_side=False):
+    """The invoker computing ``problem`` with GEMMs, through column matrices when ``use_columns``
+    (laid out side by side when ``side_by_side``, for backward-weights).
 
     Without columns (1x1, stride 1, no padding) x / dx serve as the column matrices directly.
     """
     p, g = problem, problem.groups
     kg, hw, ohow = p.k // g, p.in_h * p.in_w, p.out_h * p.out_w
-    chunk = chunk_images(p) if use_columns else p.n
-    cols = Columns(handle, p, chunk) if use_columns else None
-    cg_rs = p.c // g * p.fil_h * p.fil_w
+    cg_rs = _columns_rows(p)
     direction = p.direction
     gemm = Gemm(handle, trans_a=direction is Direction.BACKWARD_DATA,
                 trans_b=direction is Direction.BACKWARD_WEIGHTS)
-    batched_wrw = use_columns and direction is Direction.BACKWARD_WEIGHTS
-    sum_images = SumImages(handle) if batched_wrw else None
-    partial_base = chunk * g * cols.stride if use_columns else 0   # elements, after the columns
-    partial_size = _partial_elements(p)
-
-    def column_view(scratch, x, n0):
-        if use_columns:
-            return View(scratch, 0, cols.ld, g * cols.stride, cols.stride)
-        return View(x, n0 * p.c * hw, hw, p.c * hw, cg_rs * hw)
+    if use_columns:
+        plan = layout(p, side_by_side)
+        cols = Columns(handle, p)
+        if direction is Direction.BACKWARD_WEIGHTS:
+            return _reduction_invoker(p, plan, cols, gemm, SumPartials(handle))
+    chunk = plan.chunk if use_columns else p.n
 
     def invoker(buffers, scratch):
         events = []
@@ -108,27 +150,62 @@ def build_plan(problem, handle, use_columns):
         for n0 in range(0, p.n, chunk):
             count = min(chunk, p.n - n0)
             outputs = View(buffers.y, n0 * p.k * ohow, ohow, p.k * ohow, kg * ohow)
-            col = column_view(scratch, buffers.x, n0)
-            if direction is Direction.BACKWARD_DATA:
+            if use_columns:
+                col = plan.columns._replace(buffer=scratch)
+            else:
+                col = View(buffers.x, n0 * p.c * hw, hw, p.c * hw, cg_rs * hw)
+            if direction is Direction.FORWARD:
+                if use_columns:
+                    events.append(cols.im2col(buffers.x, n0, count, col))
+                events += grouped_gemm(gemm, (kg, ohow, cg_rs), 0.0, weights, col, outputs,
+                                       count, g)
+            elif direction is Direction.BACKWARD_DATA:
                 events += grouped_gemm(gemm, (cg_rs, ohow, kg), 0.0, weights, outputs, col,
                                        count, g)
                 if use_columns:
-                    events.append(cols.col2im(scratch, buffers.x, n0, count))
-                continue
-            if use_columns:
-                events.append(cols.im2col(buffers.x, n0, count, scratch))
-            if direction is Direction.FORWARD:
-                events += grouped_gemm(gemm, (kg, ohow, cg_rs), 0.0, weights, col, outputs,
-                                       count, g)
-            elif batched_wrw:  # one partial dW per image, then their sum in image order
-                partials = View(scratch, partial_base, cg_rs, partial_size, kg * cg_rs)
-                events += grouped_gemm(gemm, (kg, cg_rs, ohow), 0.0, outputs, col, partials,
-                                       count, g)
-                events.append(sum_images(scratch, partial_base, count, partial_size,
-                                         buffers.w, n0 > 0))
+                    events.append(cols.col2im(col, buffers.x, n0, count))
             else:  # backward-weights without workspace: accumulate image after image into dW
                 for i in range(count):
                     events += grouped_gemm(gemm, (kg, cg_rs, ohow), 0.0 if n0 + i == 0 else 1.0,
                                            outputs.at(image=i), col.at(image=i), weights, 1, g)
+        return events
+    return invoker
+
+
+def _reduction_invoker(problem, plan, cols, gemm, sum_partials):
+    """Backward-weights through column matrices: per chunk, the reduction over its images in
+    slices (one per image when stacked), their partial dW added up in order."""
+    p, g = problem, problem.groups
+    kg, ohow, cg_rs = p.k // g, p.out_h * p.out_w, _columns_rows(problem)
+
+    def invoker(buffers, scratch):
+        events = []
+        weights = View(buffers.w, 0, cg_rs, 0, kg * cg_rs)
+        for n0 in range(0, p.n, plan.chunk):
+            count = min(plan.chunk, p.n - n0)
+            col = plan.columns._replace(buffer=scratch)
+            events.append(cols.im2col(buffers.x, n0, count, col))
+            if plan.outputs:      # side by side: gather dy too, slice as reduction_slices says
+                dy = plan.outputs._replace(buffer=scratch)
+                events.append(cols.gather_outputs(buffers.y, n0, count, dy))
+                depth, slices = reduction_slices(p, count * ohow)
+                # slice s reads columns [s * depth, (s + 1) * depth): the image step is depth
+                dy, col = (v._replace(image=depth) for v in (dy, col))
+            else:                 # stacked: image i is slice i, dy read in place
+                dy = View(buffers.y, n0 * p.k * ohow, ohow, p.k * ohow, kg * ohow)
+                depth, slices = ohow, count
+            if slices == 1:
+                events += grouped_gemm(gemm, (kg, cg_rs, depth), float(n0 > 0), dy, col,
+                                       weights, 1, g)
+                continue
+            partials = View(scratch, plan.partials, cg_rs, p.k * cg_rs, kg * cg_rs)
+            full = count * ohow // depth
+            events += grouped_gemm(gemm, (kg, cg_rs, depth), 0.0, dy, col, partials, full, g)
+            if full < slices:     # the last slice is shorter
+                rest = count * ohow - full * depth
+                events += grouped_gemm(gemm, (kg, cg_rs, rest), 0.0, dy.at(full), col.at(full),
+                                       partials.at(full), 1, g)
+            events.append(sum_partials(scratch, plan.partials, slices, p.k * cg_rs, buffers.w,
+                                       n0 > 0))
         return events
     return invoker

@@ -6,9 +6,9 @@ import convsolve_gemm
 import pytest
 from convsolve import Direction, Problem
 from convsolve.testing import check_solver, device_buffers, random_tensors
-from convsolve_gemm import blas
+from convsolve_gemm import blas, matmul_conv
 
-SOLVERS = ("gemm.Gemm1x1", "gemm.Im2ColGemm")
+SOLVERS = ("gemm.Gemm1x1", "gemm.Im2ColGemm", "gemm.GemmWrwSplitK")
 
 
 @pytest.mark.parametrize("name", SOLVERS)
@@ -19,21 +19,38 @@ def test_conformance_on_the_standard_set(handle, name):
 
 @pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
 def test_chunked_batches(handle, monkeypatch, direction):
-    """With a workspace budget of one image, batches run image by image and stay correct."""
+    """With a workspace budget of two images, batches run in chunks of 2, 2 and 1, correctly."""
     problem = Problem.conv2d((5, 6, 9, 7), (4, 3, 3, 2), stride=(2, 1), padding=((1, 0), (0, 1)),
                              dilation=(1, 2), groups=2, direction=direction)
-    solver = convsolve.registry().get("gemm.Im2ColGemm")
-    per_image = solver.workspace(problem) // 5
-    monkeypatch.setattr(blas, "COLUMN_BUDGET_BYTES", 2 * per_image + 1)
-    assert solver.workspace(problem) == 2 * per_image       # chunks of 2, 2 and 1 images
-    assert check_solver(solver, handle, [problem]) == 1
     strided = Problem.conv2d((5, 6, 9, 7), (4, 6, 1, 1), stride=2, direction=direction)
-    assert check_solver(convsolve.registry().get("gemm.Gemm1x1"), handle, [strided]) == 1
+    cases = [("gemm.Im2ColGemm", problem, False), ("gemm.Gemm1x1", strided, False)]
+    if direction is Direction.BACKWARD_WEIGHTS:
+        cases.append(("gemm.GemmWrwSplitK", problem, True))
+    for name, p, side_by_side in cases:
+        budget = 2 * matmul_conv.bytes_per_image(p, side_by_side) + 1
+        monkeypatch.setattr(blas, "COLUMN_BUDGET_BYTES", budget)
+        assert matmul_conv.layout(p, side_by_side).chunk == 2
+        assert check_solver(convsolve.registry().get(name), handle, [p]) == 1
+
+
+@pytest.mark.parametrize("groups, min_depth", [(1, 10), (2, 10), (6, 30)])
+def test_split_reductions(handle, monkeypatch, groups, min_depth):
+    """Backward-weights split into slices (a shorter last one; launches per group, or per slice
+    when slices <= groups), over chunks whose partial sums accumulate, is correct and uses its
+    workspace exactly."""
+    monkeypatch.setattr(matmul_conv, "MIN_SLICE_DEPTH", min_depth)
+    problem = Problem.conv2d((5, 6, 9, 7), (6, 6 // groups, 3, 2), padding=((1, 0), (0, 1)),
+                             groups=groups, direction="wrw")                 # 8 x 7 outputs
+    monkeypatch.setattr(blas, "COLUMN_BUDGET_BYTES", 3 * matmul_conv.bytes_per_image(problem, True))
+    assert matmul_conv.layout(problem, side_by_side=True).chunk == 3
+    depth, slices = matmul_conv.reduction_slices(problem, 3 * 56)
+    assert slices > 1 and slices * depth > 3 * 56                            # uneven slices
+    assert check_solver(convsolve.registry().get("gemm.GemmWrwSplitK"), handle, [problem]) == 1
 
 
 def test_workspace_figures():
     """1x1 stride 1 needs none; otherwise the column matrices of one chunk, exactly."""
-    gemm_1x1, im2col = (convsolve.registry().get(n) for n in SOLVERS)
+    gemm_1x1, im2col, split_k = (convsolve.registry().get(n) for n in SOLVERS)
     pointwise = Problem.conv2d((8, 64, 56, 56), (256, 64, 1, 1))
     assert gemm_1x1.workspace(pointwise) == 0
     p3 = Problem.conv2d((8, 64, 56, 56), (64, 64, 3, 3), padding=1)
@@ -43,9 +60,18 @@ def test_workspace_figures():
     assert im2col.workspace(big) == (blas.COLUMN_BUDGET_BYTES // per_image) * per_image
     wrw = p3.with_direction("wrw")      # adds one partial dW (K x C*R*S) per image
     assert im2col.workspace(wrw) == 8 * (64 * 9 * 56 * 56 + 64 * 64 * 9) * 4
+    # side by side: 8 images (25088 columns) of x's columns and of dy, then a reduction of
+    # 9 tiles split into min(ceil(512 / 9), 25088 // 256, 128) = 57 slices of 441 columns
+    assert matmul_conv.reduction_slices(wrw, 25088) == (441, 57)
+    assert split_k.workspace(wrw) == ((576 + 64) * 25088 + 57 * 64 * 576) * 4
+    # 512 tiles need no split: the product goes straight into dW, after the columns and dy
+    wide = Problem.conv2d((8, 512, 7, 7), (4096, 512, 1, 1), direction="wrw")
+    assert split_k.workspace(wide) == (512 + 4096) * 8 * 49 * 4
     assert gemm_1x1.workspace(pointwise.with_direction("wrw")) == 0
     assert not gemm_1x1.is_applicable(p3)
     assert not gemm_1x1.is_applicable(Problem.conv2d((1, 4, 5, 5), (4, 4, 1, 1), padding=1))
+    assert "gemm.GemmWrwSplitK" not in convsolve.applicable_solvers(p3)     # backward-weights only
+    assert "gemm.GemmWrwSplitK" in convsolve.applicable_solvers(wrw)
 
 
 def test_cpu_parameter_set_equals_the_kernel_defaults():

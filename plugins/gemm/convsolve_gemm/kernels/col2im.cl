@@ -1,7 +1,8 @@
 /* col2im.cl: the adjoint of im2col.cl, folding column matrices back into NCHW images.
  *
- * With the column layout of im2col.cl (matrix of batch index b = n_local * groups + g at
- * col + col_off + b * col_stride, shape [Cg * R * S][OH * OW], row pitch ldcol), computes
+ * With the column layout of im2col.cl (matrix of image n_local and group g at
+ * col + col_off + n_local * image_stride + g * group_stride, shape [Cg * R * S][OH * OW], row
+ * pitch ldcol), computes
  *   dx[n][g * Cg + cl][ih][iw] = alpha * sum over (r, s, oh, ow) with
  *       oh * stride_h - pad_top  + r * dil_h == ih  and  ow * stride_w - pad_left + s * dil_w == iw
  *     of col[(cl * R + r) * S + s][oh * OW + ow]
@@ -13,8 +14,8 @@
  * Tensors: dx is packed NCHW; image n_local of the launch starts at dx + dx_off + n_local*C*H*W.
  *
  * Kernel:
- *   col2im(const global real *col, int col_off, int ldcol, int col_stride,
- *          global real *dx, int dx_off, real alpha, real beta,
+ *   col2im(const global real *col, int col_off, int ldcol, int image_stride,
+ *          int group_stride, global real *dx, int dx_off, real alpha, real beta,
  *          int C, int H, int W, int OH, int OW, int R, int S,
  *          int stride_h, int stride_w, int pad_top, int pad_left, int dil_h, int dil_w,
  *          int groups)
@@ -31,7 +32,8 @@
 #endif
 
 __kernel void col2im(const __global real *restrict col, const int col_off, const int ldcol,
-                     const int col_stride, __global real *restrict dx, const int dx_off,
+                     const int image_stride, const int group_stride,
+                     __global real *restrict dx, const int dx_off,
                      const real alpha, const real beta, const int C, const int H, const int W,
                      const int OH, const int OW, const int R, const int S,
                      const int stride_h, const int stride_w, const int pad_top,
@@ -47,7 +49,8 @@ __kernel void col2im(const __global real *restrict col, const int col_off, const
     const int nw = min(COL2IM_TW, W - iw0);
     const int cg = C / groups;
     const int n = b / groups, g = b % groups;
-    const __global real *cm = col + col_off + (size_t)b * col_stride + (size_t)cl * R * S * ldcol;
+    const __global real *cm = col + col_off + (size_t)n * image_stride + (size_t)g * group_stride +
+                              (size_t)cl * R * S * ldcol;
 
     real sum[COL2IM_TW];
     for (int t = 0; t < COL2IM_TW; ++t)

@@ -5,16 +5,20 @@
  *   ih = oh * stride_h - pad_top  + r * dil_h,   iw = ow * stride_w - pad_left + s * dil_w
  * Shape [Cg * R * S][OH * OW], row-major, row pitch ldcol >= OH * OW (pad it so that
  * ldcol * 4 bytes is not a multiple of 4 KiB: gemm.cl on CPUs slows down 2x on such pitches).
- * The matrix of batch index b = n_local * groups + g starts at col + col_off + b * col_stride,
+ * The matrix of image n_local and group g starts at
+ *   col + col_off + n_local * image_stride + g * group_stride,
  * so the forward GEMM of every group of an image is one gemm.cl launch with
  *   op(A) = W[g] (Kg x CgRS), op(B) = col (CgRS x OH*OW, ldb = ldcol), C = y[n][g] (ldc = OH*OW).
+ * Stacked images (image_stride = groups * group_stride) serve forward and backward data;
+ * images side by side (image_stride = OH * OW, ldcol >= images * OH * OW) give one matrix per
+ * group whose rows run over every image, the reduction of backward weights.
  * Bottom/right padding is implied: OH, OW are arguments, taps that fall past H, W read 0.
  *
  * Tensors: x is packed NCHW; image n_local of the launch starts at x + x_off + n_local * C*H*W.
  *
  * Kernel:
  *   im2col(const global real *x, int x_off, global real *col, int col_off, int ldcol,
- *          int col_stride, int C, int H, int W, int OH, int OW, int R, int S,
+ *          int image_stride, int group_stride, int C, int H, int W, int OH, int OW, int R, int S,
  *          int stride_h, int stride_w, int pad_top, int pad_left, int dil_h, int dil_w,
  *          int groups)
  *   global size = (OH * CS_DIV_UP(OW, IM2COL_TW), (C / groups) * R * S, images * groups)
@@ -31,7 +35,8 @@
 
 __kernel void im2col(const __global real *restrict x, const int x_off,
                      __global real *restrict col, const int col_off, const int ldcol,
-                     const int col_stride, const int C, const int H, const int W,
+                     const int image_stride, const int group_stride, const int C,
+                     const int H, const int W,
                      const int OH, const int OW, const int R, const int S,
                      const int stride_h, const int stride_w, const int pad_top,
                      const int pad_left, const int dil_h, const int dil_w, const int groups)
@@ -50,8 +55,8 @@ __kernel void im2col(const __global real *restrict x, const int x_off,
     const int n = b / groups, g = b % groups;
 
     const __global real *xc = x + x_off + ((size_t)n * C + g * cg + cl) * H * W;
-    __global real *out = col + col_off + (size_t)b * col_stride + (size_t)row * ldcol +
-                         oh * OW + ow0;
+    __global real *out = col + col_off + (size_t)n * image_stride + (size_t)g * group_stride +
+                         (size_t)row * ldcol + oh * OW + ow0;
     const int ih = oh * stride_h - pad_top + r * dil_h;
     const int iw0 = ow0 * stride_w - pad_left + s * dil_w;
     const int nw = min(IM2COL_TW, OW - ow0);
