@@ -14,7 +14,7 @@ KERNELS = resources.files(__package__) / "kernels"
 #: (M and N at least a tile) and which gives each compute unit FILL work-groups; else the last.
 PARAMS = {
     "cpu": [{"WGD_M": 1, "WGD_N": 1, "TM": 6, "TN": 16, "VW": 8, "VWM": 6, "KU": 4, "MR": 16,
-             "KB": 128, "USE_LOCAL": 0, "KWG": 16, "DOUBLE_BUF": 1, "LPAD": 0}],
+             "KB": 128, "USE_LOCAL": 0, "KWG": 16, "DOUBLE_BUF": 1, "LPAD": 0, "PF": 1}],
     "gpu": [  # 128x128 tiles: 43.1 TFLOP/s at 4096^3 on the H200
             {"WGD_M": 16, "WGD_N": 8, "TM": 8, "TN": 16, "VW": 4, "VWM": 4, "KU": 4, "MR": 1,
              "KB": 64, "USE_LOCAL": 1, "KWG": 8, "DOUBLE_BUF": 1, "LPAD": 4},

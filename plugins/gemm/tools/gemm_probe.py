@@ -9,6 +9,8 @@ Examples:
     python3 gemm_probe.py -c "TM=6 TN=16 VW=8 WGD_M=4" --size 1024 # one config at 1024^3
     python3 gemm_probe.py -c "..." -c "..." --size 1024 --rounds 3 # several configs, interleaved
     python3 gemm_probe.py -c "USE_LOCAL=1 ..." --check-suite       # odd sizes, transposes, batch
+    python3 gemm_probe.py --mnk 256 196 1024 --batch 8 --shared-a --paired-peak --rounds 3 \
+        -c "KERNEL=/tmp/gemm_old.cl" -c ""                         # A/B against an older gemm.cl
 """
 import argparse
 import os
@@ -16,6 +18,7 @@ import statistics
 import sys
 import time
 
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # idle BLAS threads spin on the 2 cores
 import numpy as np
 import pyopencl as cl
 
@@ -56,6 +59,9 @@ def parse_defines(text):
 
 
 def build(ctx, path, defines):
+    """Build `path` with -D defines; a KERNEL=<file> entry builds that file instead (A/B runs)."""
+    defines = dict(defines)
+    path = defines.pop("KERNEL", path)
     opts = [f"-I{INCLUDE}"] + [f"-D{k}={v}" for k, v in sorted(defines.items())]
     t0 = time.perf_counter()
     with open(path) as f:
@@ -74,6 +80,24 @@ def event_times(queue, launch, warmup, runs):
         ev.wait()
         times.append((ev.profile.end - ev.profile.start) * 1e-9)
     return statistics.median(times), min(times)
+
+
+def paired_times(queue, launch, peak_launch, wake_launch, warmup, runs):
+    """Median GEMM seconds of `runs` launches, each right after one FMA-peak launch, and the
+    (GEMM, peak) seconds of every pair: the host takes CPU time in bursts of a few ms, so a
+    ratio within a pair is steadier than a ratio of separate medians. A longer peak launch goes
+    first and is not timed: after the host waits, PoCL's second thread (an idle vCPU) takes
+    1-3 ms to start, and a 0.7 ms peak launch then reads about half the peak."""
+    for _ in range(warmup):
+        launch()
+    queue.finish()
+    pairs = []
+    for _ in range(runs):
+        wake_launch()
+        pk, ev = peak_launch(), launch()
+        ev.wait()
+        pairs.append(tuple((e.profile.end - e.profile.start) * 1e-9 for e in (ev, pk)))
+    return statistics.median(t for t, _ in pairs), pairs
 
 
 # {{{ noise control: the 2 cores are shared
@@ -141,7 +165,8 @@ def measure_peak(ctx, dev, queue, args):
 class Problem:
     """One batched GEMM with random data, leading dimensions padded by `pad`, offsets `off`."""
 
-    def __init__(self, ctx, M, N, K, batch=1, ta=0, tb=0, pad=0, off=0, beta=0.0, seed=0):
+    def __init__(self, ctx, M, N, K, batch=1, ta=0, tb=0, pad=0, off=0, beta=0.0, seed=0,
+                 shared_a=False):
         rng = np.random.default_rng(seed)
         self.M, self.N, self.K, self.batch, self.ta, self.tb = M, N, K, batch, ta, tb
         self.alpha, self.beta, self.off = 1.0 if beta == 0 else 0.75, beta, off
@@ -150,7 +175,9 @@ class Problem:
         pa, pb, pc = pad if isinstance(pad, tuple) else (pad,) * 3
         self.lda, self.ldb, self.ldc = ac + pa, bc + pb, N + pc
         self.sa, self.sb, self.sc = ar * self.lda + off, br * self.ldb + off, M * self.ldc + off
-        self.a = rng.standard_normal((batch, ar, ac), dtype=np.float32)
+        if shared_a:  # one A for the whole batch (stride 0), as the solvers pass the weights
+            self.sa = 0
+        self.a = rng.standard_normal((1 if shared_a else batch, ar, ac), dtype=np.float32)
         self.b = rng.standard_normal((batch, br, bc), dtype=np.float32)
         self.c0 = rng.standard_normal((batch, M, N), dtype=np.float32)
         mf = cl.mem_flags
@@ -163,8 +190,9 @@ class Problem:
 
     def _pack(self, x, ld, stride, fill=0.0):
         """Batch of matrices -> flat array with element offset `off`, row pitch ld, stride."""
-        flat = np.full(self.batch * stride + self.off, fill, dtype=np.float32)
-        for i in range(self.batch):
+        flat = np.full(len(x) * stride + self.off + (0 if stride else x.shape[1] * ld), fill,
+                       dtype=np.float32)
+        for i in range(len(x)):
             base = self.off + i * stride
             view = flat[base:base + x.shape[1] * ld].reshape(x.shape[1], ld)
             view[:, :x.shape[2]] = x[i]
@@ -185,7 +213,7 @@ class Problem:
         cl.enqueue_copy(queue, out, self.cbuf).wait()
         worst = 0.0
         for i in range(self.batch):
-            a = self.a[i].T if self.ta else self.a[i]
+            a = self.a[i % len(self.a)].T if self.ta else self.a[i % len(self.a)]
             b = self.b[i].T if self.tb else self.b[i]
             ref = self.alpha * (a.astype(np.float64) @ b.astype(np.float64))
             if self.beta:
@@ -312,7 +340,7 @@ def check_im2col(ctx, queue):
             cbuf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=col)
             geo = [np.int32(v) for v in (C, H, W, OH, OW, R, S, *st, *pad, *dil, groups)]
             i2c(queue, (OH * -(-OW // tw), rows, N * groups), None, xbuf, np.int32(2), cbuf,
-                np.int32(1), np.int32(ldcol), np.int32(cstride), *geo)
+                np.int32(1), np.int32(ldcol), np.int32(groups * cstride), np.int32(cstride), *geo)
             cl.enqueue_copy(queue, col, cbuf).wait()
             got = np.stack([col[1 + b * cstride:1 + b * cstride + rows * ldcol]
                             .reshape(rows, ldcol)[:, :OH * OW] for b in range(N * groups)])
@@ -327,7 +355,8 @@ def check_im2col(ctx, queue):
             dx0 = rng.standard_normal(x.size + 1, dtype=np.float32)
             dbuf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=dx0)
             c2i(queue, (H * W, cg, N * groups), None, cbuf, np.int32(1), np.int32(ldcol),
-                np.int32(cstride), dbuf, np.int32(1), np.float32(2.0), np.float32(0.5), *geo)
+                np.int32(groups * cstride), np.int32(cstride), dbuf, np.int32(1), np.float32(2.0),
+                np.float32(0.5), *geo)
             dx = np.empty_like(dx0)
             cl.enqueue_copy(queue, dx, dbuf).wait()
             dref = 2.0 * ref_col2im(cm, x.shape, groups, R, S, st, pad, dil, OH, OW) \
@@ -348,10 +377,13 @@ def check_im2col(ctx, queue):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-c", "--config", action="append", default=[],
-                    help="defines, e.g. 'TM=6 TN=16 VW=8' (repeatable)")
+                    help="defines, e.g. 'TM=6 TN=16 VW=8' (repeatable); KERNEL=<file> builds that"
+                         " file instead of gemm.cl (e.g. an older version, for an A/B run)")
     ap.add_argument("--size", type=int, help="M = N = K")
     ap.add_argument("--mnk", type=int, nargs=3, metavar=("M", "N", "K"))
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--shared-a", action="store_true",
+                    help="one A for every batch entry (stride 0), as the solvers pass weights")
     ap.add_argument("--pad", type=int, nargs="+", default=[0],
                     help="add to every leading dimension, or to lda ldb ldc (3 values)")
     ap.add_argument("--runs", type=int, default=7, help="timed launches per measurement")
@@ -364,8 +396,9 @@ def main():
     ap.add_argument("--quiet", type=float, default=20,
                     help="before each measurement wait up to this many s for idle CPUs")
     ap.add_argument("--paired-peak", action="store_true",
-                    help="measure the FMA peak right before each GEMM measurement and report"
-                         " the GEMM as %% of that paired peak (robust on shared machines)")
+                    help="launch the FMA peak kernel right before each timed GEMM launch and"
+                         " report the GEMM as %% of that paired peak (median over all pairs;"
+                         " robust on shared machines)")
     ap.add_argument("--check-suite", action="store_true", help="odd-size correctness suite")
     ap.add_argument("--check-im2col", action="store_true", help="im2col.cl / col2im.cl vs numpy")
     ap.add_argument("--device", default="", help="substring of '<platform> <device>'")
@@ -391,23 +424,29 @@ def main():
             prg, tbuild = build(ctx, GEMM_CL, d)
             pad = tuple(args.pad) if len(args.pad) == 3 else args.pad[0]
             prob = Problem(ctx, M, N, K, batch=args.batch, ta=d.get("TRANS_A", 0),
-                           tb=d.get("TRANS_B", 0), pad=pad)
+                           tb=d.get("TRANS_B", 0), pad=pad, shared_a=args.shared_a)
             launch = make_launch(queue, cl.Kernel(prg, "gemm"), prob, d)
             t0 = time.perf_counter()
             err, clob = prob.check(queue, launch)  # first launch also compiles (PoCL)
             runs.append((d, launch, err, clob, tbuild, time.perf_counter() - t0, [], prob))
         flops = 2.0 * M * N * K * args.batch
         pk_launch, pk_flops = peak_launcher(ctx, dev, queue, args.peak_iters // 4)
+        wake_launch = peak_launcher(ctx, dev, queue, args.peak_iters)[0]
         ratios = {i: [] for i in range(len(runs))}
+        peaks = {i: [] for i in range(len(runs))}
         noisy = 0
         for _ in range(args.rounds):
             for i, (d, launch, *_, meds, _prob) in enumerate(runs):
                 noisy += not wait_quiet(args.quiet)
                 if args.paired_peak:
-                    pk = pk_flops / event_times(queue, pk_launch, 1, 3)[0]
-                meds.append(event_times(queue, launch, args.warmup, args.runs)[0])
-                if args.paired_peak:
-                    ratios[i].append(flops / meds[-1] / pk)
+                    med, pairs = paired_times(queue, launch, pk_launch, wake_launch, args.warmup,
+                                               args.runs)
+                    meds.append(med)
+                    for t_gemm, t_peak in pairs:
+                        ratios[i].append(flops / t_gemm / (pk_flops / t_peak))
+                        peaks[i].append(pk_flops / t_peak * 1e-9)
+                else:
+                    meds.append(event_times(queue, launch, args.warmup, args.runs)[0])
         if noisy:
             print(f"note: {noisy} measurements started while other processes used the CPUs")
         for i, (d, launch, err, clob, tbuild, tfirst, meds, _prob) in enumerate(runs):
@@ -415,7 +454,8 @@ def main():
             gf = flops / med * 1e-9
             pct = f" {100 * gf / peak:5.1f}% of peak" if peak else ""
             if ratios[i]:
-                pct += f" {100 * statistics.median(ratios[i]):5.1f}% of paired peak"
+                pct += (f" {100 * statistics.median(ratios[i]):5.1f}% of paired peak"
+                        f" (peak median {statistics.median(peaks[i]):.0f})")
             ok = err < 1e-5 and not clob
             fails += not ok
             name = " ".join(f"{k}={v}" for k, v in sorted(d.items())) or "(defaults)"

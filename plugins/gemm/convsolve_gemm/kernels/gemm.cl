@@ -29,20 +29,25 @@
  * the strided layout that keeps local-memory reads conflict-free (GPU).
  *
  * Three code paths:
- *   USE_LOCAL == 0, MR == 1 (the defaults): every work-item streams its rows of op(A) and columns of op(B)
+ *   USE_LOCAL == 0, MR == 1: every work-item streams its rows of op(A) and columns of op(B)
  *      straight from global memory, the register tile as explicit vectors (CPU). TRANS_B == 1
  *      makes every B vector a gather, and ldb * 4 bytes a multiple of 4 KiB halves the speed
  *      (all of op(B)'s column panel falls in one L1 set).
- *   USE_LOCAL == 0, MR > 1: a work-item owns MR row blocks; for each KB-deep
- *      k-block it packs its KB x TN block of op(B) into private memory (gathers for TRANS_B,
- *      bounds for edge columns, all once) and runs the MR register tiles over it in turn,
- *      parking them in a private stash. Immune to the ldb aliasing above.
+ *   USE_LOCAL == 0, MR > 1 (the defaults): a work-item owns MR row blocks and, for each KB-deep
+ *      k-block, packs its KB x TN block of op(B) into private memory (contiguous; TRANS_B
+ *      transposed 8 x 8 in registers when VW == 8 and the compiler is clang; edge columns
+ *      clamped) and runs the MR tiles over it in turn, parking them in a private stash. With TRANS_A the work-group's MWG rows of
+ *      op(A) are packed the same way (rows of A^T are contiguous there, but lda apart per k).
+ *      Each row block packs its share of the next k-block while its FMAs run (two buffers)
+ *      and software-prefetches (PF) what comes later: op(B) two shares ahead, the next column
+ *      tile's first block (PoCL runs work-groups in order along N) and its rows of C. An edge
+ *      tile whose columns fit in its first TN / 2 runs a half-width micro-kernel.
  *   USE_LOCAL == 1 (GPU, needs MR == 1): the work-group stages KWG-deep slices of op(A) and
  *      op(B) in local memory (k-major; transposition absorbed in the staging), optionally
  *      double-buffered with a register prefetch of the next slice.
  *
  * Defines read (tunables, each with a default below): TRANS_A, TRANS_B, WGD_M, WGD_N, TM, TN,
- * VW, VWM, KU, USE_LOCAL, MR, KB, KWG, DOUBLE_BUF, LPAD; from convsolve.h: CS_PRECISION.
+ * VW, VWM, KU, USE_LOCAL, MR, KB, PF, KWG, DOUBLE_BUF, LPAD; from convsolve.h: CS_PRECISION.
  * Derived (defined here): MWG, NWG, WGS, NVEC, MGRP, LA, LB, LDAS, LDBS.
  * The defaults are a measured CPU set (AVX2, 2 cores); plugins/gemm/TUNING.md has the others.
  */
@@ -84,6 +89,9 @@
 #endif
 #ifndef KB
 #define KB 128 /* MR > 1: depth of the k-blocks whose op(B) block is packed in private memory */
+#endif
+#ifndef PF
+#define PF 1 /* MR > 1: 1 = software-prefetch op(B)'s next k-block, the next tile's, and C */
 #endif
 #ifndef KWG
 #define KWG 16 /* K depth of one local-memory tile (USE_LOCAL == 1) */
@@ -229,6 +237,115 @@ GEMM_INLINE void gemm_store(__global real *C, int ldc, int m, int n, int N, real
     }
 }
 
+#if !USE_LOCAL && MR > 1
+/* Software prefetch of the cache line holding *p. OpenCL's prefetch() is a no-op on PoCL;
+ * clang's builtin emits prefetcht0 (other compilers: no prefetch). */
+#if PF && defined(__clang__)
+#define GEMM_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define GEMM_PREFETCH(p)
+#endif
+#define GEMM_LINE (64 / (int)sizeof(real)) /* elements per 64-byte cache line */
+
+/* Prefetch p[r * ld + c] for r0 <= r < r1, c0 <= c < c1 (c0 < c1), one touch per cache line. */
+GEMM_INLINE void gemm_prefetch(const __global real *p, int ld, int r0, int r1, int c0, int c1)
+{
+    for (int r = r0; r < r1; ++r) {
+        for (int c = c0; c < c1; c += GEMM_LINE)
+            GEMM_PREFETCH(p + r * ld + c);
+        GEMM_PREFETCH(p + r * ld + c1 - 1);
+    }
+}
+
+/* Prefetch op(B)[k0 .. k1 - 1][n0 .. n1 - 1], n0 < n1. */
+#if TRANS_B
+#define GEMM_PREFETCH_B(k0, k1, n0, n1) gemm_prefetch(B, ldb, n0, n1, k0, k1)
+#else
+#define GEMM_PREFETCH_B(k0, k1, n0, n1) gemm_prefetch(B, ldb, k0, k1, n0, n1)
+#endif
+
+#if TRANS_B && VW == 8 && defined(__clang__)
+#define GEMM_TRANSPOSE8 1
+/* r[l][t] -> r[t][l] for an 8 x 8 block (unpack, 64-bit shuffle, 128-bit lane swap) */
+GEMM_INLINE void gemm_transpose8(realN r[8])
+{
+    realN t[8], u[8];
+#pragma unroll
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i += 4) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            u[i + 2 * h] =
+                __builtin_shufflevector(t[i + h], t[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+            u[i + 2 * h + 1] =
+                __builtin_shufflevector(t[i + h], t[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        r[i] = __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        r[i + 4] = __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+}
+#endif
+
+/* op(B)[k0 .. k1 - 1][the work-item's first nv vectors] -> bp[k - kb]: contiguous rows,
+ * columns past N clamped to N - 1. */
+GEMM_INLINE void gemm_pack_b(realN bp[KB][NVEC], const __global real *B, int ldb, int N,
+                             int n_wg0, int lx, int nv, int kb, int k0, int k1)
+{
+    int k = k0;
+#ifdef GEMM_TRANSPOSE8
+    /* 8 x 8 blocks: 8 contiguous vectors along k (rows of B), transposed in registers */
+    for (; k + 8 <= k1; k += 8) {
+#pragma unroll
+        for (int j = 0; j < NVEC; ++j) {
+            if (j < nv) {
+                const int n = n_wg0 + GEMM_COL(j);
+                realN r[8];
+#pragma unroll
+                for (int l = 0; l < 8; ++l)
+                    r[l] = GEMM_VLOADN(B + min(n + l, N - 1) * ldb + k);
+                gemm_transpose8(r);
+#pragma unroll
+                for (int l = 0; l < 8; ++l)
+                    bp[k + l - kb][j] = r[l];
+            }
+        }
+    }
+#endif
+    for (; k < k1; ++k)
+#pragma unroll
+        for (int j = 0; j < NVEC; ++j)
+            if (j < nv)
+                bp[k - kb][j] = gemm_load_b_safe(B, ldb, k, n_wg0 + GEMM_COL(j), N);
+}
+
+#if TRANS_A
+/* op(A)[the work-group's MWG rows][k0 .. k1 - 1] -> ap[k - kb][row] with op(A) = A^T: row k of
+ * A holds them contiguously; rows past M clamped to M - 1. */
+GEMM_INLINE void gemm_pack_at(real ap[KB][MWG], const __global real *A, int lda, int M,
+                              int m_wg0, int kb, int k0, int k1)
+{
+    for (int k = k0; k < k1; ++k) {
+#pragma unroll
+        for (int c = 0; c < MWG; c += VW) {
+            if (MWG % VW == 0 && m_wg0 + c + VW <= M) { /* then ap's vectors are aligned */
+                *(realN *)&ap[k - kb][c] = GEMM_VLOADN(&GEMM_A(m_wg0 + c, k));
+            } else {
+                for (int l = c; l < min(c + VW, MWG); ++l)
+                    ap[k - kb][l] = GEMM_A(min(m_wg0 + l, M - 1), k);
+            }
+        }
+    }
+}
+#endif
+#endif
+
 /* The register tile of the work-item whose first row block starts at m0, to C. */
 GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int M, int N, int m0, int n0, int lx,
                                  int ly, realN acc[TM][NVEC], real alpha, real beta)
@@ -251,23 +368,29 @@ GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int M, int N, int m0
 /* {{{ global-memory path step (USE_LOCAL == 0), a macro: written as an inlined function taking
  * acc by pointer, LLVM 15 hoists the broadcasts of the next k and spills the register tile. */
 
-/* acc += op(A)[ROWS(i)][kk] * op(B)[kk][n_wg0 + GEMM_COL(j) ..]; LOAD_B(kk, j) gives vector j. */
-#define GEMM_STEP(kk, ROWS, LOAD_B)                                                 \
+/* acc += op(A)[rows][kk] * op(B)[kk][columns] for the first NV vectors of each row; LOAD_A(i, kk)
+ * gives op(A)'s element of register-tile row i, LOAD_B(kk, j) the vector j of op(B)'s row kk. */
+#define GEMM_STEP(kk, LOAD_A, LOAD_B, NV)                                           \
     {                                                                               \
         realN b_[NVEC];                                                             \
-        _Pragma("unroll") for (int j_ = 0; j_ < NVEC; ++j_)                         \
+        _Pragma("unroll") for (int j_ = 0; j_ < (NV); ++j_)                         \
             b_[j_] = LOAD_B((kk), j_);                                              \
         _Pragma("unroll") for (int i_ = 0; i_ < TM; ++i_) {                         \
-            const realN a_ = (realN)GEMM_A(ROWS(i_), (kk));                         \
-            _Pragma("unroll") for (int j_ = 0; j_ < NVEC; ++j_)                     \
+            const realN a_ = (realN)LOAD_A(i_, (kk));                               \
+            _Pragma("unroll") for (int j_ = 0; j_ < (NV); ++j_)                     \
                 acc[i_][j_] = fma(a_, b_[j_], acc[i_][j_]);                         \
         }                                                                           \
     }
-#define GEMM_ROWS_FULL(i) (m0 + GEMM_ROW(i))
-#define GEMM_ROWS_EDGE(i) (min(m0 + GEMM_ROW(i), M - 1)) /* rows past M read row M - 1 */
+#define GEMM_LOAD_A_FULL(i, k) GEMM_A(m0 + GEMM_ROW(i), k)
+#define GEMM_LOAD_A_EDGE(i, k) GEMM_A(min(m0 + GEMM_ROW(i), M - 1), k) /* rows past M: row M - 1 */
+#if TRANS_A /* MR > 1: op(A)'s k-block is packed (see gemm_pack_at), else read in place */
+#define GEMM_LOAD_A_BLOCK(i, k) apack[cur][(k) - kb][m0 - m_wg0 + GEMM_ROW(i)]
+#else
+#define GEMM_LOAD_A_BLOCK(i, k) arow[i][k]
+#endif
 #define GEMM_LOAD_B_FULL(k, j) gemm_load_b(B, ldb, k, n_wg0 + GEMM_COL(j))
 #define GEMM_LOAD_B_EDGE(k, j) gemm_load_b_safe(B, ldb, k, n_wg0 + GEMM_COL(j), N)
-#define GEMM_LOAD_B_PACK(k, j) bpack[(k) - kb][j]
+#define GEMM_LOAD_B_PACK(k, j) bpack[cur][(k) - kb][j]
 
 /* acc += op(A)[rows][K0 .. K1 - 1] * op(B)[K0 .. K1 - 1][columns], fast path when `full`. */
 #define GEMM_PANEL(K0, K1)                                                          \
@@ -275,14 +398,27 @@ GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int M, int N, int m0
         int k = (K0);                                                               \
         for (; k + KU <= (K1); k += KU) {                                           \
             _Pragma("unroll") for (int u = 0; u < KU; ++u)                          \
-                GEMM_STEP(k + u, GEMM_ROWS_FULL, GEMM_LOAD_B_FULL)                  \
+                GEMM_STEP(k + u, GEMM_LOAD_A_FULL, GEMM_LOAD_B_FULL, NVEC)          \
         }                                                                           \
         for (; k < (K1); ++k)                                                       \
-            GEMM_STEP(k, GEMM_ROWS_FULL, GEMM_LOAD_B_FULL)                          \
+            GEMM_STEP(k, GEMM_LOAD_A_FULL, GEMM_LOAD_B_FULL, NVEC)                  \
     } else {                                                                        \
         for (int k = (K0); k < (K1); ++k)                                           \
-            GEMM_STEP(k, GEMM_ROWS_EDGE, GEMM_LOAD_B_EDGE)                          \
+            GEMM_STEP(k, GEMM_LOAD_A_EDGE, GEMM_LOAD_B_EDGE, NVEC)                  \
     }
+
+/* MR > 1: acc += op(A)[rows][kb .. kend - 1] * the packed op(B) block, NV vectors per row. */
+#define GEMM_BLOCK(NV)                                                              \
+    {                                                                               \
+        int k = kb;                                                                 \
+        for (; k + KU <= kend; k += KU) {                                           \
+            _Pragma("unroll") for (int u = 0; u < KU; ++u)                          \
+                GEMM_STEP(k + u, GEMM_LOAD_A_BLOCK, GEMM_LOAD_B_PACK, NV)           \
+        }                                                                           \
+        for (; k < kend; ++k)                                                       \
+            GEMM_STEP(k, GEMM_LOAD_A_BLOCK, GEMM_LOAD_B_PACK, NV)                   \
+    }
+#define GEMM_HALF (NVEC > 1 ? NVEC / 2 : NVEC) /* vectors of a half-width register tile */
 /* }}} */
 
 #if USE_LOCAL
@@ -407,56 +543,79 @@ void gemm(const int M, const int N, const int K, const real alpha, const real be
     GEMM_PANEL(0, K)
 #else
     /* k-blocked: for each KB-deep block of k, op(B)'s block is packed into private memory
-     * (contiguous: no cache-set aliasing whatever ldb is, and TRANS_B gathers only once), then
+     * (contiguous: no cache-set aliasing whatever ldb is, and TRANS_B transposed only once), then
      * every row block r runs over it in turn, its register tile parked in stash[r] between */
     realN stash[MR][TM][NVEC];
-    realN bpack[KB][NVEC];
+    realN bpack[2][KB][NVEC]; /* the k-block being used, and the next one being packed */
+#if TRANS_A
+    real apack[2][KB][MWG] __attribute__((aligned(sizeof(realN)))); /* the same for op(A) = A^T */
+#endif
     if (!GEMM_INSIDE(m_wg0))
         return; /* no element of this work-item's tiles is in C */
-    for (int kb = 0; kb < K; kb += KB) {
-        const int kend = min(kb + KB, K);
-        for (int k = kb; k < kend; ++k)
-#pragma unroll
-            for (int j = 0; j < NVEC; ++j)
-                bpack[k - kb][j] = GEMM_LOAD_B_EDGE(k, j);
-        for (int r = 0; r < MR; ++r) {
+    /* row blocks with rows in C; each packs `share` rows of the next k-block while it runs */
+    const int live = min(MR, CS_DIV_UP(M - m_wg0 - GEMM_ROW(0), TM * WGD_M));
+    const int share = CS_DIV_UP(CS_DIV_UP(KB, live), 8) * 8; /* (whole 8 x 8 blocks, TRANS_B) */
+    const int pf_n0 = n_wg0 + GEMM_COL(0), pf_n1 = min(n_wg0 + GEMM_COL(NVEC - 1) + VW, N);
+    /* an edge tile whose columns all lie in its first half runs the half-width micro-kernel */
+    const bool narrow = NVEC > 1 && n_wg0 + GEMM_COL(GEMM_HALF) >= N;
+    const int nv = narrow ? GEMM_HALF : NVEC; /* vectors of op(B) to pack */
+    gemm_pack_b(bpack[0], B, ldb, N, n_wg0, lx, nv, 0, 0, min(KB, K));
+#if TRANS_A
+    gemm_pack_at(apack[0], A, lda, M, m_wg0, 0, 0, min(KB, K));
+#endif
+    for (int kb = 0, cur = 0; kb < K; kb += KB, cur ^= 1) {
+        const int kend = min(kb + KB, K), knext = min(kend + KB, K);
+        for (int r = 0; r < live; ++r) {
             const int m0 = m_wg0 + r * (TM * WGD_M);
-            if (m0 + GEMM_ROW(0) >= M)
-                break; /* and so are the later row blocks */
+            /* op(B) rows are ldb apart, often a page each: prefetch two shares ahead, and
+             * pack this row block's share of the next k-block while the FMAs run */
+            const int pf0 = min(kend + (r + 2) * share, K), pf1 = min(kend + (r + 3) * share, K);
+            if (pf0 < pf1)
+                GEMM_PREFETCH_B(pf0, pf1, pf_n0, pf_n1);
+            if (kend == K) {
+                /* last k-block: PoCL runs the next column tile next, so prefetch its first
+                 * k-block; and this row block's rows of C, stored when its FMAs are done */
+                const int nk0 = min(r * share, KB), nk1 = min((r + 1) * share, min(KB, K));
+                if (nk0 < nk1 && pf_n0 + NWG < N)
+                    GEMM_PREFETCH_B(nk0, nk1, pf_n0 + NWG, min(pf_n1 + NWG, N));
+                for (int i = 0; i < TM; ++i)
+                    GEMM_PREFETCH(C + min(m0 + GEMM_ROW(i), M - 1) * ldc + pf_n0);
+            }
+            const int k0 = min(kend + r * share, knext), k1 = min(kend + (r + 1) * share, knext);
+            gemm_pack_b(bpack[cur ^ 1], B, ldb, N, n_wg0, lx, nv, kend, k0, k1);
+#if TRANS_A
+            gemm_pack_at(apack[cur ^ 1], A, lda, M, m_wg0, kend, k0, k1);
+#endif
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
                 for (int j = 0; j < NVEC; ++j)
                     acc[i][j] = kb == 0 ? (realN)0 : stash[r][i][j];
-            if (m0 + GEMM_ROW(TM - 1) < M) {
-                int k = kb;
-                for (; k + KU <= kend; k += KU) {
-#pragma unroll
-                    for (int u = 0; u < KU; ++u)
-                        GEMM_STEP(k + u, GEMM_ROWS_FULL, GEMM_LOAD_B_PACK)
-                }
-                for (; k < kend; ++k)
-                    GEMM_STEP(k, GEMM_ROWS_FULL, GEMM_LOAD_B_PACK)
-            } else {
-                for (int k = kb; k < kend; ++k)
-                    GEMM_STEP(k, GEMM_ROWS_EDGE, GEMM_LOAD_B_PACK)
-            }
+#if !TRANS_A
+            const __global real *arow[TM]; /* op(A)'s rows; rows past M read row M - 1 */
 #pragma unroll
             for (int i = 0; i < TM; ++i)
+                arow[i] = A + min(m0 + GEMM_ROW(i), M - 1) * lda;
+#endif
+            if (narrow)
+                GEMM_BLOCK(GEMM_HALF)
+            else
+                GEMM_BLOCK(NVEC)
+            if (kend == K) {
+                gemm_store_tile(C, ldc, M, N, m0, n_wg0, lx, ly, acc, alpha, beta);
+            } else {
 #pragma unroll
-                for (int j = 0; j < NVEC; ++j)
-                    stash[r][i][j] = acc[i][j];
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < NVEC; ++j)
+                        stash[r][i][j] = acc[i][j];
+            }
         }
     }
-    for (int r = 0; r < MR; ++r) {
-        const int m0 = m_wg0 + r * (TM * WGD_M);
-        if (!GEMM_INSIDE(m0))
-            break;
-        if (K > 0)
-            gemm_store_tile(C, ldc, M, N, m0, n_wg0, lx, ly, stash[r], alpha, beta);
-        else
-            gemm_store_tile(C, ldc, M, N, m0, n_wg0, lx, ly, acc, alpha, beta);
-    }
+    if (K == 0) /* then the loop above stored nothing */
+        for (int r = 0; r < live; ++r)
+            gemm_store_tile(C, ldc, M, N, m_wg0 + r * (TM * WGD_M), n_wg0, lx, ly, acc, alpha,
+                            beta);
 #endif
     /* }}} */
 #else
