@@ -114,14 +114,18 @@ def test_plugin_lists_its_solvers():
 
 def test_launches_take_the_largest_tile_they_fill(handle, monkeypatch):
     """With several parameter sets, a product too small for the large tile takes the small one."""
-    large = dict(blas.PARAMS["cpu"][0])
-    small = dict(large, MR=1)                       # 6-row tiles instead of 96
+    large = dict(blas.PARAMS[blas.device_kind(handle)][0])
+    if large["MR"] > 1:
+        small = dict(large, MR=1)                               # CPU: 6-row tiles, not 96
+    else:
+        small = dict(large, WGD_M=large["WGD_M"] // 2)          # GPU: half the rows
     monkeypatch.setitem(blas.PARAMS, blas.device_kind(handle), [large, small])
     gemm = blas.Gemm(handle, trans_a=False, trans_b=False)
-    assert [v.tile_m for v in gemm.variants] == [96, 6]
+    big, little = gemm.variants
+    assert big.tile_m > little.tile_m and big.tile_n == little.tile_n
     assert gemm.enough_groups == blas.FILL * handle.device.max_compute_units
-    assert gemm._variant(64, 4096, 1).tile_m == 6        # M below the large tile
-    assert gemm._variant(96 * gemm.enough_groups, 16, 1).tile_m == 96
-    assert gemm._variant(96, 16, 1).tile_m == 6          # one work-group cannot fill the device
+    assert gemm._variant(big.tile_m - 1, 4096, 1) is little     # M below the large tile
+    assert gemm._variant(big.tile_m * gemm.enough_groups, big.tile_n, 1) is big
+    assert gemm._variant(big.tile_m, big.tile_n, 1) is little   # one work-group cannot fill the device
     problem = Problem.conv2d((2, 6, 9, 7), (5, 6, 3, 3), padding=1)
     assert check_solver(convsolve.registry().get("gemm.Im2ColGemm"), handle, [problem]) == 1
