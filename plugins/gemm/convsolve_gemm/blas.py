@@ -187,5 +187,6 @@ def images_per_chunk(problem, bytes_per_image, budget):
     return max(1, min(problem.n, budget // max(1, bytes_per_image)))
 
 
-#: Workspace budget of the column matrices: batches are processed in chunks that fit it.
+#: Workspace budget per chunk of images: the chunk's per-image matrices fit it (see
+#: matmul_conv.bytes_per_image; a split reduction's partial dW comes on top).
 COLUMN_BUDGET_BYTES = 64 << 20

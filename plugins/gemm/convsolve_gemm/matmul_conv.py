@@ -40,17 +40,18 @@ class Layout(NamedTuple):
 
     chunk: int          # images per chunk
     columns: View       # col[image, group]
-    outputs: View       # side by side: dy gathered like the columns (else None: dy is read in place)
+    outputs: View       # side by side: dy gathered like the columns (else None: dy read in place)
     partials: int       # backward-weights: offset of the partial dW of the reduction's slices
+    slices: int         # backward-weights: partial dW room is reserved for this many slices
     elements: int       # workspace size: the last matrix written ends exactly here
 
 
 def layout(problem, side_by_side=False):
-    """The workspace layout of a solver that goes through column matrices."""
+    """The workspace layout of a solver that goes through column matrices (``side_by_side``:
+    backward-weights only)."""
     p, g = problem, problem.groups
     rows, ohow = _columns_rows(p), p.out_h * p.out_w
     chunk = images_per_chunk(p, bytes_per_image(p, side_by_side), blas.COLUMN_BUDGET_BYTES)
-    wrw = p.direction is Direction.BACKWARD_WEIGHTS
     if side_by_side:
         width = chunk * ohow
         ld = padded_pitch(width)
@@ -58,17 +59,16 @@ def layout(problem, side_by_side=False):
         outputs = View(None, g * rows * ld, ld, ohow, p.k // g * ld)
         partials = outputs.offset + p.k * ld
         _, slices = reduction_slices(p, width)
-        end = partials - ld + width                       # the last row of dy
+        last_row_end = partials - ld + width                # of dy
     else:
         ld = padded_pitch(ohow)
         columns = View(None, 0, ld, g * rows * ld, rows * ld)
         outputs = None
         partials = chunk * g * rows * ld
-        slices = chunk if wrw else 1                      # one partial dW per image
-        end = partials - ld + ohow                        # the last row of the columns
-    if slices > 1:
-        end = partials + slices * p.k * rows
-    return Layout(chunk, columns, outputs, partials, end)
+        slices = chunk if p.direction is Direction.BACKWARD_WEIGHTS else 1  # one per image
+        last_row_end = partials - ld + ohow                 # of the columns
+    end = partials + slices * p.k * rows if slices > 1 else last_row_end
+    return Layout(chunk, columns, outputs, partials, slices, end)
 
 
 def bytes_per_image(problem, side_by_side=False):
@@ -82,13 +82,15 @@ def bytes_per_image(problem, side_by_side=False):
     return (columns * padded_pitch(ohow) + partial) * 4
 
 
-def reduction_slices(problem, width):
+def reduction_slices(problem, width, most=None):
     """(depth, count) of the slices a side-by-side reduction of ``width`` columns is split
-    into: enough for SPLIT_TILES tiles, each at least MIN_SLICE_DEPTH deep, at most MAX_SLICES.
-    The rule reads the problem only, so the workspace does not depend on the device."""
+    into: enough for SPLIT_TILES tiles, each at least MIN_SLICE_DEPTH deep, at most ``most``
+    (default MAX_SLICES). The rule reads the problem only, so the workspace does not depend on
+    the device."""
     p = problem
     tiles = p.groups * ceil(p.k // p.groups / 64) * ceil(_columns_rows(p) / 64)
-    wanted = max(1, min(ceil(SPLIT_TILES / tiles), width // MIN_SLICE_DEPTH, MAX_SLICES))
+    wanted = max(1, min(ceil(SPLIT_TILES / tiles), width // MIN_SLICE_DEPTH,
+                        MAX_SLICES if most is None else most))
     depth = ceil(width / wanted)
     return depth, ceil(width / depth)
 
@@ -146,10 +148,10 @@ def build_plan(problem, handle, use_columns, side_by_side=False):
 
     def invoker(buffers, scratch):
         events = []
-        weights = View(buffers.w, 0, cg_rs, 0, kg * cg_rs)
+        weights = _weights(p, buffers)
         for n0 in range(0, p.n, chunk):
             count = min(chunk, p.n - n0)
-            outputs = View(buffers.y, n0 * p.k * ohow, ohow, p.k * ohow, kg * ohow)
+            outputs = _outputs(p, buffers, n0)
             if use_columns:
                 col = plan.columns._replace(buffer=scratch)
             else:
@@ -180,19 +182,19 @@ def _reduction_invoker(problem, plan, cols, gemm, sum_partials):
 
     def invoker(buffers, scratch):
         events = []
-        weights = View(buffers.w, 0, cg_rs, 0, kg * cg_rs)
+        weights = _weights(p, buffers)
         for n0 in range(0, p.n, plan.chunk):
             count = min(plan.chunk, p.n - n0)
             col = plan.columns._replace(buffer=scratch)
             events.append(cols.im2col(buffers.x, n0, count, col))
-            if plan.outputs:      # side by side: gather dy too, slice as reduction_slices says
+            if plan.outputs is not None:   # side by side: gather dy, slice as reduction_slices says
                 dy = plan.outputs._replace(buffer=scratch)
                 events.append(cols.gather_outputs(buffers.y, n0, count, dy))
-                depth, slices = reduction_slices(p, count * ohow)
+                depth, slices = reduction_slices(p, count * ohow, most=plan.slices)
                 # slice s reads columns [s * depth, (s + 1) * depth): the image step is depth
                 dy, col = (v._replace(image=depth) for v in (dy, col))
-            else:                 # stacked: image i is slice i, dy read in place
-                dy = View(buffers.y, n0 * p.k * ohow, ohow, p.k * ohow, kg * ohow)
+            else:                          # stacked: image i is slice i, dy read in place
+                dy = _outputs(p, buffers, n0)
                 depth, slices = ohow, count
             if slices == 1:
                 events += grouped_gemm(gemm, (kg, cg_rs, depth), float(n0 > 0), dy, col,
@@ -209,3 +211,15 @@ def _reduction_invoker(problem, plan, cols, gemm, sum_partials):
                                        n0 > 0))
         return events
     return invoker
+
+
+def _weights(problem, buffers):
+    """W (dW) as the matrices W[g], Kg x Cg*R*S."""
+    cg_rs = _columns_rows(problem)
+    return View(buffers.w, 0, cg_rs, 0, problem.k // problem.groups * cg_rs)
+
+
+def _outputs(problem, buffers, n0):
+    """y (dy) from image n0 on as the matrices y[n, g], Kg x OH*OW."""
+    p, ohow = problem, problem.out_h * problem.out_w
+    return View(buffers.y, n0 * p.k * ohow, ohow, p.k * ohow, p.k // p.groups * ohow)

@@ -48,8 +48,23 @@ def test_split_reductions(handle, monkeypatch, groups, min_depth):
     assert check_solver(convsolve.registry().get("gemm.GemmWrwSplitK"), handle, [problem]) == 1
 
 
+def test_a_short_last_chunk_keeps_to_the_reserved_slices(handle, monkeypatch):
+    """A last chunk that would split into more slices than a full one (here 23 against 21)
+    is held to the partials the workspace has room for."""
+    monkeypatch.setattr(matmul_conv, "MIN_SLICE_DEPTH", 1)
+    monkeypatch.setattr(matmul_conv, "MAX_SLICES", 23)
+    problem = Problem.conv2d((5, 6, 9, 7), (6, 6, 3, 2), padding=((1, 0), (0, 1)),
+                             direction="wrw")                                # 8 x 7 outputs
+    monkeypatch.setattr(blas, "COLUMN_BUDGET_BYTES", 3 * matmul_conv.bytes_per_image(problem, True))
+    plan = matmul_conv.layout(problem, side_by_side=True)
+    assert (plan.chunk, plan.slices) == (3, 21)                              # chunks 3 and 2
+    assert matmul_conv.reduction_slices(problem, 2 * 56)[1] == 23
+    assert check_solver(convsolve.registry().get("gemm.GemmWrwSplitK"), handle, [problem]) == 1
+
+
 def test_workspace_figures():
-    """1x1 stride 1 needs none; otherwise the column matrices of one chunk, exactly."""
+    """1x1 stride 1 needs none; otherwise one chunk's matrices (columns; for backward-weights
+    also the partial dW, or dy and the slices' partial dW side by side), exactly."""
     gemm_1x1, im2col, split_k = (convsolve.registry().get(n) for n in SOLVERS)
     pointwise = Problem.conv2d((8, 64, 56, 56), (256, 64, 1, 1))
     assert gemm_1x1.workspace(pointwise) == 0
