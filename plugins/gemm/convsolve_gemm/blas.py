@@ -14,7 +14,7 @@ KERNELS = resources.files(__package__) / "kernels"
 #: (M and N at least a tile) and which gives each compute unit FILL work-groups; else the last.
 PARAMS = {
     "cpu": [{"WGD_M": 1, "WGD_N": 1, "TM": 6, "TN": 16, "VW": 8, "VWM": 6, "KU": 4, "MR": 16,
-             "KB": 128, "USE_LOCAL": 0, "KWG": 16, "DOUBLE_BUF": 1, "LPAD": 0, "PF": 1}],
+             "KB": 128, "NR": 1, "USE_LOCAL": 0, "KWG": 16, "DOUBLE_BUF": 1, "LPAD": 0, "PF": 1}],
     "gpu": [  # 128x128 tiles: 43.1 TFLOP/s at 4096^3 on the H200
             {"WGD_M": 16, "WGD_N": 8, "TM": 8, "TN": 16, "VW": 4, "VWM": 4, "KU": 4, "MR": 1,
              "KB": 64, "USE_LOCAL": 1, "KWG": 8, "DOUBLE_BUF": 1, "LPAD": 4},
@@ -22,6 +22,10 @@ PARAMS = {
             {"WGD_M": 8, "WGD_N": 16, "TM": 8, "TN": 4, "VW": 4, "VWM": 4, "KU": 4, "MR": 1,
              "KB": 64, "USE_LOCAL": 1, "KWG": 16, "DOUBLE_BUF": 1, "LPAD": 4}],
 }
+#: Changes to PARAMS for products with TRANS_A (backward data), by device type: on the CPU a
+#: work-item copies its rows of A^T once for NR column tiles, and NR = 4 is 10-35% faster there
+#: while it loses on the other transpositions (TUNING.md, round 3).
+TRANS_A_PARAMS = {"cpu": {"NR": 4}, "gpu": {}}
 #: Work-groups per compute unit a launch needs before it takes a larger tile.
 FILL = 2
 #: Consecutive output (im2col) and input (col2im) columns per work-item, by device type: on
@@ -62,7 +66,7 @@ class _Variant:
                                    {"TRANS_A": int(trans_a), "TRANS_B": int(trans_b), **params})
         self.kernel.set_scalar_arg_dtypes(_GEMM_SCALARS)
         self.tile_m = params["TM"] * params["WGD_M"] * params["MR"]
-        self.tile_n = params["TN"] * params["WGD_N"]
+        self.tile_n = params["TN"] * params["WGD_N"] * params.get("NR", 1)  # NR: column tiles
         self.local = (params["WGD_N"], params["WGD_M"], 1)
 
     def global_size(self, m, n, batch):
@@ -73,7 +77,9 @@ class Gemm:
     """A built batched GEMM (one transposition variant, every parameter set of the device)."""
 
     def __init__(self, handle, trans_a, trans_b):
-        sets = PARAMS[device_kind(handle)]
+        kind = device_kind(handle)
+        sets = [dict(params, **TRANS_A_PARAMS[kind]) if trans_a else params
+                for params in PARAMS[kind]]
         refused = {str(params): check_params(params, handle.device) for params in sets}
         usable = [params for params in sets if not refused[str(params)]]
         if not usable:

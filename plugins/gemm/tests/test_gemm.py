@@ -98,6 +98,13 @@ def test_cpu_parameter_set_equals_the_kernel_defaults():
         k: defaults[k] for k in blas.PARAMS["cpu"][0]}
 
 
+def test_backward_data_products_take_their_own_parameters(handle):
+    """TRANS_A products apply TRANS_A_PARAMS (on the CPU: NR = 4 column tiles per work-item)."""
+    plain, trans_a = (blas.Gemm(handle, trans_a=t, trans_b=False).variants[0] for t in (0, 1))
+    column_tiles = blas.TRANS_A_PARAMS[blas.device_kind(handle)].get("NR", 1)
+    assert trans_a.tile_n == plain.tile_n * column_tiles
+
+
 def test_invalid_parameter_sets_are_refused_by_the_solver(handle, monkeypatch):
     """A parameter set the device cannot run is rejected with the reason, before any build."""
     too_big = dict(blas.PARAMS["gpu"][0], WGD_M=64, WGD_N=128, KWG=4096)

@@ -29,8 +29,8 @@ COL2IM_CL = os.path.join(HERE, "..", "convsolve_gemm", "kernels", "col2im.cl")
 INCLUDE = os.path.normpath(os.path.join(HERE, "..", "..", "..", "core", "kernels"))
 PEAK_CL = os.path.join(INCLUDE, "peak.cl")   # the core's peak kernel, as `convsolve bench` uses
 
-# Defaults of gemm.cl, needed here only to compute launch sizes (the .cl file owns them).
-CL_DEFAULTS = {"WGD_M": 1, "WGD_N": 1, "TM": 6, "TN": 16, "MR": 16}  # gemm.cl's #ifndef values
+# Defaults of gemm.cl (its #ifndef values), needed here only to compute launch sizes.
+CL_DEFAULTS = {"WGD_M": 1, "WGD_N": 1, "TM": 6, "TN": 16, "MR": 16, "NR": 1}
 
 
 def pick_device(want):
@@ -235,7 +235,7 @@ def launch_sizes(defines, M, N, batch):
     d = dict(CL_DEFAULTS, **defines)
     if defines.get("USE_LOCAL") and "MR" not in defines:
         d["MR"] = 1  # gemm.cl: MR defaults to 1 with USE_LOCAL
-    mwg, nwg = d["TM"] * d["WGD_M"] * d["MR"], d["TN"] * d["WGD_N"]
+    mwg, nwg = d["TM"] * d["WGD_M"] * d["MR"], d["TN"] * d["WGD_N"] * d["NR"]
     local = (d["WGD_N"], d["WGD_M"], 1)
     glob = (-(-N // nwg) * d["WGD_N"], -(-M // mwg) * d["WGD_M"], batch)
     return glob, local

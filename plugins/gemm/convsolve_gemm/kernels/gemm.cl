@@ -21,34 +21,38 @@
  *   Sizes, offsets and strides are arguments, so one build serves every problem of a config.
  *
  * Work decomposition: a work-group computes an MWG x NWG tile of C (MWG = TM * WGD_M * MR,
- * NWG = TN * WGD_N); each work-item holds a TM x TN register tile as TM x (TN / VW) vectors of
- * VW columns. In row block r < MR, work-item (lx, ly) owns
+ * NWG = TN * WGD_N * NR); each work-item holds a TM x TN register tile as TM x (TN / VW) vectors
+ * of VW columns. In row block r < MR and column tile t < NR, work-item (lx, ly) owns
  *   rows    m_wg0 + r * TM * WGD_M + ((i / VWM) * WGD_M + ly) * VWM + i % VWM,   i < TM
- *   columns n_wg0 + ((j * WGD_N) + lx) * VW + l,                 j < TN / VW, l < VW
+ *   columns n_wg0 + t * TN * WGD_N + ((j * WGD_N) + lx) * VW + l,  j < TN / VW, l < VW
  * so VWM == TM and WGD_N == 1 give contiguous rows/columns (CPU), and VWM, VW < TM, TN give
  * the strided layout that keeps local-memory reads conflict-free (GPU).
  *
  * Three code paths:
  *   USE_LOCAL == 0, MR == 1: every work-item streams its rows of op(A) and columns of op(B)
- *      straight from global memory, the register tile as explicit vectors (CPU). TRANS_B == 1
- *      makes every B vector a gather, and ldb * 4 bytes a multiple of 4 KiB halves the speed
- *      (all of op(B)'s column panel falls in one L1 set).
+ *      straight from global memory, the register tile as explicit vectors (CPU), for each of
+ *      its NR column tiles in turn. TRANS_B == 1 makes every B vector a gather, and ldb * 4
+ *      bytes a multiple of 4 KiB halves the speed (all of op(B)'s column panel falls in one
+ *      L1 set).
  *   USE_LOCAL == 0, MR > 1 (the defaults): a work-item owns MR row blocks and, for each KB-deep
- *      k-block, packs its KB x TN block of op(B) into private memory (contiguous; TRANS_B
+ *      k-block, packs its KB x TN blocks of op(B) into private memory (contiguous; TRANS_B
  *      transposed 8 x 8 in registers when VW == 8 and the compiler is clang; edge columns
- *      clamped) and runs the MR tiles over it in turn, parking them in a private stash. With TRANS_A the work-group's MWG rows of
- *      op(A) are packed the same way (rows of A^T are contiguous there, but lda apart per k).
+ *      clamped) and runs the MR x NR tiles over it in turn, parking them in a private stash
+ *      between k-blocks (the last k-block stores them to C);
+ *      each row block runs its NR column tiles back to back, its rows of op(A) hot in L1.
+ *      With TRANS_A the work-group's MWG rows of op(A) are packed the same way (rows of A^T
+ *      are contiguous there, but lda apart per k), once for all NR column tiles.
  *      Each row block packs its share of the next k-block while its FMAs run (two buffers)
  *      and software-prefetches (PF) what comes later: op(B) two shares ahead, the next column
  *      tile's first block (PoCL runs work-groups in order along N) and its rows of C. An edge
  *      tile whose columns fit in its first TN / 2 runs a half-width micro-kernel.
- *   USE_LOCAL == 1 (GPU, needs MR == 1): the work-group stages KWG-deep slices of op(A) and
- *      op(B) in local memory (k-major; transposition absorbed in the staging), optionally
- *      double-buffered with a register prefetch of the next slice.
+ *   USE_LOCAL == 1 (GPU, needs MR == 1 and NR == 1): the work-group stages KWG-deep slices
+ *      of op(A) and op(B) in local memory (k-major; transposition absorbed in the staging),
+ *      optionally double-buffered with a register prefetch of the next slice.
  *
  * Defines read (tunables, each with a default below): TRANS_A, TRANS_B, WGD_M, WGD_N, TM, TN,
- * VW, VWM, KU, USE_LOCAL, MR, KB, PF, KWG, DOUBLE_BUF, LPAD; from convsolve.h: CS_PRECISION.
- * Derived (defined here): MWG, NWG, WGS, NVEC, MGRP, LA, LB, LDAS, LDBS.
+ * VW, VWM, KU, USE_LOCAL, MR, NR, KB, PF, KWG, DOUBLE_BUF, LPAD; from convsolve.h: CS_PRECISION.
+ * Derived (defined here): MWG, NWG, NTW, WGS, NVEC, MGRP, LA, LB, LDAS, LDBS.
  * The defaults are a measured CPU set (AVX2, 2 cores); plugins/gemm/TUNING.md has the others.
  */
 #include "convsolve.h"
@@ -87,6 +91,9 @@
 #ifndef MR
 #define MR 16 /* row blocks per work-item, TM * WGD_M rows apart (> 1: k-blocked; USE_LOCAL: 1) */
 #endif
+#ifndef NR
+#define NR 1 /* column tiles of TN * WGD_N columns per work-group (MR > 1: op(A) shared by them) */
+#endif
 #ifndef KB
 #define KB 128 /* MR > 1: depth of the k-blocks whose op(B) block is packed in private memory */
 #endif
@@ -106,7 +113,8 @@
 
 /* {{{ derived quantities and checks */
 #define MWG (TM * WGD_M * MR)       /* rows of C per work-group */
-#define NWG (TN * WGD_N)            /* columns of C per work-group */
+#define NTW (TN * WGD_N)            /* columns of C per column tile */
+#define NWG (NTW * NR)              /* columns of C per work-group */
 #define WGS (WGD_M * WGD_N)         /* work-items per work-group */
 #define NVEC (TN / VW)              /* vectors per register-tile row */
 #define MGRP (TM / VWM)             /* row runs per work-item */
@@ -123,6 +131,9 @@
 #endif
 #if USE_LOCAL && MR != 1
 #error "gemm.cl: USE_LOCAL needs MR == 1"
+#endif
+#if USE_LOCAL && NR != 1
+#error "gemm.cl: USE_LOCAL needs NR == 1"
 #endif
 #if USE_LOCAL
 #if (MWG * KWG) % WGS != 0 || (NWG * KWG) % WGS != 0
@@ -388,9 +399,9 @@ GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int M, int N, int m0
 #else
 #define GEMM_LOAD_A_BLOCK(i, k) arow[i][k]
 #endif
-#define GEMM_LOAD_B_FULL(k, j) gemm_load_b(B, ldb, k, n_wg0 + GEMM_COL(j))
-#define GEMM_LOAD_B_EDGE(k, j) gemm_load_b_safe(B, ldb, k, n_wg0 + GEMM_COL(j), N)
-#define GEMM_LOAD_B_PACK(k, j) bpack[cur][(k) - kb][j]
+#define GEMM_LOAD_B_FULL(k, j) gemm_load_b(B, ldb, k, n0 + GEMM_COL(j))
+#define GEMM_LOAD_B_EDGE(k, j) gemm_load_b_safe(B, ldb, k, n0 + GEMM_COL(j), N)
+#define GEMM_LOAD_B_PACK(k, j) bpack[cur][t][(k) - kb][j]
 
 /* acc += op(A)[rows][K0 .. K1 - 1] * op(B)[K0 .. K1 - 1][columns], fast path when `full`. */
 #define GEMM_PANEL(K0, K1)                                                          \
@@ -534,19 +545,29 @@ void gemm(const int M, const int N, const int K, const real alpha, const real be
 #if !USE_LOCAL
     /* {{{ global-memory path: each work-item streams its own panels */
 #define GEMM_INSIDE(m0) ((m0) + GEMM_ROW(0) < M && n_wg0 + GEMM_COL(0) < N)
-#define GEMM_FULL(m0) ((m0) + GEMM_ROW(TM - 1) < M && n_wg0 + GEMM_COL(NVEC - 1) + VW <= N)
 #if MR == 1
     const int m0 = m_wg0;
     if (!GEMM_INSIDE(m0))
-        return; /* no element of this work-item's tile is in C */
-    const bool full = GEMM_FULL(m0);
-    GEMM_PANEL(0, K)
+        return; /* no element of this work-item's tiles is in C */
+    for (int t = 0; t < NR; ++t) { /* its NR column tiles in turn */
+        const int n0 = n_wg0 + t * NTW;
+        if (n0 + GEMM_COL(0) >= N)
+            break;
+        const bool full = m0 + GEMM_ROW(TM - 1) < M && n0 + GEMM_COL(NVEC - 1) + VW <= N;
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < NVEC; ++j)
+                acc[i][j] = (realN)0;
+        GEMM_PANEL(0, K)
+        gemm_store_tile(C, ldc, M, N, m0, n0, lx, ly, acc, alpha, beta);
+    }
 #else
     /* k-blocked: for each KB-deep block of k, op(B)'s block is packed into private memory
      * (contiguous: no cache-set aliasing whatever ldb is, and TRANS_B transposed only once), then
      * every row block r runs over it in turn, its register tile parked in stash[r] between */
-    realN stash[MR][TM][NVEC];
-    realN bpack[2][KB][NVEC]; /* the k-block being used, and the next one being packed */
+    realN stash[MR][NR][TM][NVEC];
+    realN bpack[2][NR][KB][NVEC]; /* the k-block being used, and the next one being packed */
 #if TRANS_A
     real apack[2][KB][MWG] __attribute__((aligned(sizeof(realN)))); /* the same for op(A) = A^T */
 #endif
@@ -554,12 +575,16 @@ void gemm(const int M, const int N, const int K, const real alpha, const real be
         return; /* no element of this work-item's tiles is in C */
     /* row blocks with rows in C; each packs `share` rows of the next k-block while it runs */
     const int live = min(MR, CS_DIV_UP(M - m_wg0 - GEMM_ROW(0), TM * WGD_M));
+    /* column tiles with columns in C (a constant 1 when NR == 1, so the tile loops fold) */
+    const int tiles = NR == 1 ? 1 : min(NR, CS_DIV_UP(N - n_wg0 - GEMM_COL(0), NTW));
     const int share = CS_DIV_UP(CS_DIV_UP(KB, live), 8) * 8; /* (whole 8 x 8 blocks, TRANS_B) */
-    const int pf_n0 = n_wg0 + GEMM_COL(0), pf_n1 = min(n_wg0 + GEMM_COL(NVEC - 1) + VW, N);
+    const int pf_n0 = n_wg0 + GEMM_COL(0);
+    const int pf_n1 = min(n_wg0 + (tiles - 1) * NTW + GEMM_COL(NVEC - 1) + VW, N);
     /* an edge tile whose columns all lie in its first half runs the half-width micro-kernel */
-    const bool narrow = NVEC > 1 && n_wg0 + GEMM_COL(GEMM_HALF) >= N;
-    const int nv = narrow ? GEMM_HALF : NVEC; /* vectors of op(B) to pack */
-    gemm_pack_b(bpack[0], B, ldb, N, n_wg0, lx, nv, 0, 0, min(KB, K));
+#define GEMM_NARROW(t) (NVEC > 1 && n_wg0 + (t) * NTW + GEMM_COL(GEMM_HALF) >= N)
+#define GEMM_NV(t) (GEMM_NARROW(t) ? GEMM_HALF : NVEC) /* vectors of op(B) to pack */
+    for (int t = 0; t < tiles; ++t)
+        gemm_pack_b(bpack[0][t], B, ldb, N, n_wg0 + t * NTW, lx, GEMM_NV(t), 0, 0, min(KB, K));
 #if TRANS_A
     gemm_pack_at(apack[0], A, lda, M, m_wg0, 0, 0, min(KB, K));
 #endif
@@ -579,43 +604,49 @@ void gemm(const int M, const int N, const int K, const real alpha, const real be
                 if (nk0 < nk1 && pf_n0 + NWG < N)
                     GEMM_PREFETCH_B(nk0, nk1, pf_n0 + NWG, min(pf_n1 + NWG, N));
                 for (int i = 0; i < TM; ++i)
-                    GEMM_PREFETCH(C + min(m0 + GEMM_ROW(i), M - 1) * ldc + pf_n0);
+                    for (int t = 0; t < tiles; ++t)
+                        GEMM_PREFETCH(C + min(m0 + GEMM_ROW(i), M - 1) * ldc + pf_n0 + t * NTW);
             }
             const int k0 = min(kend + r * share, knext), k1 = min(kend + (r + 1) * share, knext);
-            gemm_pack_b(bpack[cur ^ 1], B, ldb, N, n_wg0, lx, nv, kend, k0, k1);
+            for (int t = 0; t < tiles; ++t)
+                gemm_pack_b(bpack[cur ^ 1][t], B, ldb, N, n_wg0 + t * NTW, lx, GEMM_NV(t), kend,
+                            k0, k1);
 #if TRANS_A
             gemm_pack_at(apack[cur ^ 1], A, lda, M, m_wg0, kend, k0, k1);
-#endif
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < NVEC; ++j)
-                    acc[i][j] = kb == 0 ? (realN)0 : stash[r][i][j];
-#if !TRANS_A
+#else
             const __global real *arow[TM]; /* op(A)'s rows; rows past M read row M - 1 */
 #pragma unroll
             for (int i = 0; i < TM; ++i)
                 arow[i] = A + min(m0 + GEMM_ROW(i), M - 1) * lda;
 #endif
-            if (narrow)
-                GEMM_BLOCK(GEMM_HALF)
-            else
-                GEMM_BLOCK(NVEC)
-            if (kend == K) {
-                gemm_store_tile(C, ldc, M, N, m0, n_wg0, lx, ly, acc, alpha, beta);
-            } else {
+            /* the NR column tiles in turn, over the same rows of op(A) (now in L1) */
+            for (int t = 0; t < tiles; ++t) {
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
 #pragma unroll
                     for (int j = 0; j < NVEC; ++j)
-                        stash[r][i][j] = acc[i][j];
+                        acc[i][j] = kb == 0 ? (realN)0 : stash[r][t][i][j];
+                if (GEMM_NARROW(t))
+                    GEMM_BLOCK(GEMM_HALF)
+                else
+                    GEMM_BLOCK(NVEC)
+                if (kend == K) {
+                    gemm_store_tile(C, ldc, M, N, m0, n_wg0 + t * NTW, lx, ly, acc, alpha, beta);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < TM; ++i)
+#pragma unroll
+                        for (int j = 0; j < NVEC; ++j)
+                            stash[r][t][i][j] = acc[i][j];
+                }
             }
         }
     }
     if (K == 0) /* then the loop above stored nothing */
         for (int r = 0; r < live; ++r)
-            gemm_store_tile(C, ldc, M, N, m_wg0 + r * (TM * WGD_M), n_wg0, lx, ly, acc, alpha,
-                            beta);
+            for (int t = 0; t < tiles; ++t)
+                gemm_store_tile(C, ldc, M, N, m_wg0 + r * (TM * WGD_M), n_wg0 + t * NTW, lx, ly,
+                                acc, alpha, beta);
 #endif
     /* }}} */
 #else
@@ -659,7 +690,7 @@ void gemm(const int M, const int N, const int K, const real alpha, const real be
     /* }}} */
 #endif
 
-#if USE_LOCAL || MR == 1
+#if USE_LOCAL
     gemm_store_tile(C, ldc, M, N, m0, n_wg0, lx, ly, acc, alpha, beta);
 #endif
 }
