@@ -118,7 +118,8 @@ def test_invalid_parameter_sets_are_refused_by_the_solver(handle, monkeypatch):
 
 def test_find_ranks_gemm_above_naive_and_switches_remove_it(handle, monkeypatch):
     """On a real-sized layer GEMM wins find; the family and solver switches take it out."""
-    problem = Problem.conv2d((2, 32, 14, 14), (64, 32, 3, 3), padding=1)
+    images = 2 if blas.device_kind(handle) == "cpu" else 64      # real-sized for the device
+    problem = Problem.conv2d((images, 32, 14, 14), (64, 32, 3, 3), padding=1)
     buffers = device_buffers(handle, random_tensors(problem))
     ranked = [s.solver for s in convsolve.find(handle, problem, **buffers, mode="NORMAL")]
     assert ranked[0] == "gemm.Im2ColGemm" and ranked[-1] == "direct.NaiveFwd"
