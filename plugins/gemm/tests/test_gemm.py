@@ -33,15 +33,22 @@ def test_chunked_batches(handle, monkeypatch, direction):
         assert check_solver(convsolve.registry().get(name), handle, [p]) == 1
 
 
+def _in_side_by_side_chunks_of_3(monkeypatch, groups):
+    """A 5-image backward-weights problem (8 x 7 outputs), with the workspace budget set so that
+    GemmWrwSplitK takes it in chunks of 3 and 2 images."""
+    problem = Problem.conv2d((5, 6, 9, 7), (6, 6 // groups, 3, 2), padding=((1, 0), (0, 1)),
+                             groups=groups, direction="wrw")
+    monkeypatch.setattr(blas, "COLUMN_BUDGET_BYTES", 3 * matmul_conv.bytes_per_image(problem, True))
+    return problem
+
+
 @pytest.mark.parametrize("groups, min_depth", [(1, 10), (2, 10), (6, 30)])
 def test_split_reductions(handle, monkeypatch, groups, min_depth):
     """Backward-weights split into slices (a shorter last one; launches per group, or per slice
     when slices <= groups), over chunks whose partial sums accumulate, is correct and uses its
     workspace exactly."""
     monkeypatch.setattr(matmul_conv, "MIN_SLICE_DEPTH", min_depth)
-    problem = Problem.conv2d((5, 6, 9, 7), (6, 6 // groups, 3, 2), padding=((1, 0), (0, 1)),
-                             groups=groups, direction="wrw")                 # 8 x 7 outputs
-    monkeypatch.setattr(blas, "COLUMN_BUDGET_BYTES", 3 * matmul_conv.bytes_per_image(problem, True))
+    problem = _in_side_by_side_chunks_of_3(monkeypatch, groups)
     assert matmul_conv.layout(problem, side_by_side=True).chunk == 3
     depth, slices = matmul_conv.reduction_slices(problem, 3 * 56)
     assert slices > 1 and slices * depth > 3 * 56                            # uneven slices
@@ -53,9 +60,7 @@ def test_a_short_last_chunk_keeps_to_the_reserved_slices(handle, monkeypatch):
     is held to the partials the workspace has room for."""
     monkeypatch.setattr(matmul_conv, "MIN_SLICE_DEPTH", 1)
     monkeypatch.setattr(matmul_conv, "MAX_SLICES", 23)
-    problem = Problem.conv2d((5, 6, 9, 7), (6, 6, 3, 2), padding=((1, 0), (0, 1)),
-                             direction="wrw")                                # 8 x 7 outputs
-    monkeypatch.setattr(blas, "COLUMN_BUDGET_BYTES", 3 * matmul_conv.bytes_per_image(problem, True))
+    problem = _in_side_by_side_chunks_of_3(monkeypatch, groups=1)
     plan = matmul_conv.layout(problem, side_by_side=True)
     assert (plan.chunk, plan.slices) == (3, 21)                              # chunks 3 and 2
     assert matmul_conv.reduction_slices(problem, 2 * 56)[1] == 23
