@@ -41,7 +41,7 @@ def cmd_solvers(args):
     plugins = [{"name": p.name, "module": p.module, "distribution": p.distribution,
                 "version": p.version, "loaded": p.error is None, "error": p.error,
                 "solvers": p.solvers, "refused_solvers": p.solver_errors} for p in reg.plugins]
-    solvers = [{"name": s.name, "family": s.algorithm,
+    solvers = [{"name": s.name, "family": s.family,
                 "directions": [d.value for d in s.directions], "dynamic": s.dynamic,
                 "enabled": s.name not in off, "disabled_by": off.get(s.name)}
                for s in reg.solvers.values()]
@@ -128,7 +128,7 @@ def _solve_one(handle, problem, args, rng):
     else:
         solutions = find(handle, problem, **buffers)
         chosen = solutions[0].solver if solutions else None
-    report["solutions"] = [{"solver": s.solver, "family": s.algorithm, "time_ms": s.time_ms,
+    report["solutions"] = [{"solver": s.solver, "family": s.family, "time_ms": s.time_ms,
                             "gflops": problem.flops / s.time_ms / 1e6 if s.time_ms else None,
                             "workspace": s.workspace, "source": s.source} for s in solutions]
     report["source"] = solutions[0].source if solutions else "named"

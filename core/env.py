@@ -54,7 +54,7 @@ DISABLE_CACHE = _declare(
     "CONVSOLVE_DISABLE_CACHE", "0", "1 turns the on-disk kernel binary cache off.")
 USER_DB_PATH = _declare(
     "CONVSOLVE_USER_DB_PATH", "",
-    "Path of the user find-db (SQLite). Unset: find_db_v2.sqlite in platformdirs' user data dir.")
+    "Path of the user find-db (SQLite). Unset: find_db_v3.sqlite in platformdirs' user data dir.")
 SYSTEM_DB_PATH = _declare(
     "CONVSOLVE_SYSTEM_DB_PATH", "",
     "Path of the read-only system find-db (JSON lines). Unset: the one shipped in the package.")
@@ -83,7 +83,7 @@ ALLOW_REDUCED_PRECISION = _declare(
 FAMILY_SWITCHES = {
     family: _declare(
         f"CONVSOLVE_DEBUG_CONV_{family.upper()}", "1",
-        f"0 turns off every solver of the {family!r} family (solver.algorithm == {family!r}).")
+        f"0 turns off every solver of the {family!r} family (solver.family == {family!r}).")
     for family in FAMILIES
 }
 
@@ -103,7 +103,7 @@ DEBUG_COMPILE_ONLY = _declare(
     "recorded); find then returns an empty list.")
 WORKSPACE_LIMIT = _declare(
     "CONVSOLVE_WORKSPACE_LIMIT", "1G",
-    "Most workspace find allocates itself when called with workspace=None; bytes, with an "
+    "Most workspace find allocates itself when called with scratch=None; bytes, with an "
     "optional K, M or G suffix (powers of 1024).")
 FIND_SOLVER_BUDGET_MS = _declare(
     "CONVSOLVE_FIND_SOLVER_BUDGET_MS", "1000",
@@ -157,9 +157,9 @@ def size_in_bytes(var):
     return int(digits) * scale
 
 
-def disabled_by(solver_name, algorithm):
+def disabled_by(solver_name, family):
     """The switch (e.g. 'CONVSOLVE_DEBUG_CONV_GEMM=0') that turns a solver off, or None."""
-    switch = FAMILY_SWITCHES.get(algorithm)
+    switch = FAMILY_SWITCHES.get(family)
     if switch is not None and not flag(switch):
         return f"{switch.name}={switch.raw()}"
     for pattern in names(DISABLE_SOLVERS):

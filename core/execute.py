@@ -42,10 +42,10 @@ def check_buffers(problem, x, w, y):
 def check_scratch(scratch, needed, solver_name):
     """``scratch`` checked to hold ``needed`` bytes for ``solver_name``."""
     if scratch is not None and not isinstance(scratch, cl.Buffer):
-        raise ValidationError("workspace", type(scratch).__name__, "expected a pyopencl.Buffer or None")
+        raise ValidationError("scratch", type(scratch).__name__, "expected a pyopencl.Buffer or None")
     have = scratch.size if scratch is not None else 0
     if have < needed:
-        raise ValidationError("workspace", have, f"{solver_name!r} needs {needed} bytes")
+        raise ValidationError("scratch", have, f"{solver_name!r} needs {needed} bytes")
     return scratch
 
 
@@ -60,10 +60,10 @@ def resolve_solver(handle, problem, solver):
         name = handle.best.get(problem.key(), {}).get(solver)
         if name is None:
             family_records = [r for r in FindDb().lookup(handle.db_key, problem.key())
-                              if r.algorithm == solver and r.solver in reg.solvers
+                              if r.family == solver and r.solver in reg.solvers
                               and not r.failure]
             if not family_records:
-                families = {s.algorithm for s in reg.solvers.values()}
+                families = {s.family for s in reg.solvers.values()}
                 if solver in families:
                     raise SolverError(f"no {solver!r} solver was found for {problem.key()}: "
                                       "run find first, or name a solver")
@@ -76,10 +76,10 @@ def resolve_solver(handle, problem, solver):
     return chosen
 
 
-def run(handle, problem, solver, *, x, w, y, workspace=None):
+def run(handle, problem, solver, *, x, w, y, scratch=None):
     """Enqueue ``solver`` (a name, or a family find has ranked) on ``problem``; returns its events.
 
-    Nothing waits: synchronise with ``handle.queue.finish()`` or the events.  ``workspace`` is a
+    Nothing waits: synchronise with ``handle.queue.finish()`` or the events.  ``scratch`` is a
     buffer of at least the solver's workspace bytes, or None to use one the handle keeps.  The
     resolved solver and its invoker are kept in the handle until a solver switch changes or find
     ranks the problem again, so repeated calls cost little more than the enqueue.
@@ -98,6 +98,6 @@ def run(handle, problem, solver, *, x, w, y, workspace=None):
             return [cl.enqueue_fill_buffer(handle.queue, buffers.w, b"\0\0\0\0", 0,
                                            problem.w.nbytes)]
         return []
-    scratch = handle.scratch(needed) if workspace is None else workspace
+    scratch = handle.scratch(needed) if scratch is None else scratch
     check_scratch(scratch, needed, chosen.name)
     return invoker(buffers, scratch)

@@ -34,7 +34,7 @@ def explain(handle, problem, buffers=None):
     for solver in reg.solvers.values():
         record = records.get(solver.name)
         usable = solver in applicable
-        row = {"solver": solver.name, "family": solver.algorithm,
+        row = {"solver": solver.name, "family": solver.family,
                "wti": _safe(solver.get_wti, problem, float) if usable else None,
                "workspace": _safe(solver.workspace, problem, int) if usable else None,
                "db_time_ms": record.time_ms if record else None,

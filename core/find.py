@@ -47,19 +47,19 @@ def _remember(handle, problem, solutions):
     handle.resolved.clear()   # a family may now mean another solver
     best = handle.best.setdefault(problem.key(), {})
     for solution in sorted(solutions, key=lambda s: s.time_ms, reverse=True):
-        best[solution.algorithm] = solution.solver
+        best[solution.family] = solution.solver
 
 
-def _workspace(handle, workspace, needs):
+def _scratch(handle, scratch, needs):
     """(scratch buffer, bytes available, how they were chosen): the caller's buffer, or find's own.
 
-    With ``workspace=None`` find allocates the largest need that fits under
+    With ``scratch=None`` find allocates the largest need that fits under
     CONVSOLVE_WORKSPACE_LIMIT and the device's largest allocation, halving on allocation failure
     while the halved size still serves some candidate.
     """
-    if workspace is not None:
-        check_scratch(workspace, 0, "find")
-        return workspace, workspace.size, "given"
+    if scratch is not None:
+        check_scratch(scratch, 0, "find")
+        return scratch, scratch.size, "given"
     cap = min(env.size_in_bytes(env.WORKSPACE_LIMIT), handle.device.max_mem_alloc_size)
     how = (f"allocated (find allocates at most {format_bytes(cap)}: "
            f"{env.WORKSPACE_LIMIT.name} and the device's largest buffer)")
@@ -95,7 +95,7 @@ def _build_all(handle, problem, solvers, skipped):
     return built
 
 
-def benchmark(handle, problem, solvers, buffers, workspace, skipped, failed=None):
+def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None):
     """Build and time ``solvers``; returns their Solutions, fastest first, and fills ``skipped``.
 
     ``failed`` (a dict, if given) also receives the solvers that failed to build or run: the
@@ -109,7 +109,7 @@ def benchmark(handle, problem, solvers, buffers, workspace, skipped, failed=None
             needs[solver] = int(solver.workspace(problem))
         except Exception as exc:  # noqa: BLE001
             skipped[solver.name] = f"workspace() raised {exc!r}"
-    scratch, available, how = _workspace(handle, workspace, needs.values())
+    scratch, available, how = _scratch(handle, scratch, needs.values())
     fitting = []
     for solver, need in needs.items():
         if need > available:
@@ -137,7 +137,7 @@ def benchmark(handle, problem, solvers, buffers, workspace, skipped, failed=None
             log.info("skip %r: failed to run: %s", solver.name, exc)
             continue
         log.info("timed %r: %.4f ms", solver.name, time_ms)
-        results.append(Solution(solver.name, solver.algorithm, time_ms, needs[solver], "benchmark"))
+        results.append(Solution(solver.name, solver.family, time_ms, needs[solver], "benchmark"))
     return sorted(results, key=lambda s: s.time_ms)
 
 
@@ -160,13 +160,13 @@ def _safe_wti(solver, problem):
         return -1.0
 
 
-def find(handle, problem, *, x, w, y, workspace=None, request_count=None, exhaustive=False,
+def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhaustive=False,
          mode=None):
     """Rank the solvers of ``problem``, fastest first, benchmarking as the find mode says.
 
     Buffers are in forward-sense roles for every direction (backward-data writes ``x``,
     backward-weights writes ``w``); find runs candidates on them, so the written buffer holds
-    some candidate's result afterwards.  ``workspace`` is a buffer, or None to let find allocate
+    some candidate's result afterwards.  ``scratch`` is a buffer, or None to let find allocate
     what candidates need (up to CONVSOLVE_WORKSPACE_LIMIT).  A find-db hit that lacks some
     candidate (a solver installed since) benchmarks just the missing ones and merges them.
     ``exhaustive=True`` ignores the find-db and benchmarks every applicable solver.  ``mode``
@@ -212,7 +212,7 @@ def find(handle, problem, *, x, w, y, workspace=None, request_count=None, exhaus
                      problem.key(), ", ".join(s.name for s in untried))
             solvers = untried
     failed = {}
-    timed = benchmark(handle, problem, solvers, buffers, workspace, skipped, failed)
+    timed = benchmark(handle, problem, solvers, buffers, scratch, skipped, failed)
     if env.flag(env.DEBUG_COMPILE_ONLY):
         return []
     results = sorted(known + timed, key=lambda s: s.time_ms)
@@ -220,10 +220,10 @@ def find(handle, problem, *, x, w, y, workspace=None, request_count=None, exhaus
         reasons = "; ".join(f"{name}: {why}" for name, why in sorted(skipped.items()))
         raise FindError(f"no solver works for {problem.key()} on {handle.name}: "
                         f"{reasons or 'no solver is installed'}")
-    algorithms = {solver.name: solver.algorithm for solver in solvers}
-    failures = [r for r in recorded if r.failure and r.solver not in algorithms]
-    failures += [Record(name, algorithms[name], None, 0, failure=why) for name, why in failed.items()]
+    families = {solver.name: solver.family for solver in solvers}
+    failures = [r for r in recorded if r.failure and r.solver not in families]
+    failures += [Record(name, families[name], None, 0, failure=why) for name, why in failed.items()]
     db.store(handle.db_key, problem.key(),
-             [Record(r.solver, r.algorithm, r.time_ms, r.workspace) for r in results] + failures)
+             [Record(r.solver, r.family, r.time_ms, r.workspace) for r in results] + failures)
     _remember(handle, problem, results)
     return results[:request_count]

@@ -24,8 +24,10 @@ from .errors import DatabaseError
 
 log = logging.getLogger("convsolve")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _TABLE = f"find_v{SCHEMA_VERSION}"
+#: The previous schema (its column ``algorithm`` is now ``family``), migrated on first use.
+_OLD_TABLE = "find_v2"
 _BUSY_TIMEOUT_S = 30.0
 
 
@@ -34,7 +36,7 @@ class Record:
     """One benchmarked solver for one problem on one device."""
 
     solver: str
-    algorithm: str
+    family: str
     time_ms: float         # None for a failure
     workspace: int
     source: str = "user"   # 'user' or 'system': which db it came from
@@ -73,7 +75,7 @@ def _system_records(path):
             try:
                 row = json.loads(line)
                 failure = row.get("failure")
-                record = Record(row["solver"], row["algorithm"],
+                record = Record(row["solver"], row["family"],
                                 None if failure else float(row["time_ms"]),
                                 int(row.get("workspace", 0)), "system", failure)
                 table.setdefault((row["device"], row["problem"]), []).append(record)
@@ -83,6 +85,11 @@ def _system_records(path):
     return table
 
 # }}}
+
+
+def _has_table(conn, schema, table):
+    return conn.execute(f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = ?",
+                        (table,)).fetchone() is not None
 
 
 class FindDb:
@@ -103,11 +110,8 @@ class FindDb:
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
             conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {_TABLE} (device TEXT NOT NULL, problem TEXT NOT NULL,"
-                " solver TEXT NOT NULL, algorithm TEXT NOT NULL, time_ms REAL,"
-                " workspace INTEGER NOT NULL, failure TEXT, updated REAL NOT NULL,"
-                " PRIMARY KEY (device, problem, solver))")
+            if not _has_table(conn, "main", _TABLE):
+                self._create(conn)
             with self._check_lock:
                 if self.user_path not in self._checked:
                     verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
@@ -118,6 +122,33 @@ class FindDb:
             conn.close()
             raise
         return conn
+
+    def _create(self, conn):
+        """Create the table, copying the records of a schema-2 db (same file, or the default
+        ``find_db_v2.sqlite`` beside this one) so that an upgrade loses nothing."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {_TABLE} (device TEXT NOT NULL, problem TEXT NOT NULL,"
+                " solver TEXT NOT NULL, family TEXT NOT NULL, time_ms REAL,"
+                " workspace INTEGER NOT NULL, failure TEXT, updated REAL NOT NULL,"
+                " PRIMARY KEY (device, problem, solver))")
+            old_file = self.user_path.with_name(f"find_db_v{SCHEMA_VERSION - 1}.sqlite")
+            sources = [f"main.{_OLD_TABLE}"] if _has_table(conn, "main", _OLD_TABLE) else []
+            if not sources and old_file.exists() and old_file != self.user_path:
+                conn.execute("ATTACH DATABASE ? AS old", (str(old_file),))
+                if _has_table(conn, "old", _OLD_TABLE):
+                    sources.append(f"old.{_OLD_TABLE}")
+            for source in sources:
+                conn.execute(f"INSERT OR IGNORE INTO {_TABLE} SELECT * FROM {source}")
+                log.info("find-db: records of %s copied into %s", source, self.user_path)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        finally:
+            if conn.execute("SELECT 1 FROM pragma_database_list WHERE name = 'old'").fetchone():
+                conn.execute("DETACH DATABASE old")
 
     def _set_aside(self, reason):
         """Rename a corrupt user db out of the way (with its WAL files) so it is rebuilt."""
@@ -161,12 +192,12 @@ class FindDb:
         """The records for a problem on a device, fastest first and failures last: the user db's,
         else the system db's."""
         rows = self._run(lambda conn: conn.execute(
-            f"SELECT solver, algorithm, time_ms, workspace, failure FROM {_TABLE}"
+            f"SELECT solver, family, time_ms, workspace, failure FROM {_TABLE}"
             " WHERE device = ? AND problem = ? ORDER BY failure IS NOT NULL, time_ms",
             (device, problem_key)).fetchall())
         if rows:
-            return [Record(solver, algorithm, time_ms, workspace, "user", failure)
-                    for solver, algorithm, time_ms, workspace, failure in rows]
+            return [Record(solver, family, time_ms, workspace, "user", failure)
+                    for solver, family, time_ms, workspace, failure in rows]
         system = _system_records(self.system_path).get((device, problem_key), [])
         return sorted(system, key=lambda r: (r.failure is not None, r.time_ms or 0.0))
 
@@ -181,7 +212,7 @@ class FindDb:
                              (device, problem_key))
                 conn.executemany(
                     f"INSERT INTO {_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(device, problem_key, r.solver, r.algorithm, r.time_ms, r.workspace,
+                    [(device, problem_key, r.solver, r.family, r.time_ms, r.workspace,
                       r.failure, now) for r in records])
                 conn.execute("COMMIT")
             except BaseException:
@@ -193,7 +224,7 @@ class FindDb:
         """Every user-db row as a dict, grouped by device and problem."""
         def read(conn):
             cursor = conn.execute(
-                f"SELECT device, problem, solver, algorithm, time_ms, workspace, failure"
+                f"SELECT device, problem, solver, family, time_ms, workspace, failure"
                 f" FROM {_TABLE} ORDER BY device, problem, failure IS NOT NULL, time_ms")
             names = [column[0] for column in cursor.description]
             return [dict(zip(names, row)) for row in cursor.fetchall()]

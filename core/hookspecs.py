@@ -9,7 +9,7 @@ directly.  Argument names are part of the contract: ``problem``, ``handle``.
 Besides the hooks, a solver object carries plain attributes (checked at registration):
 
 - ``name`` (str): stable id ``family.Name``, stored in find-dbs; never reuse or rename one.
-- ``algorithm`` (str): its family, e.g. ``"direct"``; ``CONVSOLVE_DEBUG_CONV_<FAMILY>=0`` turns it off.
+- ``family`` (str): its family, e.g. ``"direct"``; ``CONVSOLVE_DEBUG_CONV_<FAMILY>=0`` turns it off.
 - ``directions`` (collection of :class:`convsolve.Direction`): the directions it may serve.
 - ``dynamic`` (bool): True when it needs no per-problem compile (one build serves every problem),
   so the default find mode may benchmark it on a find-db miss.
@@ -23,7 +23,7 @@ Optional attributes, with their defaults when absent (``OPTIONAL_SOLVER_ATTRIBUT
   such a solver is off unless ``CONVSOLVE_ALLOW_REDUCED_PRECISION=1``.
 
 A plugin module declares the solver API versions it supports as a PEP 440 specifier,
-``CONVSOLVE_SOLVER_API = ">=1.0,<2"``; a plugin that does not admit ``SOLVER_API_VERSION`` is
+``CONVSOLVE_SOLVER_API = ">=2.0,<3"``; a plugin that does not admit ``SOLVER_API_VERSION`` is
 refused at load time.
 
 An *invoker* is what ``build_invoker`` returns: ``invoker(buffers, scratch) -> list[pyopencl.Event]``.
@@ -40,7 +40,7 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 #: Version of this contract.  Added hooks or opt-in arguments raise the minor number.
-SOLVER_API_VERSION = "1.0"
+SOLVER_API_VERSION = "2.0"
 
 #: Optional solver attributes and their defaults (see the module docstring).
 OPTIONAL_SOLVER_ATTRIBUTES = {"deterministic": True, "tolerance": 1e-5, "reduced_precision": False}

@@ -53,7 +53,7 @@ class Registry:
     def enabled(self, name):
         """The solver called ``name`` if installed and on, else a SolverError saying why not."""
         solver = self.get(name)
-        reason = env.disabled_by(solver.name, solver.algorithm)
+        reason = env.disabled_by(solver.name, solver.family)
         if reason:
             raise SolverError(f"solver {name!r} is disabled by {reason}")
         return solver
@@ -62,7 +62,7 @@ class Registry:
         """(solvers that are on, {name: switch} of those turned off)."""
         on, off = [], {}
         for solver in self.solvers.values():
-            reason = env.disabled_by(solver.name, solver.algorithm)
+            reason = env.disabled_by(solver.name, solver.family)
             if reason:
                 off[solver.name] = reason
             else:
@@ -103,8 +103,8 @@ def _check_attributes(solver):
     name = getattr(solver, "name", None)
     if not isinstance(name, str) or not _NAME_RE.match(name):
         problems.append(f"name={name!r} is not of the form 'family.Name'")
-    if not isinstance(getattr(solver, "algorithm", None), str) or not solver.algorithm:
-        problems.append(f"algorithm={getattr(solver, 'algorithm', None)!r} is not a family name")
+    if not isinstance(getattr(solver, "family", None), str) or not solver.family:
+        problems.append(f"family={getattr(solver, 'family', None)!r} is not a family name")
     directions = getattr(solver, "directions", None)
     if not directions or not all(isinstance(d, Direction) for d in directions):
         problems.append(f"directions={directions!r} is not a non-empty collection of Direction")
@@ -134,7 +134,7 @@ def _check_api_version(info, module):
         supported = Version(provided) in SpecifierSet(str(declared))
     except InvalidSpecifier:
         raise PluginError(f"plugin {info.name!r}: CONVSOLVE_SOLVER_API={declared!r} is not a "
-                          "version specifier such as '>=1.0,<2'", info) from None
+                          "version specifier such as '>=2.0,<3'", info) from None
     if not supported:
         raise PluginError(f"plugin {info.name!r} supports solver API {declared}; this convsolve "
                           f"provides {provided}", info)

@@ -26,7 +26,7 @@ class Solution:
     """
 
     solver: str
-    algorithm: str
+    family: str
     time_ms: float
     workspace: int
     source: str
@@ -49,7 +49,7 @@ def usable_records(records, applicable, skipped):
         if record.failure:
             log.debug("skip find-db record %r: %s", record.solver, record.failure)
         elif record.solver in names:
-            usable.append(Solution(record.solver, record.algorithm, record.time_ms,
+            usable.append(Solution(record.solver, record.family, record.time_ms,
                                    record.workspace, "find-db"))
         else:
             log.info("skip find-db record %r: %s", record.solver,
@@ -70,6 +70,6 @@ def wti_fallback(applicable, problem):
         if wti <= 0:
             log.info("skip %r in fallback: WTI unknown", solver.name)
             continue
-        ranked.append(Solution(solver.name, solver.algorithm,
+        ranked.append(Solution(solver.name, solver.family,
                                FALLBACK_TIME_SCALE_MS / min(wti, 1.0), ws, "fallback"))
     return sorted(ranked, key=lambda s: s.time_ms)

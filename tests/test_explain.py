@@ -46,7 +46,7 @@ def test_explain_command_by_key_without_running(capsys, monkeypatch):
     device = Handle().db_key
     with open(system, "w") as out:
         out.write(json.dumps({"device": device, "problem": PROBLEM.key(), "solver":
-                              "direct.NaiveFwd", "algorithm": "direct", "time_ms": 7.0,
+                              "direct.NaiveFwd", "family": "direct", "time_ms": 7.0,
                               "workspace": 0}) + "\n")
     monkeypatch.setenv("CONVSOLVE_DEBUG_CONV_DIRECT", "0")
     assert main(["explain", "--key", PROBLEM.key(), "--no-run", "--json"]) == 0

@@ -81,7 +81,7 @@ def test_workspace_given_too_small_skips_solver(handle, fake, buffers, caplog):
     import pyopencl as cl
     caplog.set_level("INFO", logger="convsolve")
     scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 1 << 20)
-    find(handle, PROBLEM, **buffers, workspace=scratch, mode="NORMAL")
+    find(handle, PROBLEM, **buffers, scratch=scratch, mode="NORMAL")
     assert "needs 1024.0 GiB workspace, 1.0 MiB given" in caplog.text
 
 

@@ -23,7 +23,7 @@ def test_system_db_answers_below_the_user_db(tmp_path):
     system = tmp_path / "system.jsonl"
     system.write_text(
         "# comment\n"
-        f'{{"device": "dev", "problem": "{KEY}", "solver": "s.A", "algorithm": "s", '
+        f'{{"device": "dev", "problem": "{KEY}", "solver": "s.A", "family": "s", '
         '"time_ms": 5, "workspace": 0}\n'
         "not json\n"
         '{"device": "dev"}\n')

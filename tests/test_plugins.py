@@ -17,11 +17,11 @@ def make_distribution(root, package="acme_solvers", entry_point="acme", body=Non
         from convsolve import Direction, hookimpl
         import cs_fake
 
-        CONVSOLVE_SOLVER_API = ">=1.0,<2"
+        CONVSOLVE_SOLVER_API = ">=2.0,<3"
 
         class TiledDirect(cs_fake.FakeSolver):
             name = "acme.TiledDirect"
-            algorithm = "direct"
+            family = "direct"
             dynamic = True
             wti = 0.9
 
@@ -117,7 +117,7 @@ def test_bad_switch_value_is_an_error(monkeypatch):
 
 
 @pytest.mark.parametrize("declaration, message", [
-    ('CONVSOLVE_SOLVER_API = ">=2.0"', "supports solver API >=2.0; this convsolve provides 1.0"),
+    ('CONVSOLVE_SOLVER_API = ">=3.0"', "supports solver API >=3.0; this convsolve provides 2.0"),
     ("", "does not declare CONVSOLVE_SOLVER_API"),
     ('CONVSOLVE_SOLVER_API = "one"', "is not a version specifier"),
 ])

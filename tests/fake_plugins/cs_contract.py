@@ -1,11 +1,11 @@
 """Test-only plugin whose solvers each break the contract one way; plus one valid solver."""
 from convsolve import Direction, hookimpl
 
-CONVSOLVE_SOLVER_API = ">=1.0,<2"
+CONVSOLVE_SOLVER_API = ">=2.0,<3"
 
 
 class Base:
-    algorithm = "contract"
+    family = "contract"
     directions = (Direction.FORWARD,)
     dynamic = True
 

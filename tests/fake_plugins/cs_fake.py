@@ -5,7 +5,7 @@ from pathlib import Path
 import pyopencl as cl
 from convsolve import Direction, hookimpl
 
-CONVSOLVE_SOLVER_API = ">=1.0,<2"
+CONVSOLVE_SOLVER_API = ">=2.0,<3"
 
 NAIVE = resources.files("convsolve_direct") / "kernels" / "naive.cl"
 BROKEN = Path(__file__).parent / "broken.cl"
@@ -14,7 +14,7 @@ BROKEN = Path(__file__).parent / "broken.cl"
 class FakeSolver:
     """A forward solver backed by direct's naive kernel; subclasses plant one behaviour each."""
 
-    algorithm = "fake"
+    family = "fake"
     directions = (Direction.FORWARD,)
     dynamic = False
     wti = 0.5

@@ -6,7 +6,7 @@ import pyopencl as cl
 from convsolve import hookimpl
 from cs_fake import NAIVE, FakeSolver
 
-CONVSOLVE_SOLVER_API = ">=1.0,<2"
+CONVSOLVE_SOLVER_API = ">=2.0,<3"
 FAULTS = Path(__file__).parent / "faults.cl"
 
 

@@ -1,7 +1,7 @@
 """Test-only plugin whose convsolve_solvers() raises."""
 from convsolve import hookimpl
 
-CONVSOLVE_SOLVER_API = ">=1.0,<2"
+CONVSOLVE_SOLVER_API = ">=2.0,<3"
 
 
 @hookimpl

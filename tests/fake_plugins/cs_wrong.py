@@ -3,14 +3,14 @@ from cs_contract import Base
 
 from convsolve import hookimpl
 
-CONVSOLVE_SOLVER_API = ">=1.0,<2"
+CONVSOLVE_SOLVER_API = ">=2.0,<3"
 
 
 class Lazy(Base):
     """Enqueues nothing (Base's invoker), so the output keeps whatever it held."""
 
     name = "wrong.Lazy"
-    algorithm = "wrong"
+    family = "wrong"
 
     @hookimpl
     def get_wti(self, problem):

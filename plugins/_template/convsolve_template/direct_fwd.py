@@ -9,7 +9,7 @@ KERNELS = resources.files(__package__) / "kernels"
 
 class DirectFwd:
     name = "template.DirectFwd"
-    algorithm = "direct"
+    family = "direct"
     directions = (Direction.FORWARD,)
     dynamic = False          # sizes are compiled in: one build per problem
     tile_k = 4               # output channels per work-item (the TILE_K define)

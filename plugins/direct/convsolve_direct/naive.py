@@ -14,7 +14,7 @@ NAIVE_WTI = 0.01
 class _Naive:
     """Shared body of the three naive solvers: a dynamic kernel launched over the output."""
 
-    algorithm = "direct"
+    family = "direct"
     dynamic = True
     kernel = None       # kernel name in naive.cl
 

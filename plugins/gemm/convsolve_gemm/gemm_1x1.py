@@ -13,7 +13,7 @@ def _strided(problem):
 
 class Gemm1x1:
     name = "gemm.Gemm1x1"
-    algorithm = "gemm"
+    family = "gemm"
     directions = tuple(Direction)
     dynamic = True
 

@@ -10,7 +10,7 @@ WTI = 0.3
 
 class GemmWrwSplitK:
     name = "gemm.GemmWrwSplitK"
-    algorithm = "gemm"
+    family = "gemm"
     directions = (Direction.BACKWARD_WEIGHTS,)
     dynamic = True
 

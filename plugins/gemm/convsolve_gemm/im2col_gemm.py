@@ -9,7 +9,7 @@ WTI = 0.35
 
 class Im2ColGemm:
     name = "gemm.Im2ColGemm"
-    algorithm = "gemm"
+    family = "gemm"
     directions = tuple(Direction)
     dynamic = True
 
