@@ -3,6 +3,7 @@ import numpy as np
 
 from .errors import ConvsolveError
 from .problem import Direction, Problem
+from .text import table
 
 _LEFT = ("layer", "shape", "solver", "dir")
 
@@ -42,20 +43,6 @@ def _fmt(value, digits=2):
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def table(rows, headers, markdown=False, left=_LEFT):
-    """Aligned text columns, or a Markdown table; columns headed by a name in ``left`` are
-    left-aligned, the others right-aligned."""
-    rows = [tuple(str(v) for v in row) for row in rows]
-    if markdown:
-        lines = ["| " + " | ".join(headers) + " |",
-                 "|" + "|".join(":---" if h in left else "---:" for h in headers) + "|"]
-        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
-    widths = [max(len(v) for v in column) for column in zip(headers, *rows)]
-    return "\n".join("  ".join(v.ljust(w) if h in left else v.rjust(w)
-                               for v, w, h in zip(row, widths, headers)).rstrip()
-                     for row in (headers, *rows))
-
-
 def _percent(fraction):
     return _fmt(100 * fraction if fraction else None, 1)
 
@@ -88,7 +75,7 @@ def format_report(report, markdown=False):
         pointwise = [r for r in result["rows"] if _is_1x1(r["problem"])]
         if 0 < len(pointwise) < len(result["rows"]):
             rows.append(_total_row("1x1 layers", network_total(pointwise, peak["gflops"])))
-        lines.append(table(rows, headers, markdown))
+        lines.append(table(rows, headers, markdown, _LEFT))
     lines.append(f"\nms: median OpenCL profiling-event time; wall ms: enqueue to finish; speedup = "
                  f"torch ms / our {'wall' if report['compare_wall'] else 'event'} ms (> 1: "
                  "convsolve faster); totals weigh each layer by its count")
@@ -124,7 +111,7 @@ def format_overhead(report, markdown=False):
                     f"{_fmt(h['enqueue_us'], 1)} us, extra {_fmt(h['overhead_us'], 1)} us "
                     f"({h['solver'] if 'solver' in h else h['problem']})"
                     for d, h in report.get("hot", {}).items())
-    return "\n".join([title, table(rows, headers, markdown), (
+    return "\n".join([title, table(rows, headers, markdown, _LEFT), (
         "\ncold: a fresh process with empty kernel cache, find-db and PoCL cache (find compiles "
         "and benchmarks); warm: a second fresh process on the same caches (find-db hit, then "
         "compile from the kernel cache); Handle: creating the handle (device probe); 1st-run "

@@ -18,7 +18,7 @@ from .immediate import compile_solution, get_solutions
 from .new_plugin import stamp
 from .plugins import registry, solver_attribute
 from .problem import Direction, Problem
-from .solutions import format_bytes
+from .text import format_bytes, table
 from .tensors import device_buffers, random_tensors
 from .timing import elapsed_ms
 
@@ -30,7 +30,7 @@ _VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
 
 def _print_table(rows, headers, left=(0, 1)):
     """Rows under headers, columns padded; the columns at indices ``left`` left-aligned."""
-    print(bench_report.table(rows, headers, left={headers[i] for i in left}))
+    print(table(rows, headers, left={headers[i] for i in left}))
 
 
 # {{{ convsolve solvers / devices / env / db

@@ -11,7 +11,8 @@ from .errors import FindError, ValidationError
 from .execute import check_buffers, check_scratch
 from .find_db import FindDb, Record
 from .plugins import registry
-from .solutions import Solution, format_bytes, usable_records, wti_fallback
+from .solutions import Solution, usable_records, wti_fallback
+from .text import format_bytes
 from .timing import time_invoker
 
 log = logging.getLogger("convsolve")

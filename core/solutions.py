@@ -8,15 +8,6 @@ log = logging.getLogger("convsolve")
 FALLBACK_TIME_SCALE_MS = 10.0
 
 
-def format_bytes(count):
-    """``count`` bytes as text with a binary unit: '512 B', '1.5 KiB', '12.0 MiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    raise AssertionError("unreachable")
-
-
 @dataclass(frozen=True)
 class Solution:
     """One ranked way to solve a problem.
