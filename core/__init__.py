@@ -8,6 +8,7 @@ from .api import (
                   conv2d_backward_weights,
                   default_handle,
 )
+from .arith import ceil_div, round_up
 from .errors import (
                   BuildError,
                   ConvsolveError,
@@ -18,10 +19,10 @@ from .errors import (
                   SolverError,
                   ValidationError,
 )
-from .execute import Buffers, run
+from .execute import run
 from .find import FindMode, find
 from .handle import Handle, list_devices
-from .hookspecs import SOLVER_API_VERSION, hookimpl, hookspec
+from .hookspecs import SOLVER_API_VERSION, Buffers, Invoker, Solver, hookimpl, hookspec
 from .immediate import (
                   compile_solution,
                   get_solution_count,
@@ -49,13 +50,16 @@ __all__ = [
                   "FindError",
                   "FindMode",
                   "Handle",
+                  "Invoker",
                   "PluginError",
                   "Problem",
                   "Solution",
+                  "Solver",
                   "SolverError",
                   "TensorDesc",
                   "ValidationError",
                   "applicable_solvers",
+                  "ceil_div",
                   "compile_solution",
                   "conv2d",
                   "conv2d_backward_data",
@@ -70,6 +74,7 @@ __all__ = [
                   "list_devices",
                   "reference",
                   "registry",
+                  "round_up",
                   "run",
                   "run_solution",
 ]

@@ -10,6 +10,7 @@ from .find import find
 from .handle import Handle
 from .plugins import registry
 from .problem import Direction, Problem
+from .tensors import read_output
 
 _default_handle = None
 _default_lock = threading.Lock()
@@ -51,9 +52,7 @@ def _solve(problem, handle, solver, host):
     if solver is None:
         solver = find(handle, problem, **buffers, request_count=1)[0].solver
     run(handle, problem, solver, **buffers)
-    result = np.empty(out_desc.shape, np.float32)
-    cl.enqueue_copy(handle.queue, result, buffers[out_name])
-    return result
+    return read_output(handle, problem, buffers)
 
 
 def conv2d(x, w, stride=1, padding=0, dilation=1, groups=1, *, solver=None, handle=None):

@@ -7,7 +7,8 @@ import sys
 import numpy as np
 import pyopencl as cl
 
-from . import bench, bench_report, env, reference
+from . import docgen, env, reference
+from .bench.command import add_parser as add_bench_parser
 from .errors import ConvsolveError, ValidationError
 from .execute import resolve_solver, run
 from .explain import explain
@@ -19,7 +20,7 @@ from .new_plugin import stamp
 from .plugins import registry, solver_attribute
 from .problem import Direction, Problem
 from .text import format_bytes, table
-from .tensors import device_buffers, random_tensors
+from .tensors import device_buffers, random_tensors, read_output
 from .timing import elapsed_ms
 
 _DIRECTION_BITS = {1: Direction.FORWARD, 2: Direction.BACKWARD_DATA, 4: Direction.BACKWARD_WEIGHTS}
@@ -39,7 +40,8 @@ def cmd_solvers(args):
     reg = registry()
     _, off = reg.enabled_solvers()
     plugins = [{"name": p.name, "module": p.module, "distribution": p.distribution,
-                "version": p.version, "loaded": p.error is None, "error": p.error,
+                "version": p.version, "loaded": p.error is None and not p.blocked_by,
+                "error": p.error, "blocked_by": p.blocked_by,
                 "solvers": p.solvers, "refused_solvers": p.solver_errors} for p in reg.plugins]
     solvers = [{"name": s.name, "family": s.family,
                 "directions": [d.value for d in s.directions], "dynamic": s.dynamic,
@@ -50,7 +52,8 @@ def cmd_solvers(args):
         return 0
     print("plugins:")
     for p in plugins:
-        state = "loaded" if p["loaded"] else f"FAILED: {p['error']}"
+        state = ("loaded" if p["loaded"] else f"off ({p['blocked_by']}): not imported"
+                 if p["blocked_by"] else f"FAILED: {p['error']}")
         print(f"  {p['name']:<14} {p['distribution'] or p['module']} {p['version'] or ''}  {state}")
         for name, why in p["refused_solvers"].items():
             print(f"      refused solver {name}: {why}")
@@ -71,10 +74,15 @@ def cmd_devices(args):
 
 def cmd_env(args):
     if args.markdown:
-        print(env.markdown_table(), end="")
+        print(docgen.env_markdown(), end="")
         return 0
     for var in env.VARS.values():
         print(f"{var.name}={var.raw()}")
+    return 0
+
+
+def cmd_hooks(args):
+    print(docgen.hooks_markdown(), end="")
     return 0
 
 
@@ -136,15 +144,13 @@ def _solve_one(handle, problem, args, rng):
     if chosen is None or problem.n == 0:
         return report
     compile_solution(handle, problem, chosen)
-    out = problem.direction.output
     if args.time:
         times = [elapsed_ms(run(handle, problem, chosen, **buffers)) for _ in range(args.iter)]
         report["time_ms"] = statistics.median(times)
     if args.verify:
         run(handle, problem, chosen, **buffers)
-        result = np.empty_like(host[out])
-        cl.enqueue_copy(handle.queue, result, buffers[out])
-        error = reference.relative_error(result, reference.compute(problem, **host))
+        error = reference.relative_error(read_output(handle, problem, buffers),
+                                         reference.compute(problem, **host))
         tolerance = solver_attribute(resolve_solver(handle, problem, chosen), "tolerance")
         report["verify"] = {"ok": bool(error < tolerance), "error": error,
                             "tolerance": tolerance}
@@ -280,6 +286,8 @@ def build_parser():
     env_parser = sub.add_parser("env", help="every CONVSOLVE_* variable and its value")
     env_parser.add_argument("--markdown", action="store_true", help="the docs table")
     env_parser.set_defaults(func=cmd_env)
+    sub.add_parser("hooks", help="the solver contract (the body of docs/hooks.md)").set_defaults(
+        func=cmd_hooks)
     conv = sub.add_parser("conv", help="run a convolution as MIOpenDriver does")
     _add_conv_flags(conv)
     conv.set_defaults(func=cmd_conv)
@@ -297,7 +305,7 @@ def build_parser():
     db.add_argument("action", choices=("path", "show", "clear"))
     db.add_argument("--json", action="store_true")
     db.set_defaults(func=cmd_db)
-    bench.add_parser(sub)
+    add_bench_parser(sub)
     return parser
 
 

@@ -1,8 +1,8 @@
 """Every CONVSOLVE_* environment variable: its name, default and meaning, and how it is parsed.
 
 Values are read when they are used (not once at import), so a program or a test that changes
-os.environ sees the change at the next call.  docs/environment.md is generated from this table
-by ``convsolve env --markdown`` and a test keeps the two equal.
+os.environ sees the change at the next call.  docs/environment.md embeds the table that
+docgen.env_markdown() makes of VARS (``convsolve env --markdown``); a test keeps the two equal.
 """
 import fnmatch
 import logging
@@ -176,20 +176,10 @@ _SWITCHES = tuple(var.name for var in (
     *FAMILY_SWITCHES.values()))
 
 
-_SWITCH_KEYS = tuple(os.environ.encodekey(name) for name in _SWITCHES) if hasattr(
-    os.environ, "encodekey") else None
-
-
 def switch_state():
-    """The raw values of every solver switch: a cheap fingerprint for caching a resolved solver.
-
-    run() calls this on every call, so it reads os.environ's underlying dict directly (10x
-    faster than os.environ.get); on a Python without it, the public mapping is used.
-    """
-    data = getattr(os.environ, "_data", None)
-    if data is None or _SWITCH_KEYS is None:
-        return tuple(os.environ.get(name) for name in _SWITCHES)
-    return tuple(map(data.get, _SWITCH_KEYS))
+    """The raw values of every solver switch: a cheap fingerprint for caching a resolved solver
+    (run() calls it on every call)."""
+    return tuple(map(os.environ.get, _SWITCHES))
 
 
 def configure_logging():
@@ -211,10 +201,3 @@ def configure_logging():
         logger.addHandler(handler)
         logger.propagate = False
 
-
-def markdown_table():
-    """Every variable as a Markdown table: the body of docs/environment.md."""
-    lines = ["| variable | default | meaning |", "| --- | --- | --- |"]
-    for var in VARS.values():
-        lines.append(f"| `{var.name}` | {f'`{var.default}`' if var.default else 'unset'} | {var.doc} |")
-    return "\n".join(lines) + "\n"

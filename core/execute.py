@@ -1,21 +1,12 @@
 """Running one solver: device-buffer checks, choosing the solver by name or family, enqueueing."""
-from typing import NamedTuple
-
 import pyopencl as cl
 
 from . import env
 from .errors import SolverError, ValidationError
 from .find_db import FindDb
+from .hookspecs import Buffers
 from .plugins import generation, registry
 from .problem import Direction
-
-
-class Buffers(NamedTuple):
-    """Device buffers in forward-sense roles: input x, weights w, output y (see Direction)."""
-
-    x: object
-    w: object
-    y: object
 
 
 def check_buffers(problem, x, w, y):
@@ -57,7 +48,7 @@ def resolve_solver(handle, problem, solver):
     reg = registry()
     name = solver
     if solver not in reg.solvers:
-        name = handle.best.get(problem.key(), {}).get(solver)
+        name = handle.best_of_family(problem, solver)
         if name is None:
             family_records = [r for r in FindDb().lookup(handle.db_key, problem.key())
                               if r.family == solver and r.solver in reg.solvers
@@ -85,14 +76,13 @@ def run(handle, problem, solver, *, x, w, y, scratch=None):
     ranks the problem again, so repeated calls cost little more than the enqueue.
     """
     buffers = check_buffers(problem, x, w, y)
-    state = (env.switch_state(), generation())
-    resolved = handle.resolved.get((solver, problem))
-    if resolved is None or resolved[0] != state:
+
+    def resolve():
         chosen = resolve_solver(handle, problem, solver)
         invoker = handle.invoker(chosen, problem) if problem.n else None
-        resolved = (state, chosen, int(chosen.workspace(problem)), invoker)
-        handle.resolved[(solver, problem)] = resolved
-    _, chosen, needed, invoker = resolved
+        return chosen, int(chosen.workspace(problem)), invoker
+    chosen, needed, invoker = handle.resolution(
+        solver, problem, (env.switch_state(), generation()), resolve)
     if problem.n == 0:
         if problem.direction is Direction.BACKWARD_WEIGHTS:  # the sum over an empty batch
             return [cl.enqueue_fill_buffer(handle.queue, buffers.w, b"\0\0\0\0", 0,

@@ -43,14 +43,6 @@ class FindMode(enum.Enum):
                               "expected " + ", ".join(f"{m.name} ({m.value})" for m in cls))
 
 
-def _remember(handle, problem, solutions):
-    """Keep each family's best solver for ``problem`` in the handle, for run(solver=family)."""
-    handle.resolved.clear()   # a family may now mean another solver
-    best = handle.best.setdefault(problem.key(), {})
-    for solution in sorted(solutions, key=lambda s: s.time_ms, reverse=True):
-        best[solution.family] = solution.solver
-
-
 def _scratch(handle, scratch, needs):
     """(scratch buffer, bytes available, how they were chosen): the caller's buffer, or find's own.
 
@@ -185,33 +177,20 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
     if problem.n == 0:
         log.info("find %s: zero batch, nothing to compute", problem.key())
         return []
-    reg = registry()
-    db = FindDb()
-    applicable, skipped = reg.candidates(problem)
+    applicable, skipped = registry().candidates(problem)
     solvers = applicable
     if mode is FindMode.DYNAMIC_HYBRID and not exhaustive:
         solvers = _dynamic_only(problem, applicable, skipped)
-    known, recorded = [], []
-    if mode is not FindMode.NORMAL and not exhaustive:
-        recorded = db.lookup(handle.db_key, problem.key())
-        known = usable_records(recorded, applicable, skipped)
-        tried = {record.solver for record in recorded}
-        untried = [solver for solver in solvers if solver.name not in tried]
-        if known and (mode is FindMode.FAST or not untried):
-            log.info("find %s: find-db hit (%d solutions)", problem.key(), len(known))
-            _remember(handle, problem, known)
-            return known[:request_count]
-        if mode is FindMode.FAST:
-            fallback = wti_fallback(applicable, problem)
-            if not fallback:
-                raise FindError(f"FAST find for {problem.key()}: find-db miss and no applicable "
-                                "solver has a known WTI")
-            log.info("find %s: find-db miss, WTI fallback (FAST mode)", problem.key())
-            return fallback[:request_count]
-        if known:
-            log.info("find %s: find-db hit without %s (installed since?): benchmarking them",
-                     problem.key(), ", ".join(s.name for s in untried))
-            solvers = untried
+    db = FindDb()
+    recorded = [] if mode is FindMode.NORMAL or exhaustive else db.lookup(handle.db_key,
+                                                                           problem.key())
+    known = usable_records(recorded, applicable, skipped)
+    if known or mode is FindMode.FAST:
+        answer, solvers = _consult_db(problem, mode, known, recorded, applicable, solvers)
+        if answer is not None:
+            if answer is known:
+                handle.remember_ranking(problem, known)
+            return answer[:request_count]
     failed = {}
     timed = benchmark(handle, problem, solvers, buffers, scratch, skipped, failed)
     if env.flag(env.DEBUG_COMPILE_ONLY):
@@ -221,10 +200,39 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
         reasons = "; ".join(f"{name}: {why}" for name, why in sorted(skipped.items()))
         raise FindError(f"no solver works for {problem.key()} on {handle.name}: "
                         f"{reasons or 'no solver is installed'}")
+    _record(db, handle, problem, results, recorded, failed, solvers)
+    handle.remember_ranking(problem, results)
+    return results[:request_count]
+
+
+def _consult_db(problem, mode, known, recorded, applicable, solvers):
+    """What the find-db settles: (the answer, or None to benchmark; the solvers to benchmark).
+
+    A hit answers when every candidate was tried before (or in FAST mode); a hit that lacks
+    candidates (installed since) leaves just those to benchmark; FAST mode answers a miss with
+    the WTI fallback.
+    """
+    tried = {record.solver for record in recorded}
+    untried = [solver for solver in solvers if solver.name not in tried]
+    if known and (mode is FindMode.FAST or not untried):
+        log.info("find %s: find-db hit (%d solutions)", problem.key(), len(known))
+        return known, []
+    if mode is FindMode.FAST:
+        fallback = wti_fallback(applicable, problem)
+        if not fallback:
+            raise FindError(f"FAST find for {problem.key()}: find-db miss and no applicable "
+                            "solver has a known WTI")
+        log.info("find %s: find-db miss, WTI fallback (FAST mode)", problem.key())
+        return fallback, []
+    log.info("find %s: find-db hit without %s (installed since?): benchmarking them",
+             problem.key(), ", ".join(s.name for s in untried))
+    return None, untried
+
+
+def _record(db, handle, problem, results, recorded, failed, solvers):
+    """Store every timed solver and every failure (the older ones kept) in the user find-db."""
     families = {solver.name: solver.family for solver in solvers}
     failures = [r for r in recorded if r.failure and r.solver not in families]
     failures += [Record(name, families[name], None, 0, failure=why) for name, why in failed.items()]
     db.store(handle.db_key, problem.key(),
              [Record(r.solver, r.family, r.time_ms, r.workspace) for r in results] + failures)
-    _remember(handle, problem, results)
-    return results[:request_count]

@@ -144,8 +144,8 @@ class Handle:
         self._scratch = None      # reusable workspace buffer for run()
         self._lock = threading.Lock()
         self._key_locks = {}
-        self.best = {}            # problem key -> {family: solver name}, filled by find
-        self.resolved = {}        # (solver or family, problem) -> what run() resolved it to
+        self._best = {}           # problem key -> {family: fastest solver name}, from find
+        self._resolved = {}       # (solver or family, problem) -> (switch state, what run() needs)
         log.info("handle on %s (driver %s, %d compute units)", self.name,
                  self.identity["driver"], self.identity["compute_units"])
 
@@ -221,10 +221,47 @@ class Handle:
                 self._invokers[key] = solver.build_invoker(problem, self)
             return self._invokers[key]
 
+
     def forget_invoker(self, solver, problem):
         """Drop a kept invoker (after it failed to run) and what run() resolved to it."""
-        self._invokers.pop((solver.name, problem.key()), None)
-        self.resolved.clear()
+        with self._lock:
+            self._invokers.pop((solver.name, problem.key()), None)
+            self._resolved.clear()
+
+    # }}}
+
+    # {{{ what find ranked and run resolved
+
+    def remember_ranking(self, problem, solutions):
+        """Keep each family's fastest solver among ``solutions`` for run(solver=family)."""
+        with self._lock:
+            self._resolved.clear()   # a family may now mean another solver
+            best = self._best.setdefault(problem.key(), {})
+            for solution in sorted(solutions, key=lambda s: s.time_ms, reverse=True):
+                best[solution.family] = solution.solver
+
+    def best_of_family(self, problem, family):
+        """The name of ``family``'s fastest solver for ``problem`` as find ranked it, or None."""
+        with self._lock:
+            return self._best.get(problem.key(), {}).get(family)
+
+    def resolution(self, solver, problem, state, resolve):
+        """What run() resolved ``solver`` (a name or family) to: kept while ``state`` holds,
+        else ``resolve()`` again."""
+        with self._lock:
+            kept = self._resolved.get((solver, problem))
+        if kept is not None and kept[0] == state:
+            return kept[1]
+        resolved = resolve()
+        with self._lock:
+            self._resolved[(solver, problem)] = (state, resolved)
+        return resolved
+
+    def forget_rankings(self):
+        """Drop what find ranked and run resolved (invokers and programs stay built)."""
+        with self._lock:
+            self._best.clear()
+            self._resolved.clear()
 
     # }}}
 

@@ -1,66 +1,148 @@
-"""The solver contract: every hook a plugin or a solver implements, each docstring the spec.
+"""The solver contract: every hook, attribute and type a plugin or a solver touches.
 
 Two tiers.  A plugin module implements the 1:N hook ``convsolve_solvers()`` and returns solver
-objects.  Each solver object implements the per-solver hooks below as methods decorated with
-``@hookimpl``; the core registers every solver with pluggy (which checks each method against these
-signatures, so a misspelt hook or argument fails at load time) and then calls one solver's methods
-directly.  Argument names are part of the contract: ``problem``, ``handle``.
+objects.  Each solver object implements the per-solver hooks as methods decorated with
+``@hookimpl``; the core registers every solver with pluggy, which checks each method against
+these signatures (a misspelt hook or argument fails at load time), and then calls one solver's
+methods directly.  Argument names are part of the contract: ``problem``, ``handle``.
 
-Besides the hooks, a solver object carries plain attributes (checked at registration):
-
-- ``name`` (str): stable id ``family.Name``, stored in find-dbs; never reuse or rename one.
-- ``family`` (str): its family, e.g. ``"direct"``; ``CONVSOLVE_DEBUG_CONV_<FAMILY>=0`` turns it off.
-- ``directions`` (collection of :class:`convsolve.Direction`): the directions it may serve.
-- ``dynamic`` (bool): True when it needs no per-problem compile (one build serves every problem),
-  so the default find mode may benchmark it on a find-db miss.
-
-Optional attributes, with their defaults when absent (``OPTIONAL_SOLVER_ATTRIBUTES``):
-
-- ``deterministic`` (bool, True): two runs on the same inputs give bitwise-equal outputs.
-- ``tolerance`` (float, 1e-5): the relative RMS error against the float64 reference its numerics
-  allow (e.g. larger for Winograd or FFT); verification and ``check_solver`` hold it to this.
-- ``reduced_precision`` (bool, False): computes with less than float32 precision (e.g. TF32);
-  such a solver is off unless ``CONVSOLVE_ALLOW_REDUCED_PRECISION=1``.
+Words, one per idea: a solver's *workspace* is the number of bytes of device memory it needs
+besides the tensors (the ``workspace`` hook, ``Solution.workspace``); the buffer that provides
+them is the *scratch* buffer (``find(..., scratch=)``, ``run(..., scratch=)``, the invoker's
+``scratch``).  A solver's *family* (``gemm``, ``direct``, ...) groups solvers for switches and
+for ``run(solver=family)``.
 
 A plugin module declares the solver API versions it supports as a PEP 440 specifier,
 ``CONVSOLVE_SOLVER_API = ">=2.0,<3"``; a plugin that does not admit ``SOLVER_API_VERSION`` is
-refused at load time.
-
-An *invoker* is what ``build_invoker`` returns: ``invoker(buffers, scratch) -> list[pyopencl.Event]``.
-``buffers`` has the device buffers ``x``, ``w``, ``y`` in their forward-sense roles (backward-data
-writes ``x``, backward-weights writes ``w``); ``scratch`` is a buffer of at least ``workspace(problem)``
-bytes, or None when that is 0.  It enqueues its kernels on ``handle.queue`` without waiting and
-returns their events in launch order; the core times it from the first event's start to the last
-event's end.  It must overwrite its output completely, whatever the buffer held before.
+refused at load time.  docs/hooks.md is generated from this module (``convsolve hooks
+--markdown``).
 """
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
 import pluggy
+
+if TYPE_CHECKING:
+    import pyopencl as cl
+
+    from .handle import Handle
+    from .problem import Direction, Problem
 
 PROJECT = "convsolve"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-#: Version of this contract.  Added hooks or opt-in arguments raise the minor number.
+#: Version of this contract.  Added hooks or opt-in arguments raise the minor number; a renamed
+#: or removed hook or attribute raises the major one (2.0: ``algorithm`` became ``family`` and
+#: the invoker's buffer is called ``scratch`` everywhere).
 SOLVER_API_VERSION = "2.0"
-
-#: Optional solver attributes and their defaults (see the module docstring).
-OPTIONAL_SOLVER_ATTRIBUTES = {"deterministic": True, "tolerance": 1e-5, "reduced_precision": False}
 
 #: Per-solver hooks a solver must implement; the core refuses a solver that lacks one.
 REQUIRED_SOLVER_HOOKS = ("is_applicable", "get_wti", "workspace", "build_invoker")
 
 
+# {{{ types a solver touches
+
+class Buffers(NamedTuple):
+    """The device buffers of one call, in forward-sense roles for every direction.
+
+    Forward reads ``x`` and ``w`` and writes ``y``; backward-data reads ``y`` (dy) and ``w`` and
+    writes ``x`` (dx); backward-weights reads ``x`` and ``y`` (dy) and writes ``w`` (dw), as
+    MIOpen's ConvTensors do.  ``x`` and ``y`` are None for a zero batch.
+    """
+
+    x: cl.Buffer | None
+    w: cl.Buffer
+    y: cl.Buffer | None
+
+
+class Invoker(Protocol):
+    """What ``build_invoker`` returns: runs the built solver on one set of buffers."""
+
+    def __call__(self, buffers: Buffers, scratch: cl.Buffer | None) -> list[cl.Event]:
+        """Enqueue the solver's kernels on ``handle.queue`` without waiting.
+
+        ``scratch`` holds at least ``workspace(problem)`` bytes, or is None when that is 0.
+        The invoker must overwrite its output completely, whatever the buffer held, and touch
+        nothing else but ``scratch``.  It returns the events in launch order; the core times it
+        from the first event's start to the last event's end.
+        """
+
+
+class Attribute(NamedTuple):
+    """One plain attribute of a solver object: its name, type, default (REQUIRED if none), meaning."""
+
+    name: str
+    type: str
+    default: object
+    meaning: str
+
+
+REQUIRED = object()
+
+#: Every plain attribute a solver object carries; the core checks them at registration.
+SOLVER_ATTRIBUTES = (
+    Attribute("name", "str", REQUIRED,
+              "stable id ``family.Name``, stored in find-dbs; never reuse or rename one"),
+    Attribute("family", "str", REQUIRED,
+              "its family (``gemm``, ``direct``, ``winograd``, ``fft``, ``implicit_gemm`` or "
+              "your own); ``CONVSOLVE_DEBUG_CONV_<FAMILY>=0`` turns it off"),
+    Attribute("directions", "collection of Direction", REQUIRED,
+              "the directions it may serve"),
+    Attribute("dynamic", "bool", REQUIRED,
+              "True when one build serves every problem (sizes are kernel arguments), so the "
+              "default find mode may benchmark it on a find-db miss"),
+    Attribute("deterministic", "bool", True,
+              "two runs on the same inputs give bitwise-equal outputs"),
+    Attribute("tolerance", "float", 1e-5,
+              "the relative RMS error against the float64 reference its numerics allow (larger "
+              "for Winograd or FFT); verification and ``check_solver`` hold it to this"),
+    Attribute("reduced_precision", "bool", False,
+              "computes with less than float32 precision (e.g. TF32); off unless "
+              "``CONVSOLVE_ALLOW_REDUCED_PRECISION=1``"),
+)
+
+#: Optional solver attributes and their defaults when absent.
+OPTIONAL_SOLVER_ATTRIBUTES = {a.name: a.default for a in SOLVER_ATTRIBUTES
+                              if a.default is not REQUIRED}
+
+
+class Solver(Protocol):
+    """A solver object as the core sees it (for type checkers; pluggy checks the hooks)."""
+
+    name: str
+    family: str
+    directions: Collection[Direction]
+    dynamic: bool
+
+    def is_applicable(self, problem: Problem) -> bool: ...
+    def get_wti(self, problem: Problem) -> float: ...
+    def workspace(self, problem: Problem) -> int: ...
+    def build_invoker(self, problem: Problem, handle: Handle) -> Invoker: ...
+
+# }}}
+
+
 # {{{ plugin hooks
 
 @hookspec
-def convsolve_solvers():
+def convsolve_solvers() -> list[Solver]:
     """Return the plugin's solver objects.
 
     Called once per process, when the core first loads plugins (discovery); it may import
     modules but must not touch an OpenCL device.
 
-    :returns: a list of solver objects (see the module docstring for their attributes).
-      Raising makes the core log the plugin as broken and skip it (fatal under
-      ``CONVSOLVE_STRICT_PLUGINS=1``); other plugins are unaffected.
+    :returns: a list of solver objects (see the solver attributes).  Raising makes the core log
+      the plugin as broken and skip it (fatal under ``CONVSOLVE_STRICT_PLUGINS=1``); other
+      plugins are unaffected.
+
+    Example::
+
+        @hookimpl
+        def convsolve_solvers():
+            return [TiledDirect()]
 
     .. versionadded:: 1.0
     """
@@ -71,26 +153,32 @@ def convsolve_solvers():
 # {{{ per-solver hooks
 
 @hookspec
-def is_applicable(problem):
+def is_applicable(problem: Problem) -> bool:
     """Decide whether the solver computes ``problem`` correctly.
 
     Called for every enabled solver whose ``directions`` contain ``problem.direction``, by find,
-    immediate mode and the driver, often and before anything is built: it must be cheap, pure, and
-    must not touch a device.
+    immediate mode, ``run`` and the driver, often and before anything is built: it must be cheap,
+    pure, and must not touch a device.
 
     :param problem: the :class:`convsolve.Problem` (already validated).
     :returns: True when the solver can run it.  Raising counts as not applicable and is logged.
+
+    Example::
+
+        @hookimpl
+        def is_applicable(self, problem):
+            return problem.groups == 1 and problem.fil_h == problem.fil_w == 1
 
     .. versionadded:: 1.0
     """
 
 
 @hookspec
-def get_wti(problem):
+def get_wti(problem: Problem) -> float:
     """Estimate how well the solver suits ``problem``, without running anything.
 
-    WTI ("wall time index", as in MIOpen) is the estimated fraction of the device's peak the solver
-    reaches.  Immediate mode ranks solutions by it on a find-db miss (estimated time =
+    WTI ("wall time index", as in MIOpen) is the estimated fraction of the device's peak the
+    solver reaches.  Immediate mode ranks solutions by it on a find-db miss (estimated time =
     10 / WTI ms, as MIOpen does) and find times candidates in descending WTI order.  Called only
     for applicable problems.
 
@@ -103,33 +191,60 @@ def get_wti(problem):
 
 
 @hookspec
-def workspace(problem):
-    """Return the bytes of scratch device memory the solver needs for ``problem``.
+def workspace(problem: Problem) -> int:
+    """Return the solver's workspace for ``problem``: bytes of device memory besides the tensors.
 
-    Called for applicable problems before building; find skips the solver when less is
-    available, and ``run`` refuses a smaller scratch buffer.  The figure must be exact: the
-    invoker uses at most this many bytes and runs correctly with exactly this many.
+    Called for applicable problems before building; find skips the solver when a smaller
+    scratch buffer is available, and ``run`` refuses one.  The figure must be exact: the invoker
+    uses at most this many bytes of ``scratch`` and runs correctly with exactly this many.
 
     :param problem: the :class:`convsolve.Problem`.
     :returns: an int >= 0 (bytes).
+
+    Example::
+
+        @hookimpl
+        def workspace(self, problem):
+            return problem.c * problem.fil_h * problem.fil_w * problem.out_h * problem.out_w * 4
 
     .. versionadded:: 1.0
     """
 
 
 @hookspec
-def build_invoker(problem, handle):
+def build_invoker(problem: Problem, handle: Handle) -> Invoker:
     """Build (compile) what the solver needs for ``problem`` and return its invoker.
 
     Called by find for every candidate (in parallel threads, so it must not share mutable state
-    between calls), by ``compile_solution`` and by ``run`` on a handle-cache miss.  It compiles
-    through ``handle.build(file, kernel, defines)``, which uses the on-disk kernel cache; the core
-    keeps the returned invoker in the handle, so it is built once per (solver, problem, handle).
+    between calls), by ``compile_solution`` and by ``run`` on a miss of the handle's invoker
+    cache; the core keeps the invoker, so it is built once per (solver, problem, handle).  It
+    compiles through ``handle.build(file, kernel, defines)``, which uses the on-disk kernel cache
+    with ``convsolve.h`` on the include path and returns a new kernel object per call.  Kernels
+    are ``.cl`` files in the plugin's ``kernels/`` folder; tunables go in as ``-D`` defines
+    (ints, floats and identifiers only), each with an ``#ifndef`` default in the file.  Dynamic
+    kernels take the sizes as arguments instead: ``CS_CONV_PARAMS`` in ``convsolve.h`` declares
+    them in the order ``problem.kernel_args()`` passes them.
 
     :param problem: the :class:`convsolve.Problem`.
-    :param handle: the :class:`convsolve.Handle` (device, context, queue, build()).
-    :returns: an invoker ``invoker(buffers, scratch) -> list[pyopencl.Event]`` (module docstring).
+    :param handle: the :class:`convsolve.Handle` (``device``, ``context``, ``queue``,
+      ``build()``).
+    :returns: an :class:`Invoker`, ``invoker(buffers, scratch) -> list[pyopencl.Event]``.
       Raising (e.g. :class:`convsolve.BuildError`) makes find skip the solver with the reason.
+
+    Example::
+
+        KERNELS = resources.files(__package__) / "kernels"
+
+        @hookimpl
+        def build_invoker(self, problem, handle):
+            kernel = handle.build(KERNELS / "tiled.cl", "conv_fwd",
+                                  defines={"TILE": 8, **problem.defines()})
+            size = (problem.n * problem.k * problem.out_h * problem.out_w,)
+
+            def invoker(buffers, scratch):
+                kernel.set_args(buffers.x, buffers.w, buffers.y)
+                return [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, None)]
+            return invoker
 
     .. versionadded:: 1.0
     """

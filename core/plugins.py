@@ -30,6 +30,7 @@ class PluginInfo:
     distribution: str = None        # the distribution that declares it, if any
     version: str = None
     error: str = None               # None when it loaded
+    blocked_by: str = None          # the family switch that kept it from being imported
     solvers: list = field(default_factory=list)   # names of its solvers that passed validation
     solver_errors: dict = field(default_factory=dict)  # refused solver (or object) -> reason
 
@@ -47,8 +48,10 @@ class Registry:
         try:
             return self.solvers[name]
         except KeyError:
+            blocked = "".join(f"; plugin {p.name!r} not loaded: {p.blocked_by}"
+                              for p in self.plugins if p.blocked_by)
             raise SolverError(f"no solver {name!r} is installed; installed: "
-                              f"{', '.join(self.solvers) or 'none'}") from None
+                              f"{', '.join(self.solvers) or 'none'}{blocked}") from None
 
     def enabled(self, name):
         """The solver called ``name`` if installed and on, else a SolverError saying why not."""
@@ -73,6 +76,8 @@ class Registry:
         """(solvers that are on and applicable to ``problem``, {solver name: why not} for the rest)."""
         on, skipped = self.enabled_solvers()
         skipped = {name: f"disabled by {switch}" for name, switch in skipped.items()}
+        skipped.update({f"{p.name}.*": f"plugin not loaded: disabled by {p.blocked_by}"
+                        for p in self.plugins if p.blocked_by})
         applicable = []
         reduced_ok = env.flag(env.ALLOW_REDUCED_PRECISION)
         for solver in on:
@@ -183,6 +188,19 @@ def _sources():
     return sources
 
 
+def _family_switch_off(plugin_name):
+    """The family switch set to 0 that blocks a plugin named after its family, or None.
+
+    Plugins of the built-in families are named after them (entry point ``gemm``), so a family
+    that is off is never imported; a third-party solver of that family is still turned off by
+    the same switch, through its ``family`` attribute.
+    """
+    switch = env.FAMILY_SWITCHES.get(plugin_name)
+    if switch is not None and not env.flag(switch):
+        return f"{switch.name}={switch.raw()}"
+    return None
+
+
 def _load_plugin(manager, info, strict):
     """Import one plugin, call its convsolve_solvers() and register each solver it returns."""
     try:
@@ -227,8 +245,11 @@ def load():
     strict = env.flag(env.STRICT_PLUGINS)
     plugins, solvers = [], {}
     for name, module, dist, version in _sources():
-        info = PluginInfo(name, module, dist, version)
+        info = PluginInfo(name, module, dist, version, blocked_by=_family_switch_off(name))
         plugins.append(info)
+        if info.blocked_by:
+            log.info("plugin %r not imported: %s", name, info.blocked_by)
+            continue
         solvers.update(_load_plugin(manager, info, strict))
     log.debug("loaded %d solvers from %d plugins", len(solvers), len(plugins))
     return Registry(manager, plugins, solvers)
@@ -258,7 +279,8 @@ def registry():
 
     Plugins installed while the process runs are seen after reset().
     """
-    state = (env.DISABLE_PLUGIN_AUTOLOAD.raw(), env.PLUGINS.raw(), env.STRICT_PLUGINS.raw())
+    state = (env.DISABLE_PLUGIN_AUTOLOAD.raw(), env.PLUGINS.raw(), env.STRICT_PLUGINS.raw(),
+             *(switch.raw() for switch in env.FAMILY_SWITCHES.values()))
     with _lock:
         if state not in _cache:
             _cache.clear()

@@ -1,4 +1,4 @@
-"""Random tensors for a problem and their device copies: the data of the driver, bench and tests."""
+"""A problem's tensors between host and device: random inputs, device copies, the output read back."""
 import numpy as np
 import pyopencl as cl
 
@@ -18,3 +18,12 @@ def device_buffers(handle, host):
     flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
     return {name: cl.Buffer(handle.context, flags, hostbuf=array) if array.size else None
             for name, array in host.items()}
+
+
+def read_output(handle, problem, buffers):
+    """Host copy of the tensor ``problem``'s direction writes (waits for the queue)."""
+    name = problem.direction.output
+    out = np.empty(getattr(problem, name).shape, np.float32)
+    if out.size:
+        cl.enqueue_copy(handle.queue, out, buffers[name])
+    return out

@@ -10,12 +10,11 @@ import pyopencl as cl
 import pytest
 
 from . import env, plugins, reference
-from .execute import Buffers
 from .handle import Handle
-from .hookspecs import OPTIONAL_SOLVER_ATTRIBUTES
+from .hookspecs import OPTIONAL_SOLVER_ATTRIBUTES, Buffers
 from .problem import Direction, Problem
 from .reference import relative_error  # noqa: F401 - re-exported for plugins' tests
-from .tensors import device_buffers, random_tensors  # noqa: F401 - re-exported likewise
+from .tensors import device_buffers, random_tensors, read_output  # noqa: F401 - re-exported likewise
 
 #: Relative RMS error against the float64 reference that float32 solvers must stay under.
 FLOAT32_TOLERANCE = OPTIONAL_SOLVER_ATTRIBUTES["tolerance"]
@@ -62,18 +61,8 @@ def convsolve_session_handle():
 @pytest.fixture
 def handle(convsolve_session_handle):
     """The session's Handle, with find's memory of earlier tests' problems dropped."""
-    convsolve_session_handle.best.clear()
-    convsolve_session_handle.resolved.clear()
+    convsolve_session_handle.forget_rankings()
     return convsolve_session_handle
-
-
-def read_output(handle, problem, buffers):
-    """Host copy of the tensor ``problem``'s direction writes (waits for the queue)."""
-    name = problem.direction.output
-    out = np.empty(getattr(problem, name).shape, np.float32)
-    if out.size:
-        cl.enqueue_copy(handle.queue, out, buffers[name])
-    return out
 
 
 def expected_output(problem, host):

@@ -76,3 +76,4 @@ def test_applicable_solvers():
     """applicable_solvers names the enabled solvers that serve the problem."""
     problem = Problem.conv2d(X.shape, W.shape, groups=2, direction="wrw")
     assert convsolve.applicable_solvers(problem) == ["direct.NaiveBwdWeights"]
+

@@ -48,10 +48,10 @@ def test_explain_command_by_key_without_running(capsys, monkeypatch):
         out.write(json.dumps({"device": device, "problem": PROBLEM.key(), "solver":
                               "direct.NaiveFwd", "family": "direct", "time_ms": 7.0,
                               "workspace": 0}) + "\n")
-    monkeypatch.setenv("CONVSOLVE_DEBUG_CONV_DIRECT", "0")
+    monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "direct.NaiveFwd")
     assert main(["explain", "--key", PROBLEM.key(), "--no-run", "--json"]) == 0
     rows = {r["solver"]: r for r in json.loads(capsys.readouterr().out)["reports"][0]["solvers"]}
-    assert rows["direct.NaiveFwd"]["status"] == "disabled by CONVSOLVE_DEBUG_CONV_DIRECT=0"
+    assert rows["direct.NaiveFwd"]["status"] == "disabled by CONVSOLVE_DISABLE_SOLVERS ('direct.NaiveFwd')"
     assert rows["direct.NaiveFwd"]["db_source"] == "system"
     assert main(["explain", "--key", PROBLEM.key(), "--no-run"]) == 0
     assert "7.0000 ms (system db)" in capsys.readouterr().out

@@ -1,9 +1,9 @@
-"""The contract is documented: every hook spec appears in docs/hooks.md with its exact signature."""
+"""The contract is documented: docs/hooks.md embeds what docgen makes of hookspecs.py."""
 import inspect
 from pathlib import Path
 
 import pytest
-from convsolve import hookspecs
+from convsolve import docgen, hookspecs
 
 DOCS = (Path(__file__).resolve().parents[1] / "docs" / "hooks.md").read_text()
 SPECS = [name for name, obj in vars(hookspecs).items()
@@ -15,8 +15,38 @@ def test_required_hooks_are_specs():
     assert set(hookspecs.REQUIRED_SOLVER_HOOKS) | {"convsolve_solvers"} == set(SPECS)
 
 
+def test_docs_are_generated_from_the_specs():
+    """docs/hooks.md holds the text `convsolve hooks` generates, unedited."""
+    assert docgen.hooks_markdown() in DOCS
+
+
 @pytest.mark.parametrize("name", SPECS)
 def test_spec_documented_with_signature(name):
-    """docs/hooks.md has a section per spec giving its exact signature."""
-    signature = f"def {name}{inspect.signature(getattr(hookspecs, name))}"
-    assert f"## {name}\n" in DOCS and signature in DOCS
+    """Each spec has a section giving its exact, annotated signature."""
+    assert f"## {name}\n" in DOCS and docgen.signature(getattr(hookspecs, name)) in DOCS
+
+
+def test_solver_protocol_matches_the_contract():
+    """convsolve.Solver declares every required attribute and every required hook."""
+    required = {a.name for a in hookspecs.SOLVER_ATTRIBUTES if a.default is hookspecs.REQUIRED}
+    assert set(hookspecs.Solver.__annotations__) == required
+    assert all(callable(getattr(hookspecs.Solver, hook)) for hook in hookspecs.REQUIRED_SOLVER_HOOKS)
+
+
+def test_docstring_fields_become_a_list():
+    """reST fields, roles and example blocks turn into Markdown."""
+    text = docgen.docstring_markdown("""Do it.
+
+    :param problem: the :class:`convsolve.Problem`,
+      continued.
+    :returns: ``True``.
+
+    Example::
+
+        f(x)
+
+    .. versionadded:: 2.1
+    """)
+    assert text == ("Do it.\n\n- **problem**: the `convsolve.Problem`, continued.\n"
+                    "- **returns**: `True`.\n\nExample:\n\n```python\nf(x)\n```\n\n"
+                    "*Added in solver API 2.1.*\n")

@@ -34,7 +34,7 @@ def test_compile_and_run_solution_by_family_from_the_db(handle):
     host = random_tensors(PROBLEM)
     buffers = device_buffers(handle, host)
     convsolve.find(handle, PROBLEM, **buffers)
-    handle.best.clear()  # forget: the family must come from the db
+    handle.forget_rankings()  # the family must come from the db
     assert convsolve.get_solution_workspace_size(handle, PROBLEM, "direct.NaiveBwdData") == 0
     convsolve.compile_solution(handle, PROBLEM, "direct")
     convsolve.run_solution(handle, PROBLEM, "direct", **buffers)

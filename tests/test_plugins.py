@@ -92,15 +92,28 @@ def test_autoload_off_loads_only_named_plugins(monkeypatch):
     assert reg.plugins[0].distribution == "convsolve-direct"
 
 
+def test_family_switch_keeps_the_plugin_unimported(monkeypatch):
+    """CONVSOLVE_DEBUG_CONV_DIRECT=0: the direct plugin is never imported, and says why."""
+    for module in [m for m in sys.modules if m.startswith("convsolve_direct")]:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setenv("CONVSOLVE_DEBUG_CONV_DIRECT", "0")
+    reg = convsolve.registry()
+    assert "convsolve_direct" not in sys.modules and reg.solvers == {}
+    assert reg.plugins[0].blocked_by == "CONVSOLVE_DEBUG_CONV_DIRECT=0"
+    with pytest.raises(SolverError, match="plugin 'direct' not loaded: CONVSOLVE_DEBUG_CONV_DIRECT=0"):
+        reg.enabled("direct.NaiveFwd")
+
+
 @pytest.mark.parametrize("variable, value, off", [
-    ("CONVSOLVE_DEBUG_CONV_DIRECT", "0", {"direct.NaiveFwd", "direct.NaiveBwdData",
-                                          "direct.NaiveBwdWeights"}),
+    ("CONVSOLVE_DEBUG_CONV_DIRECT", "0", {"contract.Valid"}),
     ("CONVSOLVE_DISABLE_SOLVERS", "direct.NaiveBwd*", {"direct.NaiveBwdData",
                                                        "direct.NaiveBwdWeights"}),
     ("CONVSOLVE_DISABLE_SOLVERS", " direct.NaiveFwd , other.X", {"direct.NaiveFwd"}),
 ])
 def test_switches_turn_solvers_off_and_say_which(monkeypatch, variable, value, off):
     """Family and per-solver switches turn exactly the matching solvers off, naming the switch."""
+    monkeypatch.setattr("cs_contract.Base.family", "direct", raising=False)
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_contract")
     monkeypatch.setenv(variable, value)
     _, disabled = convsolve.registry().enabled_solvers()
     assert set(disabled) == off

@@ -3,7 +3,7 @@ from importlib import resources
 from pathlib import Path
 
 import pyopencl as cl
-from convsolve import Direction, hookimpl
+from convsolve import Direction, hookimpl, round_up
 
 CONVSOLVE_SOLVER_API = ">=2.0,<3"
 
@@ -35,7 +35,7 @@ class FakeSolver:
     @hookimpl
     def build_invoker(self, problem, handle):
         kernel = handle.build(NAIVE, "naive_fwd")
-        size = (-(-problem.y.size // 64) * 64,)
+        size = (round_up(problem.y.size, 64),)
 
         def invoker(buffers, scratch):
             kernel.set_args(buffers.x, buffers.w, buffers.y, *problem.kernel_args())

@@ -2,7 +2,7 @@
 from importlib import resources
 
 import pyopencl as cl
-from convsolve import Direction, hookimpl
+from convsolve import Direction, ceil_div, hookimpl
 
 KERNELS = resources.files(__package__) / "kernels"
 
@@ -30,7 +30,7 @@ class DirectFwd:
     def build_invoker(self, problem, handle):
         kernel = handle.build(KERNELS / "direct_fwd.cl", "direct_fwd",
                               {"TILE_K": self.tile_k, **problem.defines()})
-        k_tiles = -(-problem.k // self.tile_k)
+        k_tiles = ceil_div(problem.k, self.tile_k)
         size = (problem.n * k_tiles * problem.out_h * problem.out_w,)
 
         def invoker(buffers, scratch):

@@ -2,7 +2,7 @@
 from importlib import resources
 
 import pyopencl as cl
-from convsolve import Direction, hookimpl
+from convsolve import Direction, hookimpl, round_up
 
 KERNELS = resources.files(__package__) / "kernels"
 WORK_GROUP = 64   # work-items per group; the range is rounded up to it (kernels guard the tail)
@@ -38,7 +38,7 @@ class _Naive:
     def build_invoker(self, problem, handle):
         kernel = handle.build(KERNELS / "naive.cl", self.kernel)
         count = getattr(problem, self.direction.output).size
-        global_size = (-(-count // WORK_GROUP) * WORK_GROUP,)
+        global_size = (round_up(count, WORK_GROUP),)
         for index, value in enumerate(problem.kernel_args(), start=3):
             kernel.set_arg(index, value)   # sizes once; a call sets only the buffers (fast)
 

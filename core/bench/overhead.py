@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pyopencl as cl
 
-from .execute import Buffers, resolve_solver, run
-from .find import find
-from .handle import Handle
-from .immediate import compile_solution
-from .problem import Problem
-from .tensors import device_buffers, random_tensors
-from .timing import elapsed_ms
+from ..execute import Buffers, resolve_solver, run
+from ..find import find
+from ..handle import Handle
+from ..immediate import compile_solution
+from ..problem import Problem
+from ..tensors import device_buffers, random_tensors
+from ..timing import elapsed_ms
 
 #: Calls of run() and of the bare invoker timed for the per-call overhead (alternating): at
 #: most CALLS, at least MIN_CALLS.
@@ -47,7 +47,7 @@ def _child_env(directory):
 def _child(key, directory):
     """The JSON report of one fresh process finding, compiling and running ``key``."""
     begin = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "convsolve.bench_overhead", key],
+    out = subprocess.run([sys.executable, "-m", "convsolve.bench.overhead", key],
                          env=_child_env(directory), capture_output=True, text=True,
                          timeout=3600, check=False)
     if out.returncode:

@@ -1,11 +1,12 @@
 """Measured device peak for `convsolve bench`: float32 FMA GFLOP/s and copy GB/s, from peak.cl."""
+from importlib import resources
+
 import numpy as np
 import pyopencl as cl
 
-from .handle import CORE_KERNELS
-from .timing import elapsed_ms
+from ..timing import elapsed_ms
 
-PEAK_SOURCE = CORE_KERNELS / "peak.cl"
+PEAK_SOURCE = resources.files("convsolve.bench") / "kernels" / "peak.cl"
 #: (vector width, independent chains) tried on a GPU; the fastest counts.
 GPU_FMA_CONFIGS = ((1, 8), (2, 8), (4, 8))
 COPY_WIDTHS = (4, 8, 16)
@@ -82,7 +83,7 @@ def _copy_rate(handle, width, elements):
 
 
 def measure_peak(handle, target_ms=None):
-    """{'gflops', 'gbps', 'fma', 'copy'}: the best FMA and copy rates over the tried configurations.
+    """{'gflops', 'gbps', 'fma', 'copy', 'how'}: the best FMA and copy rates over the tried configs.
 
     Each configuration's figure is the best of SAMPLES launches of about ``target_ms`` (50 ms on
     a CPU, 20 ms on a GPU): the peak is what the device can do, so noise from other processes on a
@@ -101,4 +102,5 @@ def measure_peak(handle, target_ms=None):
             "fma": {"PEAK_VW": width, "PEAK_CHAINS": chains,
                     "all": {f"{w}x{c}": round(g, 1) for (w, c), g in fma.items()}},
             "copy": {"COPY_VW": copy_width, "bytes": copy_bytes(elements),
-                     "all": {str(w): round(g, 1) for w, g in copy.items()}}}
+                     "all": {str(w): round(g, 1) for w, g in copy.items()}},
+            "how": f"measured: float{width} x {chains} chains, best of {SAMPLES}"}

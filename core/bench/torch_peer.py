@@ -1,6 +1,6 @@
 """The PyTorch peer of `convsolve bench`: the same convolutions timed by torch in worker processes.
 
-A worker is a child process (``python -m convsolve.bench_torch``) that answers one JSON request
+A worker is a child process (``python -m convsolve.bench.torch_peer``) that answers one JSON request
 per line on stdin.  The bench drives it one sample at a time, so torch never runs beside
 convsolve and the two sides interleave.  Workers exist because glibc's malloc thresholds
 (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_) are read once at process start: on the CPU one
@@ -14,8 +14,8 @@ import subprocess
 import sys
 import time
 
-from .errors import ConvsolveError
-from .problem import Direction, Problem
+from ..errors import ConvsolveError
+from ..problem import Direction, Problem
 
 #: The environment that stops glibc from handing large blocks back to the OS between calls.
 MALLOC_FAIR = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "1073741824"}
@@ -48,7 +48,7 @@ class Peer:
         environ = {k: v for k, v in os.environ.items() if k not in MALLOC_FAIR}
         if fair:
             environ.update(MALLOC_FAIR)
-        self.proc = subprocess.Popen([sys.executable, "-m", "convsolve.bench_torch"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "convsolve.bench.torch_peer"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      env=environ)
         self.info = self.ask({"op": "hello", "device": device})

@@ -1,5 +1,4 @@
 """`convsolve bench`: network layer suites timed with find's winner, beside PyTorch and the device peak."""
-import argparse
 import datetime
 import json
 import os
@@ -12,18 +11,21 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
-from . import __version__, bench_overhead, bench_peak, bench_report, bench_torch
-from .bench_report import gflops, network_total
-from .errors import ConvsolveError, ValidationError
-from .execute import run
-from .find import find
-from .handle import Handle
-from .immediate import get_solutions
-from .problem import Direction, Problem
-from .tensors import device_buffers, random_tensors
-from .timing import elapsed_ms
+from .. import __version__
+from ..errors import ConvsolveError, ValidationError
+from ..execute import run
+from ..find import find
+from ..handle import Handle
+from ..immediate import get_solutions
+from ..problem import Direction, Problem
+from ..tensors import device_buffers, random_tensors
+from ..timing import elapsed_ms
+from . import overhead, torch_peer
+from .peak import measure_peak
+from .report import (format_overhead, format_report, gflops, need_matplotlib, network_total, plot,
+                     shape)
 
-SUITES = resources.files("convsolve") / "suites"
+SUITES = resources.files("convsolve.bench") / "suites"
 #: Timed rounds per layer: at least MIN_ROUNDS, then more until --repeat or the time budget.
 MIN_ROUNDS = 3
 #: Pause before each sample: idle OpenMP (torch) and PoCL worker threads spin briefly after a
@@ -164,10 +166,7 @@ def _peak(handle, given):
     """The peak record: measured with peak.cl, or the --peak figure."""
     if given:
         return {"gflops": given, "gbps": None, "how": "given with --peak"}
-    peak = bench_peak.measure_peak(handle)
-    peak["how"] = (f"measured: float{peak['fma']['PEAK_VW']} x {peak['fma']['PEAK_CHAINS']} "
-                   f"chains, best of {bench_peak.SAMPLES}")
-    return peak
+    return measure_peak(handle)
 
 
 def run_suite(args, suite, layers, directions, batch):
@@ -177,7 +176,7 @@ def run_suite(args, suite, layers, directions, batch):
     peak = _peak(handle, args.peak)
     peers, torch_note = [], None
     if args.compare == "torch":
-        peers, torch_note = bench_torch.start_peers(is_gpu)
+        peers, torch_note = torch_peer.start_peers(is_gpu)
         if not peers:
             print(f"convsolve bench: no torch comparison: {torch_note}", file=sys.stderr)
             torch_note = f"not compared: {torch_note}"
@@ -198,7 +197,7 @@ def run_suite(args, suite, layers, directions, batch):
                 row = bench_layer(handle, problem, peers, args.repeat, args.budget_ms,
                                   args.exhaustive, rng)
                 row.update(index=index, name=layer["name"], count=layer["count"],
-                           shape=bench_report.shape(problem), compare_wall=not is_gpu)
+                           shape=shape(problem), compare_wall=not is_gpu)
                 row["peak_fraction"] = (gflops(row["flops"], row["time_ms"]) / peak["gflops"]
                                         if peak["gflops"] else None)
                 compare = row["wall_ms"] if not is_gpu else row["time_ms"]
@@ -226,10 +225,10 @@ def run_overhead(suite, layers, directions, batch):
                 problem = layer_problem(layer, batch, direction)
                 progress.show(f"{direction.value} {layer['name']}")
                 row = {"index": index, "name": layer["name"], "direction": direction.value,
-                       "problem": problem.key(), **bench_overhead.find_overhead(problem.key())}
+                       "problem": problem.key(), **overhead.find_overhead(problem.key())}
                 small = layer_problem(layer, 1, direction)
                 try:
-                    row["run"] = bench_overhead.run_overhead(handle, small, row["warm"]["solver"])
+                    row["run"] = overhead.run_overhead(handle, small, row["warm"]["solver"])
                 except ConvsolveError as exc:  # e.g. a plugin installed while the bench ran
                     row["run"] = {"error": str(exc), "run_us": None, "enqueue_us": None,
                                   "overhead_us": None}
@@ -241,16 +240,16 @@ def run_overhead(suite, layers, directions, batch):
     for direction in directions:  # run()'s cost in a hot loop: a tiny problem, many calls
         tiny = Problem.conv2d((1, 4, 8, 8), (8, 4, 3, 3), padding=1, direction=direction)
         solver = get_solutions(handle, tiny, 1)[0].solver
-        hot[direction.value] = bench_overhead.run_overhead(handle, tiny, solver, calls=300)
+        hot[direction.value] = overhead.run_overhead(handle, tiny, solver, calls=300)
     return {"suite": suite["name"], "device": handle.name, "batch": batch, "rows": rows,
-            "calls": bench_overhead.CALLS, "hot": hot,
+            "calls": overhead.CALLS, "hot": hot,
             "date": datetime.datetime.now().isoformat(timespec="seconds")}
 
 
 def cmd_bench(args):
     """Run the bench command described by the parsed ``args``; returns the exit status."""
     if args.plot:
-        bench_report.need_matplotlib()
+        need_matplotlib()
     if args.render:
         try:
             report = json.loads(Path(args.render).read_text())
@@ -270,11 +269,11 @@ def cmd_bench(args):
     if args.json:
         print(json.dumps(report, indent=1))
     elif "calls" in report:
-        print(bench_report.format_overhead(report, args.markdown))
+        print(format_overhead(report, args.markdown))
     else:
-        print(bench_report.format_report(report, args.markdown))
+        print(format_report(report, args.markdown))
     if args.plot and "results" in report:
-        bench_report.plot(report, args.plot)
+        plot(report, args.plot)
     return 0
 
 
@@ -308,18 +307,3 @@ def add_parser(subparsers):
     parser.set_defaults(func=cmd_bench)
     return parser
 
-
-def main(argv=None):
-    """``python -m convsolve.bench ...``: the bench subcommand on its own."""
-    parser = argparse.ArgumentParser(prog="convsolve")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return args.func(args)
-    except ConvsolveError as exc:
-        print(f"convsolve: error: {exc}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,9 +1,9 @@
 """Rendering `convsolve bench` reports: text or Markdown tables, and the per-layer GFLOP/s plot."""
 import numpy as np
 
-from .errors import ConvsolveError
-from .problem import Direction, Problem
-from .text import table
+from ..errors import ConvsolveError
+from ..problem import Direction, Problem
+from ..text import table
 
 _LEFT = ("layer", "shape", "solver", "dir")
 
