@@ -123,7 +123,8 @@ class Handle:
     """One OpenCL device, its context and profiling command queue, and what was built on it.
 
     ``context`` and ``queue`` are the pyopencl objects, so callers allocate buffers and
-    synchronise with them.  The handle is safe to build from several threads at once.
+    synchronise with them.  The handle is safe to use from several threads at once: builds run
+    in parallel, and the invokers it keeps enqueue one call at a time on its in-order queue.
     """
 
     def __init__(self, device=None):
@@ -144,6 +145,7 @@ class Handle:
         self._scratch = None      # reusable workspace buffer for run()
         self._lock = threading.Lock()
         self._key_locks = {}
+        self._enqueue_lock = threading.Lock()   # one invoker sets its kernels' arguments at a time
         self._best = {}           # problem key -> {family: fastest solver name}, from find
         self._resolved = {}       # (solver or family, problem) -> (switch state, what run() needs)
         log.info("handle on %s (driver %s, %d compute units)", self.name,
@@ -218,9 +220,22 @@ class Handle:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:
             if key not in self._invokers:
-                self._invokers[key] = solver.build_invoker(problem, self)
+                self._invokers[key] = self._serialised(solver.build_invoker(problem, self))
             return self._invokers[key]
 
+    def _serialised(self, invoker):
+        """``invoker`` holding the handle's enqueue lock while it sets arguments and enqueues.
+
+        A kept invoker's kernel objects are shared by every caller, and clSetKernelArg on one
+        kernel from two threads races (the other thread's arguments get launched); the queue
+        is in order, so the kernels then run one call after the other, scratch included.
+        """
+        lock = self._enqueue_lock
+
+        def serialised(buffers, scratch):
+            with lock:
+                return invoker(buffers, scratch)
+        return serialised
 
     def forget_invoker(self, solver, problem):
         """Drop a kept invoker (after it failed to run) and what run() resolved to it."""

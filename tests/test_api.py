@@ -1,4 +1,7 @@
 """The numpy API and the reference: conv2d and its gradients, named solvers, bad arrays, zero batch."""
+import sys
+import threading
+
 import convsolve
 import numpy as np
 import pytest
@@ -77,3 +80,28 @@ def test_applicable_solvers():
     problem = Problem.conv2d(X.shape, W.shape, groups=2, direction="wrw")
     assert convsolve.applicable_solvers(problem) == ["direct.NaiveBwdWeights"]
 
+
+def test_threads_sharing_a_handle_get_their_own_results(handle):
+    """Two threads calling conv2d on one handle each get their own output, never the other's."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)   # switch threads often, to widen any race
+    try:
+        inputs = [RNG.standard_normal((1, 3, 6, 6)).astype(np.float32) for _ in range(2)]
+        w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+        problem = Problem.conv2d(inputs[0].shape, w.shape, padding=1)
+        expected = [reference.forward(problem, x, w) for x in inputs]
+        wrong = [0, 0]
+
+        def work(i):
+            for _ in range(200):
+                y = convsolve.conv2d(inputs[i], w, padding=1, solver="direct.NaiveFwd",
+                                     handle=handle)
+                wrong[i] += reference.relative_error(y, expected[i]) > 1e-5
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert wrong == [0, 0]
