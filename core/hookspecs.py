@@ -68,6 +68,11 @@ class Invoker(Protocol):
         The invoker must overwrite its output completely, whatever the buffer held, and touch
         nothing else but ``scratch``.  It returns the events in launch order; the core times it
         from the first event's start to the last event's end.
+
+        Non-finite inputs give non-finite outputs exactly where ``convsolve.reference`` has
+        them: the convolution is that of the zero-padded input, so padded elements take part in
+        the products (0 * inf = NaN), and a kernel that skips padded taps must still produce
+        what multiplying their zeros would.
         """
 
 

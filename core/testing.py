@@ -140,7 +140,43 @@ def _check_one(solver, handle, problem, seed):
         cl.wait_for_events(invoker(Buffers(**buffers), scratch) or [])
         if not np.array_equal(read_output(handle, problem, buffers), first, equal_nan=True):
             failures.append(f"{key}: claims to be deterministic but two runs differ")
+    failures += _check_nonfinite(handle, problem, invoker, host, scratch, tolerance)
     return failures
+
+
+#: Where check_solver plants non-finite values, per direction: (tensor, flat index, value).  The
+#: first elements meet the zero padding through the first filter tap.
+_PLANTED = {
+    Direction.FORWARD: (("w", 0, np.inf), ("x", -1, np.nan)),
+    Direction.BACKWARD_DATA: (("w", 0, -np.inf), ("y", 0, np.nan)),
+    Direction.BACKWARD_WEIGHTS: (("x", 0, np.inf), ("y", -1, np.nan)),
+}
+
+
+def _check_nonfinite(handle, problem, invoker, host, scratch, tolerance):
+    """Failures of the non-finite semantics: with an inf and a NaN planted in the inputs, the
+    output must have NaN and +-inf exactly where the float64 reference has them."""
+    planted = {name: array.copy() for name, array in host.items()}
+    for name, index, value in _PLANTED[problem.direction]:
+        if planted[name].size:
+            planted[name].flat[index] = value
+    buffers = device_buffers(handle, planted)
+    out = problem.direction.output
+    buffers[out] = _nan_buffer(handle, getattr(problem, out).nbytes)
+    cl.wait_for_events(invoker(Buffers(**buffers), scratch) or [])
+    result = read_output(handle, problem, buffers)
+    with np.errstate(invalid="ignore"):
+        expected = expected_output(problem, planted)
+    for what, test in (("NaN", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
+        if not np.array_equal(test(result), test(expected)):
+            return [f"{problem.key()}: non-finite inputs: {int(test(result).sum())} {what} in the "
+                    f"output where the reference has {int(test(expected).sum())} (padding must "
+                    "take part in the products: 0 * inf = NaN)"]
+    finite = np.isfinite(expected)
+    error = reference.relative_error(result[finite], expected[finite])
+    if finite.any() and not error < tolerance:
+        return [f"{problem.key()}: non-finite inputs: finite outputs off by {error:.3g}"]
+    return []
 
 
 def check_solver(solver, handle, problems=None, seed=0):
@@ -150,8 +186,9 @@ def check_solver(solver, handle, problems=None, seed=0):
     raise; where it accepts, get_wti and workspace must be in range, the output must match the
     float64 reference within the solver's ``tolerance`` and be written completely, the inputs
     must stay untouched, the workspace it reports must be exactly enough (writes past it and
-    workspace it never writes are both failures), and a ``deterministic`` solver must give
-    bitwise-equal results twice.  Raises AssertionError listing every failure.
+    workspace it never writes are both failures), a ``deterministic`` solver must give
+    bitwise-equal results twice, and with an inf and a NaN planted in the inputs the output must
+    be non-finite exactly where the reference's is.  Raises AssertionError listing every failure.
     """
     failures, checked = [], 0
     for problem in standard_problems() if problems is None else problems:

@@ -32,21 +32,3 @@ def test_solver_protocol_matches_the_contract():
     assert set(hookspecs.Solver.__annotations__) == required
     assert all(callable(getattr(hookspecs.Solver, hook)) for hook in hookspecs.REQUIRED_SOLVER_HOOKS)
 
-
-def test_docstring_fields_become_a_list():
-    """reST fields, roles and example blocks turn into Markdown."""
-    text = docgen.docstring_markdown("""Do it.
-
-    :param problem: the :class:`convsolve.Problem`,
-      continued.
-    :returns: ``True``.
-
-    Example::
-
-        f(x)
-
-    .. versionadded:: 2.1
-    """)
-    assert text == ("Do it.\n\n- **problem**: the `convsolve.Problem`, continued.\n"
-                    "- **returns**: `True`.\n\nExample:\n\n```python\nf(x)\n```\n\n"
-                    "*Added in solver API 2.1.*\n")

@@ -31,6 +31,7 @@ def test_honest_solver_passes(handle, faulty):
     ("faulty.UnusedWorkspace", "reports 1024 bytes of workspace but writes only 0"),
     ("faulty.WrongOnOddSizes", "output elements never written"),
     ("faulty.NonDeterministic", "claims to be deterministic but two runs differ"),
+    ("faulty.SkipsPadding", "non-finite inputs: 0 NaN in the output where the reference has"),
 ])
 def test_planted_faults_are_caught(handle, faulty, name, finding):
     """Each planted fault fails check_solver with a message that names it."""

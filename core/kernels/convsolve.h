@@ -30,6 +30,14 @@ typedef float real;
 #define CS_NCHW(n, c, h, w, C, H, W) \
     ((((size_t)(n) * (C) + (c)) * (H) + (h)) * (size_t)(W) + (w))
 
+/* x[ih, iw] of one H x W channel plane, or 0 where (ih, iw) lies in the zero padding.  Padding
+ * takes part in the products like any other element (0 * inf = NaN), the non-finite semantics
+ * every solver shares (docs/hooks.md); a kernel that skips padded taps instead breaks them. */
+inline float cs_padded_load(__global const real *plane, int ih, int iw, int H, int W)
+{
+    return (ih >= 0 && ih < H && iw >= 0 && iw < W) ? (float)plane[(size_t)ih * W + iw] : 0.0f;
+}
+
 /* The problem's sizes as kernel parameters, in the order Problem.kernel_args() passes them, for
  * dynamic kernels (one build serves every problem).  Bottom/right padding is implied by OH, OW. */
 #define CS_CONV_PARAMS                                                                  \

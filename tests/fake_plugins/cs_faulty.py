@@ -79,6 +79,24 @@ class NonDeterministic(FakeSolver):
         return invoker
 
 
+class SkipsPadding(FakeSolver):
+    """Right on finite inputs, but skips padded taps: an inf weight at the border gives inf, not
+    the reference's NaN (0 * inf)."""
+
+    name = "faulty.SkipsPadding"
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        kernel = handle.build(FAULTS, "skip_padding_fwd")
+        size = (problem.y.size,)
+
+        def invoker(buffers, scratch):
+            kernel.set_args(buffers.x, buffers.w, buffers.y, *problem.kernel_args())
+            return [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, None)]
+        return invoker
+
+
 @hookimpl
 def convsolve_solvers():
-    return [Scribbler(), OutOfBounds(), UnusedWorkspace(), WrongOnOddSizes(), NonDeterministic()]
+    return [Scribbler(), OutOfBounds(), UnusedWorkspace(), WrongOnOddSizes(), NonDeterministic(),
+            SkipsPadding()]

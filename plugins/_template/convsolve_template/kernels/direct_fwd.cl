@@ -33,15 +33,13 @@ __kernel void direct_fwd(__global const real *x, __global const real *w, __globa
             break;
         const int c0 = (k / K_PER_GROUP) * C_PER_GROUP;
         for (int c = 0; c < C_PER_GROUP; ++c) {
+            __global const real *plane = x + CS_NCHW(n, c0 + c, 0, 0, CS_C, CS_H, CS_W);
             for (int r = 0; r < CS_R; ++r) {
                 const int ih = oh * CS_STRIDE_H - CS_PAD_T + r * CS_DIL_H;
-                if (ih < 0 || ih >= CS_H)
-                    continue;
                 for (int s = 0; s < CS_S; ++s) {
                     const int iw = ow * CS_STRIDE_W - CS_PAD_L + s * CS_DIL_W;
-                    if (iw < 0 || iw >= CS_W)
-                        continue;
-                    acc[t] += (float)x[CS_NCHW(n, c0 + c, ih, iw, CS_C, CS_H, CS_W)]
+                    /* padding is zeros that take part in the products (0 * inf = NaN) */
+                    acc[t] += cs_padded_load(plane, ih, iw, CS_H, CS_W)
                             * (float)w[CS_NCHW(k, c, r, s, C_PER_GROUP, CS_R, CS_S)];
                 }
             }

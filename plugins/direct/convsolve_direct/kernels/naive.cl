@@ -3,7 +3,8 @@
  * Layouts: x is NCHW, w is KCRS with C = channels per group, y is N K OH OW; all packed.
  * Groups: output channel k belongs to group k / (K/G) and reads input channels
  * [g*C/G, (g+1)*C/G).  Padding: PAD_T / PAD_L shift the window; bottom/right padding is implied by
- * OH and OW.  Accumulation in float.  Dynamic: every size is a kernel argument (CS_CONV_PARAMS),
+ * OH and OW; padded elements are zeros that take part in the products (cs_padded_load), so
+ * non-finite values propagate exactly as in the reference.  Accumulation in float.  Dynamic: every size is a kernel argument (CS_CONV_PARAMS),
  * so one build serves every problem.  Launch: a 1-D range of at least the output's element count,
  * any local size; work-items past the end return at once.
  *
@@ -26,16 +27,12 @@ __kernel void naive_fwd(__global const real *x, __global const real *w, __global
     const int c0 = (k / (K / G)) * cpg;
     float acc = 0.0f;
     for (int c = 0; c < cpg; ++c) {
+        __global const real *plane = x + CS_NCHW(n, c0 + c, 0, 0, C, H, W);
         for (int r = 0; r < R; ++r) {
             const int ih = oh * STRIDE_H - PAD_T + r * DIL_H;
-            if (ih < 0 || ih >= H)
-                continue;
             for (int s = 0; s < S; ++s) {
                 const int iw = ow * STRIDE_W - PAD_L + s * DIL_W;
-                if (iw < 0 || iw >= W)
-                    continue;
-                acc += (float)x[CS_NCHW(n, c0 + c, ih, iw, C, H, W)]
-                     * (float)w[CS_NCHW(k, c, r, s, cpg, R, S)];
+                acc += cs_padded_load(plane, ih, iw, H, W) * (float)w[CS_NCHW(k, c, r, s, cpg, R, S)];
             }
         }
     }
@@ -88,16 +85,12 @@ __kernel void naive_bwd_weights(__global const real *x, __global real *dw,
     const int c = (k / (K / G)) * cpg + cc;
     float acc = 0.0f;
     for (int n = 0; n < N; ++n) {
+        __global const real *plane = x + CS_NCHW(n, c, 0, 0, C, H, W);
         for (int oh = 0; oh < OH; ++oh) {
             const int ih = oh * STRIDE_H - PAD_T + r * DIL_H;
-            if (ih < 0 || ih >= H)
-                continue;
             for (int ow = 0; ow < OW; ++ow) {
                 const int iw = ow * STRIDE_W - PAD_L + s * DIL_W;
-                if (iw < 0 || iw >= W)
-                    continue;
-                acc += (float)dy[CS_NCHW(n, k, oh, ow, K, OH, OW)]
-                     * (float)x[CS_NCHW(n, c, ih, iw, C, H, W)];
+                acc += (float)dy[CS_NCHW(n, k, oh, ow, K, OH, OW)] * cs_padded_load(plane, ih, iw, H, W);
             }
         }
     }
