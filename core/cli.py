@@ -1,6 +1,8 @@
 """The `convsolve` command: list solvers and devices, run MIOpenDriver-style convolutions, manage the find-db."""
 import argparse
 import json
+import os
+import signal
 import statistics
 import sys
 
@@ -183,8 +185,18 @@ def _print_report(problem, report):
               f"{verify['tolerance']:g}")
 
 
+def _check_solver_name(name):
+    """A --solver value that is neither an installed solver nor a family is a bad argument."""
+    reg = registry()
+    if name not in reg.solvers and name not in {s.family for s in reg.solvers.values()}:
+        raise ValidationError("--solver", name, f"no solver {name!r} is installed, nor a family "
+                              f"of that name; installed: {', '.join(reg.solvers) or 'none'}")
+
+
 def cmd_conv(args):
     problems = _problems(args)
+    if args.solver:
+        _check_solver_name(args.solver)
     handle = Handle()
     rng = np.random.default_rng(args.seed)
     reports = []
@@ -221,13 +233,24 @@ def _add_problem_flags(parser):
     flag("--json", action="store_true", help="print JSON instead of tables")
 
 
+def _positive_int(text):
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _add_conv_flags(parser):
     """MIOpenDriver's run flags: verification, timing, search mode, a forced solver."""
     _add_problem_flags(parser)
     flag = parser.add_argument
     flag("-V", "--verify", type=int, default=1, choices=(0, 1), help="verify against numpy (1)")
     flag("-t", "--time", type=int, default=0, choices=(0, 1), help="time the chosen solver (0)")
-    flag("-i", "--iter", type=int, default=10, help="timed iterations with -t 1 (10)")
+    flag("-i", "--iter", type=_positive_int, default=10, help="timed iterations with -t 1 (10)")
     flag("-S", "--search", choices=("find", "immediate"), default="find",
          help="find (benchmark, per CONVSOLVE_FIND_MODE) or immediate (db or WTI fallback)")
     flag("--solver", help="run this solver (or the best of this family) instead of choosing")
@@ -313,7 +336,13 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         env.configure_logging()
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()   # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        # the reader left (`convsolve devices | head -1`): stop quietly, as if by SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except ValidationError as exc:
         print(f"convsolve: error: {exc}", file=sys.stderr)
         return 2

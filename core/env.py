@@ -142,6 +142,18 @@ def integer(var, minimum=None):
     return number
 
 
+def positive_number(var):
+    """The value as a finite float > 0."""
+    value = var.raw()
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValidationError(var.name, value, "expected a number") from None
+    if not 0 < number < float("inf"):
+        raise ValidationError(var.name, value, "must be a finite number > 0")
+    return number
+
+
 def names(var):
     """The value as a list of stripped, non-empty comma-separated names."""
     return [part.strip() for part in var.raw().split(",") if part.strip()]

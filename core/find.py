@@ -117,7 +117,7 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None):
     if env.flag(env.DEBUG_COMPILE_ONLY):
         log.info("compile only: built %d solvers for %s, timed none", len(built), problem.key())
         return []
-    budget = float(env.FIND_SOLVER_BUDGET_MS.raw())
+    budget = env.positive_number(env.FIND_SOLVER_BUDGET_MS)
     results = []
     for solver, invoker in built.items():
         best = min((r.time_ms for r in results), default=None)

@@ -69,8 +69,8 @@ def test_failed_verification_exits_non_zero(capsys, monkeypatch):
     (["--solver", "nope.X"], "no solver 'nope.X' is installed"),
 ])
 def test_bad_arguments_give_one_line_errors(capsys, args, message):
-    """Bad arguments exit non-zero with a single 'convsolve: error:' line and no traceback."""
-    assert main([*SMALL, *args]) != 0
+    """Bad arguments exit 2 with a single 'convsolve: error:' line and no traceback."""
+    assert main([*SMALL, *args]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("convsolve: error:") and message in err and "\n" not in err
 
@@ -83,3 +83,29 @@ def test_db_path_show_clear(capsys):
     assert main(["db", "show", "--json"]) == 0
     assert [r["solver"] for r in json.loads(capsys.readouterr().out)] == ["direct.NaiveFwd"]
     assert main(["db", "clear"]) == 0 and "removed 1 records" in capsys.readouterr().out
+
+
+def test_zero_timed_iterations_is_a_bad_argument(capsys):
+    """-t 1 -i 0 is refused by the parser (exit 2), not a statistics traceback."""
+    with pytest.raises(SystemExit) as info:
+        main([*SMALL, "-F", "1", "-t", "1", "-i", "0"])
+    assert info.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("budget", ["abc", "0", "-1", "nan"])
+def test_bad_find_budget_names_the_variable(capsys, monkeypatch, budget):
+    """CONVSOLVE_FIND_SOLVER_BUDGET_MS that is not a positive number is a bad argument."""
+    monkeypatch.setenv("CONVSOLVE_FIND_SOLVER_BUDGET_MS", budget)
+    monkeypatch.setenv("CONVSOLVE_FIND_MODE", "NORMAL")
+    assert main([*SMALL, "-F", "1"]) == 2
+    assert "CONVSOLVE_FIND_SOLVER_BUDGET_MS" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["devices"], [*SMALL, "-F", "1", "-V", "0"]])
+def test_closed_pipe_ends_quietly(command):
+    """A reader that leaves early (`| head -1`) gets no BrokenPipeError traceback."""
+    process = subprocess.Popen([sys.executable, "-m", "convsolve.cli", *command],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()   # the reader is gone before the first line
+    err = process.stderr.read().decode()
+    assert process.wait() == 141 and "Traceback" not in err, err
