@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # bench_gpu.sh: run `convsolve bench` on an NVIDIA GPU through its OpenCL driver, against cuDNN.
 #
-#   scripts/bench_gpu.sh fetch          on a machine with PyPI: download the pyopencl wheels (and
-#                                       their pure-Python dependencies) for CPython 3.10-3.13 into
-#                                       build/gpu_wheels/ (ignored by git; about 10 MB)
+#   scripts/bench_gpu.sh fetch          on a machine with PyPI: download the wheels of pyopencl, the
+#                                       test tools and their pure-Python dependencies for CPython
+#                                       3.10-3.13 into build/gpu_wheels/ (ignored by git; ~25 MB)
 #   scripts/bench_gpu.sh run [OUTDIR]   on the GPU machine (no network): register NVIDIA's OpenCL
-#                                       ICD, install the wheels if pyopencl is missing, put the
-#                                       checkout on PYTHONPATH and run the benches; results go to
+#                                       ICD, install the wheels and this checkout's core and
+#                                       plugins (as distributions, so entry points load them as
+#                                       after a pip install) and run the benches; results go to
 #                                       OUTDIR (default $OUT, else bench-gpu-out/)
 #   scripts/bench_gpu.sh exec CMD ...   on the GPU machine: the same set-up, then run CMD (tests,
-#                                       tuning scripts) with CONVSOLVE_DEVICE=NVIDIA
+#                                       tuning scripts) with CONVSOLVE_DEVICE=NVIDIA and
+#                                       CONVSOLVE_TEST_DEVICE=NVIDIA, e.g.
+#                                       `scripts/bench_gpu.sh exec python3 -m pytest -q`
 #
 # With the session's device tool: run(command="bash scripts/bench_gpu.sh run",
 #                                     carry=["build/gpu_wheels"], kind="nvidia-h200")
@@ -27,7 +30,8 @@ fetch() {
         pip download --no-deps --only-binary=:all: --python-version "$ver" --implementation cp \
             --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
             --platform manylinux2014_x86_64 -d "$dir" pyopencl pytools siphash24 platformdirs \
-            pluggy typing_extensions
+            pluggy typing_extensions packaging setuptools wheel pytest iniconfig hypothesis \
+            attrs sortedcontainers exceptiongroup tomli
     done
     du -sh "$WHEELS"
 }
@@ -49,29 +53,25 @@ setup_opencl() {
 }
 
 setup_python() {
-    local tag site=/tmp/cs-site plugins="" name
+    # The wheels go to one folder and this checkout's core and plugins to another, both first on
+    # PYTHONPATH: installed as distributions (not linked), their entry points load the plugins
+    # exactly as a pip install does, so the test suite's isolation needs no special case.
+    local tag site=/tmp/cs-site
     tag=$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
-    mkdir -p "$site"
-    if ! python3 -c 'import pyopencl, pluggy, platformdirs' 2>/dev/null; then
-        if ! ls "$WHEELS/$tag"/*.whl >/dev/null 2>&1; then
-            echo "bench_gpu.sh: pyopencl is missing and there are no wheels for $tag in" \
-                 "$WHEELS/$tag: run 'scripts/bench_gpu.sh fetch' where PyPI is reachable and" \
-                 "carry $WHEELS" >&2
-            exit 1
-        fi
-        pip install --quiet --no-index --no-deps --target "$site/deps" "$WHEELS/$tag"/*.whl
+    if ! ls "$WHEELS/$tag"/*.whl >/dev/null 2>&1; then
+        echo "bench_gpu.sh: no wheels for $tag in $WHEELS/$tag: run 'scripts/bench_gpu.sh fetch'" \
+             "where PyPI is reachable and carry $WHEELS" >&2
+        exit 1
     fi
-    # The package `convsolve` is the folder core/; plugins load by module name, autoload off.
-    ln -sfn "$PWD/core" "$site/convsolve"
-    export PYTHONPATH="$site:$site/deps${PYTHONPATH:+:$PYTHONPATH}"   # keep what provided pyopencl
-    for dir in plugins/*/convsolve_*; do
-        [ -f "$dir/__init__.py" ] || continue
-        case "$dir" in plugins/_template/*) continue ;; esac
-        name=$(basename "$dir")
-        PYTHONPATH="$PYTHONPATH:$PWD/$(dirname "$dir")"
-        plugins="${plugins:+$plugins,}$name"
-    done
-    export PYTHONPATH CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD=1 CONVSOLVE_PLUGINS="$plugins"
+    if [ ! -f "$site/deps/.done-$tag" ]; then
+        pip install --quiet --no-index --no-deps --upgrade --target "$site/deps" "$WHEELS/$tag"/*.whl
+        touch "$site/deps/.done-$tag"
+    fi
+    export PYTHONPATH="$site/deps${PYTHONPATH:+:$PYTHONPATH}"
+    rm -rf "$site/convsolve"
+    python3 -m pip install --quiet --no-index --no-deps --no-build-isolation --target \
+        "$site/convsolve" . $(ls -d plugins/*/ | grep -v _template)
+    export PYTHONPATH="$site/convsolve:$PYTHONPATH"
 }
 
 run() {
@@ -108,7 +108,9 @@ run() {
 case "${1:-}" in
     fetch) fetch ;;
     run) shift; run "$@" ;;
-    exec) shift; setup_opencl; setup_python; export CONVSOLVE_DEVICE=${CONVSOLVE_DEVICE:-NVIDIA}
+    exec) shift; setup_opencl; setup_python
+          export CONVSOLVE_DEVICE=${CONVSOLVE_DEVICE:-NVIDIA}
+          export CONVSOLVE_TEST_DEVICE=${CONVSOLVE_TEST_DEVICE:-NVIDIA}
           "$@" ;;
-    *) sed -n '2,19p' "$0"; exit 2 ;;
+    *) sed -n '2,23p' "$0"; exit 2 ;;
 esac

@@ -1,5 +1,6 @@
 """find: ranking, skip reasons, workspace, find modes, the find-db and remembering families."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -193,7 +194,7 @@ def test_find_db_persists_across_processes(tmp_path):
         "h = convsolve.Handle()\n"
         "r = convsolve.find(h, p, **device_buffers(h, random_tensors(p)))\n"
         "print(json.dumps([(s.solver, s.source) for s in r]))\n" % PROBLEM.key())
-    env_vars = {**__import__("os").environ, "CONVSOLVE_USER_DB_PATH": str(tmp_path / "db.sqlite")}
+    env_vars = {**os.environ, "CONVSOLVE_USER_DB_PATH": str(tmp_path / "db.sqlite")}
     outputs = [json.loads(subprocess.run([sys.executable, "-c", script], env=env_vars, check=True,
                                          capture_output=True, text=True).stdout)
                for _ in range(2)]
@@ -218,9 +219,11 @@ def test_serial_build_and_info_logging_in_a_fresh_process(tmp_path):
         "h = convsolve.Handle()\n"
         "print(len(convsolve.find(h, p, **device_buffers(h, random_tensors(p)), mode='NORMAL')))\n"
         % PROBLEM.key())
-    env_vars = {**__import__("os").environ, "CONVSOLVE_USER_DB_PATH": str(tmp_path / "db.sqlite"),
+    env_vars = {**os.environ, "CONVSOLVE_USER_DB_PATH": str(tmp_path / "db.sqlite"),
                 "CONVSOLVE_COMPILE_PARALLEL_LEVEL": "1", "CONVSOLVE_LOG_LEVEL": "INFO",
-                "CONVSOLVE_PLUGINS": "direct,cs_fake", "PYTHONPATH": str(FAKE_PLUGINS)}
+                "CONVSOLVE_PLUGINS": "direct,cs_fake",
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(FAKE_PLUGINS),
+                                                            os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-c", script], env=env_vars, check=True,
                           capture_output=True, text=True)
     assert done.stdout.strip() == "3"

@@ -22,7 +22,8 @@ def test_stamped_plugin_installs_and_works(tmp_path):
     site = tmp_path / "site"
     run(["-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site),
          str(plugin)], os.environ)
-    env = {**os.environ, "PYTHONPATH": str(site), "CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD": "0",
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD": "0",
            "CONVSOLVE_USER_DB_PATH": str(tmp_path / "db.sqlite")}
     solvers = json.loads(run(["-m", "convsolve.cli", "solvers", "--json"], env))
     acme = next(p for p in solvers["plugins"] if p["name"] == "acme")
