@@ -11,10 +11,12 @@ from .api import (
 from .arith import ceil_div, round_up
 from .errors import (
                   BuildError,
+                  ContractError,
                   ConvsolveError,
                   DatabaseError,
                   DeviceError,
                   FindError,
+                  NumericsError,
                   PluginError,
                   SolverError,
                   ValidationError,
@@ -42,6 +44,7 @@ __all__ = [
                   "SOLVER_API_VERSION",
                   "Buffers",
                   "BuildError",
+                  "ContractError",
                   "ConvDesc",
                   "ConvsolveError",
                   "DatabaseError",
@@ -51,6 +54,7 @@ __all__ = [
                   "FindMode",
                   "Handle",
                   "Invoker",
+                  "NumericsError",
                   "PluginError",
                   "Problem",
                   "Solution",

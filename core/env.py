@@ -108,6 +108,19 @@ WORKSPACE_LIMIT = _declare(
 FIND_SOLVER_BUDGET_MS = _declare(
     "CONVSOLVE_FIND_SOLVER_BUDGET_MS", "1000",
     "Time find spends timing one solver, in ms of kernel time: sampling stops once it is spent.")
+FIND_BUILD_TIMEOUT_S = _declare(
+    "CONVSOLVE_FIND_BUILD_TIMEOUT_S", "300",
+    "Seconds one candidate's build_invoker may take in find; a build still running then is "
+    "skipped (and recorded as failed), its thread left behind.")
+FIND_VERIFY = _declare(
+    "CONVSOLVE_FIND_VERIFY", "0",
+    "1 makes find compare each candidate's output with the float64 reference (up to 1024 "
+    "sampled elements) before it may enter the find-db; a wrong solver is recorded as failed. "
+    "find(verify=...) overrides it.")
+CHECK_NUMERICS = _declare(
+    "CONVSOLVE_CHECK_NUMERICS", "0",
+    "1 makes run() scan its inputs and output for NaN/inf after each call and log a warning "
+    "naming the tensor and the solver; 2 raises NumericsError instead. Waits for the kernels.")
 
 # }}}
 

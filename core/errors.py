@@ -22,6 +22,14 @@ class PluginError(ConvsolveError):
         super().__init__(message)
 
 
+class ContractError(PluginError):
+    """A solver's hook that raised or answered outside the contract while the core called it."""
+
+    def __init__(self, solver_name, reason):
+        self.solver_name, self.reason = solver_name, reason
+        super().__init__(f"{solver_name!r}: {reason}")
+
+
 class SolverError(ConvsolveError, ValueError):
     """A named solver that is unknown, disabled or not applicable to the problem."""
 
@@ -44,3 +52,7 @@ class FindError(ConvsolveError):
 
 class DatabaseError(ConvsolveError):
     """A find-db file that cannot be opened or written even after being set aside and rebuilt."""
+
+
+class NumericsError(ConvsolveError):
+    """NaN or inf in a convolution's inputs or output, under CONVSOLVE_CHECK_NUMERICS=2."""

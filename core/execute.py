@@ -1,12 +1,18 @@
 """Running one solver: device-buffer checks, choosing the solver by name or family, enqueueing."""
+import logging
+
 import pyopencl as cl
 
 from . import env
+from .calls import workspace_of
 from .errors import SolverError, ValidationError
 from .find_db import FindDb
 from .hookspecs import Buffers
 from .plugins import generation, registry
 from .problem import Direction
+from .verify import check_numerics
+
+log = logging.getLogger("convsolve")
 
 
 def check_buffers(problem, x, w, y):
@@ -80,7 +86,8 @@ def run(handle, problem, solver, *, x, w, y, scratch=None):
     def resolve():
         chosen = resolve_solver(handle, problem, solver)
         invoker = handle.invoker(chosen, problem) if problem.n else None
-        return chosen, int(chosen.workspace(problem)), invoker
+        log.info("run %s: %r", problem.key(), chosen.name)
+        return chosen, workspace_of(chosen, problem), invoker
     chosen, needed, invoker = handle.resolution(
         solver, problem, (env.switch_state(), generation()), resolve)
     if problem.n == 0:
@@ -90,4 +97,9 @@ def run(handle, problem, solver, *, x, w, y, scratch=None):
         return []
     scratch = handle.scratch(needed) if scratch is None else scratch
     check_scratch(scratch, needed, chosen.name)
-    return invoker(buffers, scratch)
+    events = invoker(buffers, scratch)
+    numerics = env.CHECK_NUMERICS.raw()
+    if numerics != "0":
+        cl.wait_for_events(events)
+        check_numerics(handle, problem, buffers, chosen.name, strict=numerics == "2")
+    return events

@@ -1,15 +1,17 @@
 """`convsolve explain`: for one problem, what became of every installed solver and why."""
+from .calls import workspace_of, wti_of
+from .errors import ContractError
 from .execute import check_buffers
 from .find import benchmark
 from .find_db import FindDb
 from .plugins import registry
 
 
-def _safe(hook, problem, convert):
-    """``convert(hook(problem))``, or None when the hook raises: explain never fails on a solver."""
+def _safe(call, solver, problem):
+    """``call(solver, problem)``, or None when the solver breaks the contract there."""
     try:
-        return convert(hook(problem))
-    except Exception:  # noqa: BLE001
+        return call(solver, problem)
+    except ContractError:
         return None
 
 
@@ -35,8 +37,8 @@ def explain(handle, problem, buffers=None):
         record = records.get(solver.name)
         usable = solver in applicable
         row = {"solver": solver.name, "family": solver.family,
-               "wti": _safe(solver.get_wti, problem, float) if usable else None,
-               "workspace": _safe(solver.workspace, problem, int) if usable else None,
+               "wti": _safe(wti_of, solver, problem) if usable else None,
+               "workspace": _safe(workspace_of, solver, problem) if usable else None,
                "db_time_ms": record.time_ms if record else None,
                "db_source": record.source if record else None,
                "time_ms": timed[solver.name][1].time_ms if solver.name in timed else None}

@@ -2,18 +2,20 @@
 import enum
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import pyopencl as cl
 
 from . import env
-from .errors import FindError, ValidationError
+from .calls import workspace_of, wti_of
+from .errors import ContractError, FindError, ValidationError
 from .execute import check_buffers, check_scratch
 from .find_db import FindDb, Record
-from .plugins import registry
+from .parallel import call_all
+from .plugins import registry, solver_attribute
 from .solutions import Solution, usable_records, wti_fallback
 from .text import format_bytes
 from .timing import time_invoker
+from .verify import OutputCheck
 
 log = logging.getLogger("convsolve")
 
@@ -68,40 +70,40 @@ def _scratch(handle, scratch, needs):
 
 
 def _build_all(handle, problem, solvers, skipped):
-    """{solver: invoker} for the solvers that build, in parallel threads; failures go to skipped."""
+    """{solver: invoker} for the solvers that build, in parallel threads, each within
+    CONVSOLVE_FIND_BUILD_TIMEOUT_S; failures go to skipped."""
     level = env.integer(env.COMPILE_PARALLEL_LEVEL, minimum=1) or os.cpu_count() or 1
-
-    def build(solver):
-        try:
-            return solver, handle.invoker(solver, problem), None
-        except Exception as exc:  # noqa: BLE001 - one broken solver must not stop find
-            return solver, None, exc
-
+    limit_s = env.positive_number(env.FIND_BUILD_TIMEOUT_S)
+    outcome = call_all(lambda solver: handle.invoker(solver, problem), solvers, level, limit_s)
     built = {}
-    with ThreadPoolExecutor(max_workers=level) as pool:
-        for solver, invoker, error in pool.map(build, solvers):
-            if error is None:
-                built[solver] = invoker
-            else:
-                skipped[solver.name] = f"failed to build: {error}"
-                log.info("skip %r: failed to build: %s", solver.name, error)
+    for solver in solvers:   # in the given (WTI) order
+        invoker, error = outcome[solver]
+        if error is None:
+            built[solver] = invoker
+        else:
+            skipped[solver.name] = f"failed to build: {getattr(error, 'reason', error)}"
+            log.info("skip %r: %s", solver.name, skipped[solver.name])
     return built
 
 
-def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None):
+def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, verify=None):
     """Build and time ``solvers``; returns their Solutions, fastest first, and fills ``skipped``.
 
-    ``failed`` (a dict, if given) also receives the solvers that failed to build or run: the
-    skips that belong to the solver, not to this call.  Records nothing: find and explain
-    decide what to do with the results.
+    ``failed`` (a dict, if given) also receives the solvers that failed to build or run or wrote
+    a wrong output: the skips that belong to the solver, not to this call.  ``verify`` (None:
+    CONVSOLVE_FIND_VERIFY) compares each output with sampled reference values; without it,
+    only a non-finite output from finite inputs counts as wrong.  Records nothing: find and
+    explain decide what to do with the results.
     """
     failed = {} if failed is None else failed
-    needs = {}
+    needs, wtis = {}, {}
     for solver in solvers:
         try:
-            needs[solver] = int(solver.workspace(problem))
-        except Exception as exc:  # noqa: BLE001
-            skipped[solver.name] = f"workspace() raised {exc!r}"
+            wtis[solver] = wti_of(solver, problem)
+            needs[solver] = workspace_of(solver, problem)
+        except ContractError as exc:
+            skipped[solver.name] = failed[solver.name] = exc.reason
+            log.info("skip %r: %s", solver.name, exc.reason)
     scratch, available, how = _scratch(handle, scratch, needs.values())
     fitting = []
     for solver, need in needs.items():
@@ -111,23 +113,28 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None):
             log.info("skip %r: %s", solver.name, skipped[solver.name])
         else:
             fitting.append(solver)
-    fitting.sort(key=lambda s: -_safe_wti(s, problem))
+    fitting.sort(key=lambda s: -wtis[s])
     built = _build_all(handle, problem, fitting, skipped)
     failed.update({s.name: skipped[s.name] for s in fitting if s not in built})
     if env.flag(env.DEBUG_COMPILE_ONLY):
         log.info("compile only: built %d solvers for %s, timed none", len(built), problem.key())
         return []
     budget = env.positive_number(env.FIND_SOLVER_BUDGET_MS)
+    check = OutputCheck(handle, problem, buffers,
+                        env.flag(env.FIND_VERIFY) if verify is None else verify)
     results = []
     for solver, invoker in built.items():
         best = min((r.time_ms for r in results), default=None)
         try:
             time_ms = time_invoker(invoker, buffers, scratch if needs[solver] else None, budget,
                                    None if best is None else best * CUTOFF_FACTOR)
+            fault = check.fault(solver_attribute(solver, "tolerance"))
         except Exception as exc:  # noqa: BLE001
             handle.forget_invoker(solver, problem)
-            skipped[solver.name] = failed[solver.name] = f"failed to run: {exc}"
-            log.info("skip %r: failed to run: %s", solver.name, exc)
+            fault = f"failed to run: {getattr(exc, 'reason', exc)}"
+        if fault:
+            skipped[solver.name] = failed[solver.name] = fault
+            log.info("skip %r: %s", solver.name, fault)
             continue
         log.info("timed %r: %.4f ms", solver.name, time_ms)
         results.append(Solution(solver.name, solver.family, time_ms, needs[solver], "benchmark"))
@@ -146,15 +153,8 @@ def _dynamic_only(problem, solvers, skipped):
     return dynamic
 
 
-def _safe_wti(solver, problem):
-    try:
-        return float(solver.get_wti(problem))
-    except Exception:  # noqa: BLE001 - unknown WTI only orders the candidate last
-        return -1.0
-
-
 def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhaustive=False,
-         mode=None):
+         mode=None, verify=None):
     """Rank the solvers of ``problem``, fastest first, benchmarking as the find mode says.
 
     Buffers are in forward-sense roles for every direction (backward-data writes ``x``,
@@ -163,7 +163,10 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
     what candidates need (up to CONVSOLVE_WORKSPACE_LIMIT).  A find-db hit that lacks some
     candidate (a solver installed since) benchmarks just the missing ones and merges them.
     ``exhaustive=True`` ignores the find-db and benchmarks every applicable solver.  ``mode``
-    overrides CONVSOLVE_FIND_MODE.
+    overrides CONVSOLVE_FIND_MODE.  ``verify=True`` (None: CONVSOLVE_FIND_VERIFY) compares every
+    candidate's output with sampled float64 reference values; a wrong solver is skipped and
+    recorded as failed, never as a solution.  A candidate that writes NaN or inf from finite
+    inputs is skipped that way too, verified or not.
 
     :returns: a list of :class:`Solution`, at most ``request_count`` long; empty for a zero batch
       and under CONVSOLVE_DEBUG_COMPILE_ONLY=1.
@@ -192,7 +195,7 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
                 handle.remember_ranking(problem, known)
             return answer[:request_count]
     failed = {}
-    timed = benchmark(handle, problem, solvers, buffers, scratch, skipped, failed)
+    timed = benchmark(handle, problem, solvers, buffers, scratch, skipped, failed, verify)
     if env.flag(env.DEBUG_COMPILE_ONLY):
         return []
     results = sorted(known + timed, key=lambda s: s.time_ms)

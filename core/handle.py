@@ -7,6 +7,7 @@ from importlib import resources
 import pyopencl as cl
 
 from . import env
+from .calls import build_invoker, events_of
 from .errors import BuildError, DeviceError, ValidationError
 from .kernel_cache import KernelCache, cache_dir, cache_key, included_sources
 
@@ -220,11 +221,13 @@ class Handle:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:
             if key not in self._invokers:
-                self._invokers[key] = self._serialised(solver.build_invoker(problem, self))
+                self._invokers[key] = self._serialised(solver.name,
+                                                       build_invoker(solver, problem, self))
             return self._invokers[key]
 
-    def _serialised(self, invoker):
-        """``invoker`` holding the handle's enqueue lock while it sets arguments and enqueues.
+    def _serialised(self, name, invoker):
+        """``invoker`` holding the handle's enqueue lock while it sets arguments and enqueues,
+        its result checked to be events (PluginError names solver ``name`` otherwise).
 
         A kept invoker's kernel objects are shared by every caller, and clSetKernelArg on one
         kernel from two threads races (the other thread's arguments get launched); the queue
@@ -234,7 +237,7 @@ class Handle:
 
         def serialised(buffers, scratch):
             with lock:
-                return invoker(buffers, scratch)
+                return events_of(name, invoker(buffers, scratch))
         return serialised
 
     def forget_invoker(self, solver, problem):

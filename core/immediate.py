@@ -1,4 +1,5 @@
 """Immediate mode: solutions from the find-db or the WTI fallback, then compile and run by name."""
+from .calls import workspace_of
 from .execute import resolve_solver, run
 from .find_db import FindDb
 from .plugins import registry
@@ -25,7 +26,7 @@ def get_solution_count(handle, problem):
 
 def get_solution_workspace_size(handle, problem, solver):
     """Bytes of workspace the named solver needs for ``problem``."""
-    return int(resolve_solver(handle, problem, solver).workspace(problem))
+    return workspace_of(resolve_solver(handle, problem, solver), problem)
 
 
 def compile_solution(handle, problem, solver):

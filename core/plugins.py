@@ -92,6 +92,7 @@ class Registry:
                 ok = bool(solver.is_applicable(problem))
             except Exception as exc:  # noqa: BLE001 - a faulty solver is only not applicable
                 skipped[solver.name] = f"is_applicable raised {exc!r}"
+                log.info("skip %r: %s", solver.name, skipped[solver.name])
                 continue
             if ok:
                 applicable.append(solver)

@@ -92,6 +92,81 @@ def compute(problem, x, w, y):
     return backward_weights(problem, x, y)
 
 
+# {{{ sampled outputs
+
+#: Elements gathered per chunk of samples (bounds the memory of a sampled reference).
+_CHUNK_ELEMENTS = 1 << 22
+
+
+def _gather_padded(x, n, c, ih, iw):
+    """x[n, c, ih, iw] (float64, broadcast) with 0 where (ih, iw) lies in the zero padding."""
+    h, w = x.shape[2:]
+    valid = (ih >= 0) & (ih < h) & (iw >= 0) & (iw < w)
+    values = x[n, c, np.clip(ih, 0, h - 1), np.clip(iw, 0, w - 1)].astype(np.float64)
+    return np.where(valid, values, 0.0)
+
+
+def _forward_at(problem, x, w, index):
+    n, k, oh, ow = (a[:, None, None, None] for a in np.unravel_index(index, problem.y.shape))
+    (u, v), (dh, dw) = problem.conv.strides, problem.conv.dilations
+    (pt, _), (pl, _) = problem.conv.pads
+    cpg, kpg = problem.c // problem.groups, problem.k // problem.groups
+    c = (k // kpg) * cpg + np.arange(cpg)[None, :, None, None]
+    r, s = np.arange(problem.fil_h)[None, None, :, None], np.arange(problem.fil_w)[None, None, None, :]
+    patch = _gather_padded(x, n, c, oh * u - pt + r * dh, ow * v - pl + s * dw)
+    return (patch * w[k[:, 0, 0, 0]].astype(np.float64)).sum(axis=(1, 2, 3))
+
+
+def _backward_data_at(problem, dy, w, index):
+    n, c, h, iw = (a[:, None, None, None] for a in np.unravel_index(index, problem.x.shape))
+    (u, v), (dh, dw) = problem.conv.strides, problem.conv.dilations
+    (pt, _), (pl, _) = problem.conv.pads
+    cpg, kpg = problem.c // problem.groups, problem.k // problem.groups
+    k = (c // cpg) * kpg + np.arange(kpg)[None, :, None, None]
+    r, s = np.arange(problem.fil_h)[None, None, :, None], np.arange(problem.fil_w)[None, None, None, :]
+    th, tw = h + pt - r * dh, iw + pl - s * dw     # = (oh * u, ow * v) where tap (r, s) reaches
+    valid = ((th >= 0) & (th % u == 0) & (th // u < problem.out_h)
+             & (tw >= 0) & (tw % v == 0) & (tw // v < problem.out_w))
+    oh, ow = np.clip(th // u, 0, problem.out_h - 1), np.clip(tw // v, 0, problem.out_w - 1)
+    with np.errstate(invalid="ignore"):
+        products = dy[n, k, oh, ow].astype(np.float64) * w[k, c % cpg, r, s]
+    return np.where(valid, products, 0.0).sum(axis=(1, 2, 3))
+
+
+def _backward_weights_at(problem, x, dy, index):
+    k, c, r, s = (a[:, None, None, None] for a in np.unravel_index(index, problem.w.shape))
+    (u, v), (dh, dw) = problem.conv.strides, problem.conv.dilations
+    (pt, _), (pl, _) = problem.conv.pads
+    cpg, kpg = problem.c // problem.groups, problem.k // problem.groups
+    n = np.arange(problem.n)[None, :, None, None]
+    oh = np.arange(problem.out_h)[None, None, :, None]
+    ow = np.arange(problem.out_w)[None, None, None, :]
+    patch = _gather_padded(x, n, (k // kpg) * cpg + c, oh * u - pt + r * dh, ow * v - pl + s * dw)
+    return (patch * dy[n, k, oh, ow].astype(np.float64)).sum(axis=(1, 2, 3))
+
+
+def compute_at(problem, x, w, y, index):
+    """The elements at flat ``index`` (an int array) of ``problem``'s output, in float64.
+
+    Each element is computed on its own from the inputs, so checking a few hundred elements of a
+    large problem costs little; the values equal compute()'s at those indices, non-finite ones
+    included.
+    """
+    index = np.asarray(index, dtype=np.int64)
+    if problem.direction is Direction.FORWARD:
+        at, a, b, per_sample = _forward_at, x, w, problem.w.size // problem.k
+    elif problem.direction is Direction.BACKWARD_DATA:
+        at, a, b = _backward_data_at, y, w
+        per_sample = problem.k // problem.groups * problem.fil_h * problem.fil_w
+    else:
+        at, a, b, per_sample = _backward_weights_at, x, y, problem.n * problem.out_h * problem.out_w
+    step = max(1, _CHUNK_ELEMENTS // max(per_sample, 1))
+    parts = [at(problem, a, b, index[i:i + step]) for i in range(0, index.size, step)]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+# }}}
+
+
 def relative_error(result, expected):
     """RMS of the difference over the RMS of the expected values (0 for two empty arrays)."""
     expected = np.asarray(expected, dtype=np.float64)

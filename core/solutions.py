@@ -2,6 +2,9 @@
 import logging
 from dataclasses import dataclass
 
+from .calls import workspace_of, wti_of
+from .errors import ContractError
+
 log = logging.getLogger("convsolve")
 
 #: Estimated time of a fallback solution is this many ms divided by its WTI (MIOpen's convention).
@@ -53,14 +56,13 @@ def wti_fallback(applicable, problem):
     ranked = []
     for solver in applicable:
         try:
-            wti = float(solver.get_wti(problem))
-            ws = int(solver.workspace(problem))
-        except Exception as exc:  # noqa: BLE001 - a faulty solver must not break the ranking
-            log.warning("skip %r in fallback: its get_wti/workspace raised %r", solver.name, exc)
+            wti, ws = wti_of(solver, problem), workspace_of(solver, problem)
+        except ContractError as exc:
+            log.warning("skip %r in fallback: %s", solver.name, exc)
             continue
-        if wti <= 0:
+        if wti < 0:
             log.info("skip %r in fallback: WTI unknown", solver.name)
             continue
-        ranked.append(Solution(solver.name, solver.family,
-                               FALLBACK_TIME_SCALE_MS / min(wti, 1.0), ws, "fallback"))
+        ranked.append(Solution(solver.name, solver.family, FALLBACK_TIME_SCALE_MS / wti, ws,
+                               "fallback"))
     return sorted(ranked, key=lambda s: s.time_ms)

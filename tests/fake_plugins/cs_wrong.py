@@ -1,4 +1,5 @@
 """Test-only plugin: a forward solver that never writes its output (verification must fail)."""
+import pyopencl as cl
 from cs_contract import Base
 
 from convsolve import hookimpl
@@ -7,7 +8,7 @@ CONVSOLVE_SOLVER_API = ">=2.0,<3"
 
 
 class Lazy(Base):
-    """Enqueues nothing (Base's invoker), so the output keeps whatever it held."""
+    """Enqueues only a marker, so the output keeps whatever it held."""
 
     name = "wrong.Lazy"
     family = "wrong"
@@ -15,6 +16,10 @@ class Lazy(Base):
     @hookimpl
     def get_wti(self, problem):
         return 1.0
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        return lambda buffers, scratch: [cl.enqueue_marker(handle.queue)]
 
 
 @hookimpl

@@ -1,0 +1,54 @@
+"""Calls in daemon threads with a time limit per call: find builds candidates this way."""
+import queue
+import threading
+import time
+
+
+class Overdue(Exception):
+    """A call that did not return within its time limit (its thread is left behind)."""
+
+
+def call_all(function, items, workers, limit_s):
+    """{item: (result, error)} of ``function(item)`` for every item, ``workers`` at a time.
+
+    A call that raises gives (None, the exception); one still running ``limit_s`` seconds after
+    it started gives (None, Overdue): its daemon thread is abandoned (Python cannot stop it) and
+    another takes its place, so one hung call costs ``limit_s`` and a worker, not the whole run.
+    """
+    todo, done = queue.Queue(), queue.Queue()
+    for item in items:
+        todo.put(item)
+    started = {}   # item -> start time, for calls in flight
+
+    def worker():
+        while True:
+            try:
+                item = todo.get_nowait()
+            except queue.Empty:
+                return
+            started[item] = time.monotonic()
+            try:
+                done.put((item, function(item), None))
+            except Exception as exc:  # noqa: BLE001 - the caller decides what an error means
+                done.put((item, None, exc))
+
+    def spawn():
+        threading.Thread(target=worker, daemon=True).start()
+
+    for _ in range(min(workers, len(items))):
+        spawn()
+    outcome = {}
+    while len(outcome) < len(items):
+        try:
+            item, result, error = done.get(timeout=0.05)
+            if item not in outcome:
+                outcome[item] = (result, error)
+            continue
+        except queue.Empty:
+            pass
+        now = time.monotonic()
+        for item, start in list(started.items()):
+            if item not in outcome and now - start > limit_s:
+                outcome[item] = (None, Overdue(f"did not return within {limit_s:g} s"))
+                spawn()   # the stuck worker's replacement
+    return outcome
