@@ -1,5 +1,4 @@
-"""convsolve-gemm: convolutions as matrix products (1x1 GEMM, im2col + GEMM, split-K
-backward-weights) on a tuned OpenCL GEMM."""
+"""convsolve-gemm: convolutions as matrix products (1x1, im2col, split-K) on a tuned OpenCL GEMM."""
 from convsolve import hookimpl
 
 from .gemm_1x1 import Gemm1x1

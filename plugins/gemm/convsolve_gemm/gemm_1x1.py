@@ -1,38 +1,24 @@
 """gemm.Gemm1x1: 1x1 filters without padding as grouped GEMMs; strided inputs are gathered first."""
 from convsolve import Direction, hookimpl
 
-from .matmul_conv import build_plan, fits_int32, workspace_bytes
-
-#: Estimated fraction of peak: a plain GEMM with no unfolding (stride 1).
-WTI = 0.5
+from .gemm_solver import GemmSolver
 
 
-def _strided(problem):
-    return problem.conv.strides != (1, 1)
-
-
-class Gemm1x1:
+class Gemm1x1(GemmSolver):
     name = "gemm.Gemm1x1"
-    family = "gemm"
     directions = tuple(Direction)
-    dynamic = True
+    #: Estimated fraction of peak: a plain GEMM with no unfolding (stride 1)...
+    wti = 0.5
+    #: ...times this when strided inputs are gathered first.
+    strided_factor = 0.8
 
-    @hookimpl
-    def is_applicable(self, problem):
-        return (problem.dtype == "float32" and problem.fil_h == problem.fil_w == 1
-                and problem.conv.pads == ((0, 0), (0, 0))
-                and fits_int32(problem, use_columns=_strided(problem)))
+    def uses_columns(self, problem):
+        """Strided inputs are gathered into column matrices; at stride 1, x itself serves."""
+        return problem.conv.strides != (1, 1)
+
+    def applies_to(self, problem):
+        return problem.fil_h == problem.fil_w == 1 and problem.conv.pads == ((0, 0), (0, 0))
 
     @hookimpl
     def get_wti(self, problem):
-        return WTI * (0.8 if _strided(problem) else 1.0)
-
-    @hookimpl
-    def workspace(self, problem):
-        if not _strided(problem):
-            return 0
-        return workspace_bytes(problem)
-
-    @hookimpl
-    def build_invoker(self, problem, handle):
-        return build_plan(problem, handle, use_columns=_strided(problem))
+        return self.wti * (self.strided_factor if self.uses_columns(problem) else 1.0)

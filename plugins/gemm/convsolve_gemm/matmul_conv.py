@@ -1,5 +1,4 @@
-"""Convolution as grouped matrix products: the workspace layouts and launch plans the GEMM
-solvers share.
+"""Convolution as grouped matrix products: the workspace layouts and invokers of the solvers.
 
 Per image n and group g, with Cg = C/G, Kg = K/G, the column matrix col[n, g] is
 (Cg*R*S) x (OH*OW): im2col of x, or x itself for a 1x1, stride-1, unpadded filter. Then
@@ -18,16 +17,20 @@ tiles to fill a large device (reduction_slices). A reduction of one slice goes s
 Without columns (plain 1x1, no workspace) the products accumulate into dW image after image.
 Every order is fixed, so results are deterministic.
 """
-from math import ceil
 from typing import NamedTuple
 
-from convsolve import Direction
+from convsolve import Direction, ceil_div
 
-from . import blas
-from .blas import Columns, Gemm, SumPartials, View, images_per_chunk, padded_pitch
+from . import conv_layout
+from .conv_layout import Columns, SumPartials, View, images_per_chunk, padded_pitch
+from .gemm import Gemm
 
-#: A side-by-side reduction is split until its slices have this many 64 x 64 tiles of dW in
-#: all (about four work-groups for each of a 132-unit GPU's compute units)...
+#: The edge of the dW tiles the split rule counts: the tile of the GPU's 64 x 64 GEMM set
+#: (gemm.PARAMS["gpu"][1]), the one products too small for 128 x 128 tiles take. A constant,
+#: not read from that set, so that the workspace depends neither on the device nor on retuning.
+SPLIT_TILE = 64
+#: A side-by-side reduction is split until its slices have this many SPLIT_TILE x SPLIT_TILE
+#: tiles of dW in all (about four work-groups for each of a 132-unit GPU's compute units)...
 SPLIT_TILES = 512
 #: ...as long as slices stay at least this deep...
 MIN_SLICE_DEPTH = 256
@@ -51,7 +54,8 @@ def layout(problem, side_by_side=False):
     backward-weights only)."""
     p, g = problem, problem.groups
     rows, ohow = _columns_rows(p), p.out_h * p.out_w
-    chunk = images_per_chunk(p, bytes_per_image(p, side_by_side), blas.COLUMN_BUDGET_BYTES)
+    chunk = images_per_chunk(p, bytes_per_image(p, side_by_side),
+                             conv_layout.COLUMN_BUDGET_BYTES)
     if side_by_side:
         width = chunk * ohow
         ld = padded_pitch(width)
@@ -84,15 +88,16 @@ def bytes_per_image(problem, side_by_side=False):
 
 def reduction_slices(problem, width, most=None):
     """(depth, count) of the slices a side-by-side reduction of ``width`` columns is split
-    into: enough for SPLIT_TILES tiles, each at least MIN_SLICE_DEPTH deep, at most ``most``
+    into: enough for SPLIT_TILES tiles of dW, each at least MIN_SLICE_DEPTH deep, at most ``most``
     (default MAX_SLICES). The rule reads the problem only, so the workspace does not depend on
     the device."""
     p = problem
-    tiles = p.groups * ceil(p.k // p.groups / 64) * ceil(_columns_rows(p) / 64)
-    wanted = max(1, min(ceil(SPLIT_TILES / tiles), width // MIN_SLICE_DEPTH,
+    tiles = (p.groups * ceil_div(p.k // p.groups, SPLIT_TILE)
+             * ceil_div(_columns_rows(p), SPLIT_TILE))
+    wanted = max(1, min(ceil_div(SPLIT_TILES, tiles), width // MIN_SLICE_DEPTH,
                         MAX_SLICES if most is None else most))
-    depth = ceil(width / wanted)
-    return depth, ceil(width / depth)
+    depth = ceil_div(width, wanted)
+    return depth, ceil_div(width, depth)
 
 
 def _columns_rows(problem):

@@ -1,4 +1,4 @@
-"""convsolve-gemm: both solvers against the reference in every direction, chunking, switches, find."""
+"""convsolve-gemm: the solvers against the reference in each direction, chunking, switches, find."""
 import re
 
 import convsolve
@@ -6,14 +6,15 @@ import convsolve_gemm
 import pytest
 from convsolve import Direction, Problem
 from convsolve.testing import check_solver, device_buffers, random_tensors
-from convsolve_gemm import blas, matmul_conv
+from convsolve_gemm import conv_layout, gemm, matmul_conv
 
 SOLVERS = ("gemm.Gemm1x1", "gemm.Im2ColGemm", "gemm.GemmWrwSplitK")
 
 
 @pytest.mark.parametrize("name", SOLVERS)
 def test_conformance_on_the_standard_set(handle, name):
-    """Each solver passes check_solver (correct, honest workspace, deterministic) everywhere it applies."""
+    """Each solver passes check_solver (correct, honest workspace, deterministic) where it
+    applies."""
     assert check_solver(convsolve.registry().get(name), handle) > 0
 
 
@@ -28,7 +29,7 @@ def test_chunked_batches(handle, monkeypatch, direction):
         cases.append(("gemm.GemmWrwSplitK", problem, True))
     for name, p, side_by_side in cases:
         budget = 2 * matmul_conv.bytes_per_image(p, side_by_side) + 1
-        monkeypatch.setattr(blas, "COLUMN_BUDGET_BYTES", budget)
+        monkeypatch.setattr(conv_layout, "COLUMN_BUDGET_BYTES", budget)
         assert matmul_conv.layout(p, side_by_side).chunk == 2
         assert check_solver(convsolve.registry().get(name), handle, [p]) == 1
 
@@ -38,7 +39,8 @@ def _in_side_by_side_chunks_of_3(monkeypatch, groups):
     GemmWrwSplitK takes it in chunks of 3 and 2 images."""
     problem = Problem.conv2d((5, 6, 9, 7), (6, 6 // groups, 3, 2), padding=((1, 0), (0, 1)),
                              groups=groups, direction="wrw")
-    monkeypatch.setattr(blas, "COLUMN_BUDGET_BYTES", 3 * matmul_conv.bytes_per_image(problem, True))
+    budget = 3 * matmul_conv.bytes_per_image(problem, True)
+    monkeypatch.setattr(conv_layout, "COLUMN_BUDGET_BYTES", budget)
     return problem
 
 
@@ -77,7 +79,7 @@ def test_workspace_figures():
     assert im2col.workspace(p3) == 8 * 64 * 9 * 56 * 56 * 4    # 8 images fit the 64 MiB budget
     big = Problem.conv2d((64, 64, 56, 56), (64, 64, 3, 3), padding=1)
     per_image = 64 * 9 * 56 * 56 * 4
-    assert im2col.workspace(big) == (blas.COLUMN_BUDGET_BYTES // per_image) * per_image
+    assert im2col.workspace(big) == (conv_layout.COLUMN_BUDGET_BYTES // per_image) * per_image
     wrw = p3.with_direction("wrw")      # adds one partial dW (K x C*R*S) per image
     assert im2col.workspace(wrw) == 8 * (64 * 9 * 56 * 56 + 64 * 64 * 9) * 4
     # side by side: 8 images (25088 columns) of x's columns and of dy, then a reduction of
@@ -95,27 +97,45 @@ def test_workspace_figures():
 
 
 def test_cpu_parameter_set_equals_the_kernel_defaults():
-    """PARAMS['cpu'][0] is what gemm.cl compiles to on its own (its #ifndef defaults)."""
-    source = (blas.KERNELS / "gemm.cl").read_text()
+    """PARAMS['cpu'][0] is what gemm.cl compiles to on its own (the #ifndef defaults of its
+    tunables, in gemm_common.cl)."""
+    source = (gemm.KERNELS / "gemm_common.cl").read_text()
     defaults = dict(re.findall(r"#ifndef (\w+)\n#define \1 (\w+)", source))
     defaults = {k: defaults.get(v, v) for k, v in defaults.items()}   # VWM defaults to TM
-    assert {k: str(v) for k, v in blas.PARAMS["cpu"][0].items()} == {
-        k: defaults[k] for k in blas.PARAMS["cpu"][0]}
+    assert {k: str(v) for k, v in gemm.PARAMS["cpu"][0].items()} == {
+        k: defaults[k] for k in gemm.PARAMS["cpu"][0]}
+
+
+@pytest.mark.parametrize("trans_a, trans_b", [(0, 0), (1, 0), (0, 1)])
+def test_gpu_parameter_sets_compile_everywhere(handle, trans_a, trans_b):
+    """gemm.cl builds with every GPU set for each transposition the solvers launch, so that the
+    local-memory path is compiled on CPU test devices too."""
+    for params in gemm.PARAMS["gpu"]:
+        params = dict(params, **(gemm.TRANS_A_PARAMS["gpu"] if trans_a else {}))
+        handle.build(gemm.KERNELS / "gemm.cl", "gemm", dict(params, TRANS_A=trans_a,
+                                                             TRANS_B=trans_b))
+
+
+def test_the_split_rule_counts_the_tiles_of_the_small_gpu_set():
+    """SPLIT_TILE is the tile of the GPU's last (64 x 64) parameter set."""
+    small = gemm.PARAMS["gpu"][-1]
+    assert small["TM"] * small["WGD_M"] * small["MR"] == matmul_conv.SPLIT_TILE
+    assert small["TN"] * small["WGD_N"] * small.get("NR", 1) == matmul_conv.SPLIT_TILE
 
 
 def test_backward_data_products_take_their_own_parameters(handle):
     """TRANS_A products apply TRANS_A_PARAMS (on the CPU: NR = 4 column tiles per work-item)."""
-    plain, trans_a = (blas.Gemm(handle, trans_a=t, trans_b=False).variants[0] for t in (0, 1))
-    column_tiles = blas.TRANS_A_PARAMS[blas.device_kind(handle)].get("NR", 1)
+    plain, trans_a = (gemm.Gemm(handle, trans_a=t, trans_b=False).variants[0] for t in (0, 1))
+    column_tiles = gemm.TRANS_A_PARAMS[gemm.device_kind(handle)].get("NR", 1)
     assert trans_a.tile_n == plain.tile_n * column_tiles
 
 
 def test_invalid_parameter_sets_are_refused_by_the_solver(handle, monkeypatch):
     """A parameter set the device cannot run is rejected with the reason, before any build."""
-    too_big = dict(blas.PARAMS["gpu"][0], WGD_M=64, WGD_N=128, KWG=4096)
-    problems = blas.check_params(too_big, handle.device)
+    too_big = dict(gemm.PARAMS["gpu"][0], WGD_M=64, WGD_N=128, KWG=4096)
+    problems = gemm.check_params(too_big, handle.device)
     assert any("work-group" in p for p in problems) and any("local memory" in p for p in problems)
-    monkeypatch.setitem(blas.PARAMS, blas.device_kind(handle), [too_big])
+    monkeypatch.setitem(gemm.PARAMS, gemm.device_kind(handle), [too_big])
     problem = Problem.conv2d((1, 4, 5, 5), (4, 4, 3, 3))
     with pytest.raises(convsolve.ConvsolveError, match="do not fit"):
         convsolve.registry().get("gemm.Im2ColGemm").build_invoker(problem, handle)
@@ -123,7 +143,7 @@ def test_invalid_parameter_sets_are_refused_by_the_solver(handle, monkeypatch):
 
 def test_find_ranks_gemm_above_naive_and_switches_remove_it(handle, monkeypatch):
     """On a real-sized layer GEMM wins find; the family and solver switches take it out."""
-    images = 2 if blas.device_kind(handle) == "cpu" else 64      # real-sized for the device
+    images = 2 if gemm.device_kind(handle) == "cpu" else 64      # real-sized for the device
     problem = Problem.conv2d((images, 32, 14, 14), (64, 32, 3, 3), padding=1)
     buffers = device_buffers(handle, random_tensors(problem))
     ranked = [s.solver for s in convsolve.find(handle, problem, **buffers, mode="NORMAL")]
@@ -136,24 +156,24 @@ def test_find_ranks_gemm_above_naive_and_switches_remove_it(handle, monkeypatch)
 
 
 def test_plugin_lists_its_solvers():
-    """The entry point yields both solvers."""
+    """The entry point yields the three solvers."""
     assert [s.name for s in convsolve_gemm.convsolve_solvers()] == list(SOLVERS)
 
 
 def test_launches_take_the_largest_tile_they_fill(handle, monkeypatch):
     """With several parameter sets, a product too small for the large tile takes the small one."""
-    large = dict(blas.PARAMS[blas.device_kind(handle)][0])
+    large = dict(gemm.PARAMS[gemm.device_kind(handle)][0])
     if large["MR"] > 1:
         small = dict(large, MR=1)                               # CPU: 6-row tiles, not 96
     else:
         small = dict(large, WGD_M=large["WGD_M"] // 2)          # GPU: half the rows
-    monkeypatch.setitem(blas.PARAMS, blas.device_kind(handle), [large, small])
-    gemm = blas.Gemm(handle, trans_a=False, trans_b=False)
-    big, little = gemm.variants
+    monkeypatch.setitem(gemm.PARAMS, gemm.device_kind(handle), [large, small])
+    product = gemm.Gemm(handle, trans_a=False, trans_b=False)
+    big, little = product.variants
     assert big.tile_m > little.tile_m and big.tile_n == little.tile_n
-    assert gemm.enough_groups == blas.FILL * handle.device.max_compute_units
-    assert gemm._variant(big.tile_m - 1, 4096, 1) is little     # M below the large tile
-    assert gemm._variant(big.tile_m * gemm.enough_groups, big.tile_n, 1) is big
-    assert gemm._variant(big.tile_m, big.tile_n, 1) is little   # one work-group cannot fill the device
+    assert product.enough_groups == gemm.FILL * handle.device.max_compute_units
+    assert product._variant(big.tile_m - 1, 4096, 1) is little   # M below the large tile
+    assert product._variant(big.tile_m * product.enough_groups, big.tile_n, 1) is big
+    assert product._variant(big.tile_m, big.tile_n, 1) is little  # one work-group: not enough
     problem = Problem.conv2d((2, 6, 9, 7), (5, 6, 3, 3), padding=1)
     assert check_solver(convsolve.registry().get("gemm.Im2ColGemm"), handle, [problem]) == 1

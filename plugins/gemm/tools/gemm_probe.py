@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Measure gemm.cl configurations: GFLOP/s from profiling events, correctness against numpy.
 
-Standalone (needs only pyopencl and numpy); builds ../convsolve_gemm/kernels/gemm.cl with
--I core/kernels and the given -D options, exactly as the solver will.
+Standalone (needs only pyopencl and numpy); builds ../convsolve_gemm/kernels/gemm.cl (which
+includes gemm_common.cl and one of gemm_cpu.cl, gemm_local.cl) with -I of its own folder and of
+core/kernels and the given -D options, exactly as the solver will.
 
 Examples:
     python3 gemm_probe.py --peak                                  # FMA peak of the device
@@ -27,17 +28,24 @@ GEMM_CL = os.path.join(HERE, "..", "convsolve_gemm", "kernels", "gemm.cl")
 IM2COL_CL = os.path.join(HERE, "..", "convsolve_gemm", "kernels", "im2col.cl")
 COL2IM_CL = os.path.join(HERE, "..", "convsolve_gemm", "kernels", "col2im.cl")
 INCLUDE = os.path.normpath(os.path.join(HERE, "..", "..", "..", "core", "kernels"))
-PEAK_CL = os.path.join(INCLUDE, "peak.cl")   # the core's peak kernel, as `convsolve bench` uses
+PEAK_CL = os.path.join(os.path.dirname(INCLUDE), "bench", "kernels", "peak.cl")
 
-# Defaults of gemm.cl (its #ifndef values), needed here only to compute launch sizes.
+# Defaults of gemm.cl (the #ifndef values in gemm_common.cl), needed here only for launch sizes.
 CL_DEFAULTS = {"WGD_M": 1, "WGD_N": 1, "TM": 6, "TN": 16, "MR": 16, "NR": 1}
 
 
+def ceil_div(a, b):
+    """The smallest integer >= a / b (convsolve.ceil_div; the probe does not import convsolve)."""
+    return -(-a // b)
+
+
 def pick_device(want):
-    """First device whose '<platform> <device>' contains `want` and that can build a kernel."""
+    """First device whose '<platform> <device>' contains `want` and that can build a kernel;
+    a simulator (Oclgrind) only when `want` names it, as convsolve picks its default device."""
     for plat in cl.get_platforms():
         for dev in plat.get_devices():
-            if want.lower() not in f"{plat.name} {dev.name}".lower():
+            name = f"{plat.name} {dev.name}".lower()
+            if want.lower() not in name or ("oclgrind" in name and "oclgrind" not in want.lower()):
                 continue
             ctx = cl.Context([dev])
             try:
@@ -62,7 +70,8 @@ def build(ctx, path, defines):
     """Build `path` with -D defines; a KERNEL=<file> entry builds that file instead (A/B runs)."""
     defines = dict(defines)
     path = defines.pop("KERNEL", path)
-    opts = [f"-I{INCLUDE}"] + [f"-D{k}={v}" for k, v in sorted(defines.items())]
+    folder = os.path.dirname(os.path.abspath(path))   # its own folder serves its includes
+    opts = [f"-I{folder}", f"-I{INCLUDE}"] + [f"-D{k}={v}" for k, v in sorted(defines.items())]
     t0 = time.perf_counter()
     with open(path) as f:
         prg = cl.Program(ctx, f.read()).build(options=opts)
@@ -237,7 +246,7 @@ def launch_sizes(defines, M, N, batch):
         d["MR"] = 1  # gemm.cl: MR defaults to 1 with USE_LOCAL
     mwg, nwg = d["TM"] * d["WGD_M"] * d["MR"], d["TN"] * d["WGD_N"] * d["NR"]
     local = (d["WGD_N"], d["WGD_M"], 1)
-    glob = (-(-N // nwg) * d["WGD_N"], -(-M // mwg) * d["WGD_M"], batch)
+    glob = (ceil_div(N, nwg) * d["WGD_N"], ceil_div(M, mwg) * d["WGD_M"], batch)
     return glob, local
 
 
@@ -338,9 +347,11 @@ def check_im2col(ctx, queue):
                              hostbuf=np.concatenate([np.zeros(2, np.float32), x.ravel()]))
             col = np.full(N * groups * cstride + 1, np.nan, np.float32)
             cbuf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=col)
-            geo = [np.int32(v) for v in (C, H, W, OH, OW, R, S, *st, *pad, *dil, groups)]
-            i2c(queue, (OH * -(-OW // tw), rows, N * groups), None, xbuf, np.int32(2), cbuf,
-                np.int32(1), np.int32(ldcol), np.int32(groups * cstride), np.int32(cstride), *geo)
+            # CS_CONV_PARAMS in Problem.kernel_args() order (K, not read here, is 0)
+            conv = [np.int32(v) for v in (N, C, H, W, 0, R, S, OH, OW, groups, *pad, *st, *dil)]
+            i2c(queue, (OH * ceil_div(OW, tw), rows, N * groups), None, xbuf, cbuf, *conv,
+                np.int32(2), np.int32(1), np.int32(ldcol), np.int32(groups * cstride),
+                np.int32(cstride))
             cl.enqueue_copy(queue, col, cbuf).wait()
             got = np.stack([col[1 + b * cstride:1 + b * cstride + rows * ldcol]
                             .reshape(rows, ldcol)[:, :OH * OW] for b in range(N * groups)])
@@ -354,9 +365,9 @@ def check_im2col(ctx, queue):
             cl.enqueue_copy(queue, cbuf, col)
             dx0 = rng.standard_normal(x.size + 1, dtype=np.float32)
             dbuf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=dx0)
-            c2i(queue, (H * W, cg, N * groups), None, cbuf, np.int32(1), np.int32(ldcol),
-                np.int32(groups * cstride), np.int32(cstride), dbuf, np.int32(1), np.float32(2.0),
-                np.float32(0.5), *geo)
+            c2i(queue, (H * W, cg, N * groups), None, cbuf, dbuf, *conv, np.int32(1),
+                np.int32(ldcol), np.int32(groups * cstride), np.int32(cstride), np.int32(1),
+                np.float32(2.0), np.float32(0.5))
             dx = np.empty_like(dx0)
             cl.enqueue_copy(queue, dx, dbuf).wait()
             dref = 2.0 * ref_col2im(cm, x.shape, groups, R, S, st, pad, dil, OH, OW) \

@@ -4,7 +4,7 @@
  * col + col_off + n_local * image_stride + g * group_stride, shape [Cg * R * S][OH * OW], row
  * pitch ldcol), computes
  *   dx[n][g * Cg + cl][ih][iw] = alpha * sum over (r, s, oh, ow) with
- *       oh * stride_h - pad_top  + r * dil_h == ih  and  ow * stride_w - pad_left + s * dil_w == iw
+ *       oh * STRIDE_H - PAD_T + r * DIL_H == ih  and  ow * STRIDE_W - PAD_L + s * DIL_W == iw
  *     of col[(cl * R + r) * S + s][oh * OW + ow]
  *   + beta * dx[n][g * Cg + cl][ih][iw]          (beta == 0 does not read dx)
  * as a gather: one work-item per element of dx, summing in a fixed order (r, then s), so the
@@ -14,12 +14,12 @@
  * Tensors: dx is packed NCHW; image n_local of the launch starts at dx + dx_off + n_local*C*H*W.
  *
  * Kernel:
- *   col2im(const global real *col, int col_off, int ldcol, int image_stride,
- *          int group_stride, global real *dx, int dx_off, real alpha, real beta,
- *          int C, int H, int W, int OH, int OW, int R, int S,
- *          int stride_h, int stride_w, int pad_top, int pad_left, int dil_h, int dil_w,
- *          int groups)
- *   global size = (H * CS_DIV_UP(W, COL2IM_TW), C / groups, images * groups)
+ *   col2im(const global real *col, global real *dx, CS_CONV_PARAMS,
+ *          int col_off, int ldcol, int image_stride, int group_stride,
+ *          int dx_off, real alpha, real beta)
+ *   CS_CONV_PARAMS (convsolve.h) are the convolution's sizes as Problem.kernel_args() passes
+ *   them; N and K are not read. The launch covers `images` images from dx_off on.
+ *   global size = (H * CS_DIV_UP(W, COL2IM_TW), C / G, images * G)
  *   local size  = any (NULL is fine)
  *   Each work-item writes COL2IM_TW consecutive iw of one (ih, channel, image).
  *
@@ -31,24 +31,20 @@
 #define COL2IM_TW 1 /* consecutive input columns (iw) per work-item: 1 suits GPUs, 16-32 CPUs */
 #endif
 
-__kernel void col2im(const __global real *restrict col, const int col_off, const int ldcol,
-                     const int image_stride, const int group_stride,
-                     __global real *restrict dx, const int dx_off,
-                     const real alpha, const real beta, const int C, const int H, const int W,
-                     const int OH, const int OW, const int R, const int S,
-                     const int stride_h, const int stride_w, const int pad_top,
-                     const int pad_left, const int dil_h, const int dil_w, const int groups)
+__kernel void col2im(const __global real *restrict col, __global real *restrict dx,
+                     CS_CONV_PARAMS, const int col_off, const int ldcol, const int image_stride,
+                     const int group_stride, const int dx_off, const real alpha, const real beta)
 {
     const int wb = CS_DIV_UP(W, COL2IM_TW);
     const int ih = get_global_id(0) / wb;
     const int iw0 = (get_global_id(0) % wb) * COL2IM_TW;
     const int cl = get_global_id(1);
-    const int b = get_global_id(2); /* n_local * groups + g */
+    const int b = get_global_id(2); /* n_local * G + g */
     if (ih >= H)
         return;
     const int nw = min(COL2IM_TW, W - iw0);
-    const int cg = C / groups;
-    const int n = b / groups, g = b % groups;
+    const int cg = C / G;
+    const int n = b / G, g = b % G;
     const __global real *cm = col + col_off + (size_t)n * image_stride + (size_t)g * group_stride +
                               (size_t)cl * R * S * ldcol;
 
@@ -57,16 +53,16 @@ __kernel void col2im(const __global real *restrict col, const int col_off, const
         sum[t] = (real)0;
     /* Taps in a fixed order (r, then s): deterministic, no atomics. */
     for (int r = 0; r < R; ++r) {
-        const int th = ih + pad_top - r * dil_h; /* = oh * stride_h */
+        const int th = ih + PAD_T - r * DIL_H; /* = oh * STRIDE_H */
         if (th < 0)
             break; /* th only decreases with r */
-        if (th % stride_h != 0 || th / stride_h >= OH)
+        if (th % STRIDE_H != 0 || th / STRIDE_H >= OH)
             continue;
-        const int oh = th / stride_h;
+        const int oh = th / STRIDE_H;
         for (int s = 0; s < S; ++s) {
             const __global real *crow = cm + (size_t)(r * S + s) * ldcol + oh * OW;
-            const int tw0 = iw0 + pad_left - s * dil_w; /* = ow * stride_w for t = 0 */
-            if (stride_w == 1) {
+            const int tw0 = iw0 + PAD_L - s * DIL_W; /* = ow * STRIDE_W for t = 0 */
+            if (STRIDE_W == 1) {
                 for (int t = 0; t < nw; ++t) {
                     const int ow = tw0 + t;
                     if (ow >= 0 && ow < OW)
@@ -75,8 +71,8 @@ __kernel void col2im(const __global real *restrict col, const int col_off, const
             } else {
                 for (int t = 0; t < nw; ++t) {
                     const int tw = tw0 + t;
-                    if (tw >= 0 && tw % stride_w == 0 && tw / stride_w < OW)
-                        sum[t] += crow[tw / stride_w];
+                    if (tw >= 0 && tw % STRIDE_W == 0 && tw / STRIDE_W < OW)
+                        sum[t] += crow[tw / STRIDE_W];
                 }
             }
         }

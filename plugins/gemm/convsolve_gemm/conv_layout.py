@@ -1,0 +1,108 @@
+"""Convolution tensors as matrices: views, pitches, chunks, and the kernels that unfold them."""
+from importlib import resources
+from typing import NamedTuple
+
+import numpy as np
+import pyopencl as cl
+from convsolve import Problem, ceil_div, round_up
+
+from .gemm import device_kind
+
+KERNELS = resources.files(__package__) / "kernels"
+
+#: Consecutive output (im2col) and input (col2im) columns per work-item, by device type: on
+#: PoCL a work-item per short run is slow (32 columns: 7 ms against 20 ms for 8 on ResNet-50's
+#: 3x3 64-channel layer at batch 8); GPUs want one column per work-item, coalesced.
+IM2COL_TW = {"cpu": 32, "gpu": 1}
+COL2IM_TW = {"cpu": 32, "gpu": 1}
+#: Workspace budget per chunk of images: the chunk's per-image matrices fit it (see
+#: matmul_conv.bytes_per_image; a split reduction's partial dW comes on top).
+COLUMN_BUDGET_BYTES = 64 << 20
+
+_CONV_ARGS = [np.int32] * 16    # CS_CONV_PARAMS of convsolve.h, as Problem.kernel_args() gives them
+
+
+class View(NamedTuple):
+    """Matrices in a buffer: matrix (image i, group g) starts at offset + i*image + g*group,
+    rows ``ld`` elements apart. (A split reduction uses the image step for its slices.)"""
+
+    buffer: object
+    offset: int
+    ld: int
+    image: int
+    group: int
+
+    def at(self, image=0, group=0):
+        return self._replace(offset=self.offset + image * self.image + group * self.group)
+
+
+class Columns:
+    """im2col, col2im and the output-gradient gather of one problem, into or out of Views."""
+
+    def __init__(self, handle, problem):
+        self.queue = handle.queue
+        self.problem = p = problem
+        # dy as the input of a plain 1x1 convolution: its column matrices are dy's own
+        self.outputs_problem = Problem.conv2d((p.n, p.k, p.out_h, p.out_w),
+                                              (p.k, p.k // p.groups, 1, 1), groups=p.groups)
+        kind = device_kind(handle)
+        self.im2col_tw, self.col2im_tw = IM2COL_TW[kind], COL2IM_TW[kind]
+        self.im2col_kernel = handle.build(KERNELS / "im2col.cl", "im2col",
+                                          {"IM2COL_TW": self.im2col_tw})
+        self.im2col_kernel.set_scalar_arg_dtypes([None, None, *_CONV_ARGS, *[np.int32] * 5])
+        self.col2im_kernel = handle.build(KERNELS / "col2im.cl", "col2im",
+                                          {"COL2IM_TW": self.col2im_tw})
+        self.col2im_kernel.set_scalar_arg_dtypes([None, None, *_CONV_ARGS, *[np.int32] * 5,
+                                                  np.float32, np.float32])
+
+    def im2col(self, x, image0, count, col):
+        """Unfold images [image0, image0 + count) of x into the column matrices ``col``."""
+        return self._unfold(self.problem, x, image0, count, col)
+
+    def gather_outputs(self, dy, image0, count, dst):
+        """Copy images [image0, image0 + count) of dy (per group Kg x OH*OW) into ``dst``."""
+        return self._unfold(self.outputs_problem, dy, image0, count, dst)
+
+    def _unfold(self, problem, src, image0, count, dst):
+        """im2col of images [image0, image0 + count) of ``problem``'s input ``src`` into ``dst``."""
+        p = problem
+        size = (p.out_h * ceil_div(p.out_w, self.im2col_tw), p.c // p.groups * p.fil_h * p.fil_w,
+                count * p.groups)
+        self.im2col_kernel.set_args(src, dst.buffer, *p.kernel_args(),
+                                    image0 * p.c * p.in_h * p.in_w, dst.offset, dst.ld, dst.image,
+                                    dst.group)
+        return cl.enqueue_nd_range_kernel(self.queue, self.im2col_kernel, size, None)
+
+    def col2im(self, col, dx, image0, count):
+        """Fold the column matrices ``col`` into images [image0, image0 + count) of dx,
+        overwriting them."""
+        p = self.problem
+        size = (p.in_h * ceil_div(p.in_w, self.col2im_tw), p.c // p.groups, count * p.groups)
+        self.col2im_kernel.set_args(col.buffer, dx, *p.kernel_args(), col.offset, col.ld,
+                                    col.image, col.group, image0 * p.c * p.in_h * p.in_w, 1.0, 0.0)
+        return cl.enqueue_nd_range_kernel(self.queue, self.col2im_kernel, size, None)
+
+
+class SumPartials:
+    """The sum_partials kernel: the partial results of a split reduction added up in order."""
+
+    def __init__(self, handle):
+        self.queue = handle.queue
+        self.kernel = handle.build(KERNELS / "sum_partials.cl", "sum_partials")
+        self.kernel.set_scalar_arg_dtypes([None, np.int32, np.int32, np.int32, None, np.int32])
+
+    def __call__(self, partial, offset, count, size, out, accumulate):
+        """out (+)= the ``count`` partials of ``size`` elements starting at element ``offset``."""
+        self.kernel.set_args(partial, offset, count, size, out, int(accumulate))
+        return cl.enqueue_nd_range_kernel(self.queue, self.kernel, (round_up(size, 64),), None)
+
+
+def padded_pitch(count):
+    """A row pitch >= count whose byte size is not a multiple of 4 KiB (such pitches halve the
+    CPU GEMM's speed through cache-set conflicts)."""
+    return count + 16 if (count * 4) % 4096 == 0 else count
+
+
+def images_per_chunk(problem, bytes_per_image, budget):
+    """How many images one workspace-sized chunk holds: as many as fit ``budget``, at least 1."""
+    return max(1, min(problem.n, budget // max(1, bytes_per_image)))

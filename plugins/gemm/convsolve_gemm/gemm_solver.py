@@ -1,0 +1,44 @@
+"""The hooks the GEMM solvers share, over matmul_conv's plans; each solver sets flags and WTI."""
+from convsolve import hookimpl
+
+from .matmul_conv import build_plan, fits_int32, workspace_bytes
+
+
+class GemmSolver:
+    """A convolution as grouped GEMMs (matmul_conv), through column matrices or not. A solver
+    subclasses it, setting ``name``, ``directions``, ``wti`` and ``side_by_side``, and where it
+    differs, ``uses_columns`` and ``applies_to``."""
+
+    family = "gemm"
+    dynamic = True
+    #: Estimated fraction of peak (the get_wti hook).
+    wti = None
+    #: Backward-weights only: a chunk's images side by side, one split reduction per group.
+    side_by_side = False
+
+    def uses_columns(self, problem):
+        """Whether ``problem`` goes through column matrices (im2col, col2im, the workspace)."""
+        return True
+
+    def applies_to(self, problem):
+        """The solver's own condition on ``problem``, checked before the common ones."""
+        return True
+
+    @hookimpl
+    def is_applicable(self, problem):
+        return (problem.dtype == "float32" and self.applies_to(problem)
+                and fits_int32(problem, self.uses_columns(problem), self.side_by_side))
+
+    @hookimpl
+    def get_wti(self, problem):
+        return self.wti
+
+    @hookimpl
+    def workspace(self, problem):
+        if not self.uses_columns(problem):
+            return 0
+        return workspace_bytes(problem, self.side_by_side)
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        return build_plan(problem, handle, self.uses_columns(problem), self.side_by_side)
