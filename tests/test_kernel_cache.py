@@ -1,4 +1,8 @@
-"""The kernel binary cache: hits across handles, keys, corrupt entries, the off switch."""
+"""The kernel cache: hits across handles, keys, corrupt entries, failed writes, the off switch."""
+import errno
+import os
+import time
+
 import convsolve
 import pyopencl as cl
 import pytest
@@ -63,3 +67,51 @@ def test_disable_cache_writes_nothing(tmp_path, kernel_file, monkeypatch, handle
     monkeypatch.setenv("CONVSOLVE_DISABLE_CACHE", "1")
     convsolve.Handle(handle.device).build(kernel_file, "k", {"VALUE": 1})
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch, caplog):
+    """A write that fails (here the rename, as on a full disk) warns, keeps no half-written
+    temporary file and leaves the old entry loadable."""
+    cache = KernelCache(tmp_path)
+    cache.store("aa01", b"old binary")
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "replace", full)
+    cache.store("aa01", b"new binary")
+    monkeypatch.undo()
+    assert "cannot write" in caplog.text
+    assert [p.name for p in (tmp_path / "aa").iterdir()] == ["aa01.bin"]
+    assert cache.load("aa01") == b"old binary"
+
+
+def test_stale_temporary_files_of_killed_writers_are_removed(tmp_path):
+    """A writer killed between writing and renaming leaves a temporary file; the next write in
+    that directory removes it once it is an hour old, and leaves young ones (a live writer's)."""
+    cache = KernelCache(tmp_path)
+    cache.store("aa01", b"x")
+    old, young = tmp_path / "aa" / ".tmp-killed", tmp_path / "aa" / ".tmp-writing"
+    old.write_bytes(b"half")
+    young.write_bytes(b"half")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    cache.store("aa02", b"y")
+    assert not old.exists() and young.exists()
+    assert cache.load("aa01") == b"x" and cache.load("aa02") == b"y"
+
+
+def test_corrupt_entry_that_cannot_be_deleted_is_not_reported_deleted(tmp_path, monkeypatch,
+                                                                     caplog):
+    """A corrupt entry in a cache the user cannot write is a miss, and the warning says it could
+    not be deleted (simulated: unlink raises PermissionError, as in a root-owned cache)."""
+    cache = KernelCache(tmp_path)
+    cache.store("aa01", b"binary")
+    entry = tmp_path / "aa" / "aa01.bin"
+    entry.write_bytes(entry.read_bytes()[:-3] + b"bad")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+    monkeypatch.setattr(os, "unlink", refuse)
+    assert cache.load("aa01") is None
+    monkeypatch.undo()
+    assert "corrupt entry" in caplog.text and "cannot delete" in caplog.text
+    assert "deleted;" not in caplog.text and entry.exists()
