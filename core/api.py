@@ -5,7 +5,7 @@ import numpy as np
 import pyopencl as cl
 
 from .errors import ValidationError
-from .execute import run
+from .execute import check_device_limits, run
 from .find import find
 from .handle import Handle
 from .plugins import registry
@@ -27,7 +27,10 @@ def default_handle():
 
 def _host_array(name, array):
     """``array`` as a C-contiguous float32 ndarray; other dtypes are refused, not cast."""
-    array = np.asarray(array)
+    try:
+        array = np.asarray(array)
+    except (ValueError, TypeError) as exc:   # ragged nested sequences, objects numpy refuses
+        raise ValidationError(name, type(array).__name__, f"not an array: {exc}") from None
     if array.dtype != np.float32:
         raise ValidationError(f"{name}.dtype", str(array.dtype), "expected float32")
     return np.ascontiguousarray(array)
@@ -42,9 +45,12 @@ def _solve(problem, handle, solver, host):
     """Compute ``problem``'s output from the host arrays in ``host`` (forward-sense names)."""
     out_name = problem.direction.output
     out_desc = getattr(problem, out_name)
+    if solver is not None and not isinstance(solver, str):
+        raise ValidationError("solver", solver, "expected a solver or family name, or None")
     if problem.n == 0:  # nothing reaches OpenCL: empty outputs, and zero weight gradients
         return np.zeros(out_desc.shape, np.float32)
     handle = handle or default_handle()
+    check_device_limits(handle, problem)
     flags = cl.mem_flags
     buffers = {name: cl.Buffer(handle.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=array)
                for name, array in host.items()}

@@ -12,7 +12,7 @@ import pyopencl as cl
 from . import docgen, env, reference
 from .bench.command import add_parser as add_bench_parser
 from .errors import ConvsolveError, ValidationError
-from .execute import resolve_solver, run
+from .execute import check_device_limits, resolve_solver, run
 from .explain import explain
 from .find import find
 from .find_db import FindDb, system_db_path
@@ -89,6 +89,11 @@ def cmd_hooks(args):
 
 
 def cmd_db(args):
+    def _db_time(row):   # a recorded failure has no time: its reason's first line instead
+        if row["failure"] is not None or row["time_ms"] is None:
+            return f"failed: {(row['failure'] or 'no reason recorded').splitlines()[0][:60]}"
+        return f"{row['time_ms']:.4f}"
+
     db = FindDb()
     if args.action == "path":
         print(f"user:   {db.user_path}\nsystem: {system_db_path()}")
@@ -97,7 +102,7 @@ def cmd_db(args):
         if args.json:
             print(json.dumps(rows, indent=2))
         else:
-            _print_table([(r["problem"], r["solver"], r["device"], f"{r['time_ms']:.4f}",
+            _print_table([(r["problem"], r["solver"], r["device"], _db_time(r),
                            format_bytes(r["workspace"])) for r in rows],
                          ("problem", "solver", "device", "time (ms)", "workspace"))
     else:
@@ -159,7 +164,10 @@ def _solve_one(handle, problem, args, rng):
     return report
 
 
-def _print_report(problem, report):
+def _print_report(problem, report, device=None):
+    """One problem's text report; ``device`` (the handle's name), when given, is printed first."""
+    if device:
+        print(f"device: {device}")
     print(f"{_VERIFY_NAMES[problem.direction]}: {report['problem']} "
           f"({report['gflop']:.3f} GFLOP)")
     if report["source"] == "find-db":
@@ -198,13 +206,14 @@ def cmd_conv(args):
     if args.solver:
         _check_solver_name(args.solver)
     handle = Handle()
+    check_device_limits(handle, *problems)   # before host tensors are made
     rng = np.random.default_rng(args.seed)
     reports = []
     for problem in problems:
         report = _solve_one(handle, problem, args, rng)
         reports.append(report)
         if not args.json:
-            _print_report(problem, report)
+            _print_report(problem, report, handle.name if not reports[:-1] else None)
     if args.json:
         print(json.dumps({"device": handle.name, "reports": reports}, indent=2))
     return 1 if any(not r.get("verify", {"ok": True})["ok"] for r in reports) else 0

@@ -42,7 +42,8 @@ DEVICE = _declare(
     "CONVSOLVE_DEVICE", "",
     "Device for Handle() when none is passed: an index into the flat list of devices "
     "(`convsolve devices`), or a case-insensitive substring of 'platform name: device name'. "
-    "Unset: a GPU if one exists, else a PoCL CPU device that can build kernels.")
+    "Unset: the first GPU that builds kernels, else PoCL's CPU device, else any other; a "
+    "simulator (Oclgrind) only when named.")
 TEST_DEVICE = _declare(
     "CONVSOLVE_TEST_DEVICE", "",
     "Device of convsolve.testing's handle fixture (same forms as CONVSOLVE_DEVICE). "
@@ -112,6 +113,16 @@ FIND_BUILD_TIMEOUT_S = _declare(
     "CONVSOLVE_FIND_BUILD_TIMEOUT_S", "300",
     "Seconds one candidate's build_invoker may take in find; a build still running then is "
     "skipped (and recorded as failed), its thread left behind.")
+FIND_RUN_TIMEOUT_S = _declare(
+    "CONVSOLVE_FIND_RUN_TIMEOUT_S", "60",
+    "Seconds one run of a candidate may take in find before it is given up as hung. In process "
+    "(CONVSOLVE_FIND_ISOLATION=none) the device queue then stays blocked, so find fails naming "
+    "the solver; with isolation the worker is restarted and find goes on.")
+FIND_ISOLATION = _declare(
+    "CONVSOLVE_FIND_ISOLATION", "none",
+    "none: find builds and times candidates in this process, on the caller's buffers. process: "
+    "in a long-lived worker process per device, on random tensors, so a solver that hangs or "
+    "kills the OpenCL runtime costs a worker restart instead of the caller.")
 FIND_VERIFY = _declare(
     "CONVSOLVE_FIND_VERIFY", "0",
     "1 makes find compare each candidate's output with the float64 reference (up to 1024 "

@@ -51,7 +51,8 @@ class FindError(ConvsolveError):
 
 
 class DatabaseError(ConvsolveError):
-    """A find-db file that cannot be opened or written even after being set aside and rebuilt."""
+    """A find-db that cannot be read or written (read-only, locked too long, corrupt and not
+    movable, a bad path); find, run and immediate mode warn and go on without it."""
 
 
 class NumericsError(ConvsolveError):

@@ -9,7 +9,8 @@ from .errors import SolverError, ValidationError
 from .find_db import FindDb
 from .hookspecs import Buffers
 from .plugins import generation, registry
-from .problem import Direction
+from .problem import Direction, Problem
+from .text import format_bytes
 from .verify import check_numerics
 
 log = logging.getLogger("convsolve")
@@ -18,8 +19,11 @@ log = logging.getLogger("convsolve")
 def check_buffers(problem, x, w, y):
     """The three buffers as Buffers, each an OpenCL buffer at least as large as its tensor.
 
-    With a zero batch, ``x`` and ``y`` may be None (OpenCL has no empty buffers).
+    With a zero batch, ``x`` and ``y`` may be None (OpenCL has no empty buffers).  The output's
+    buffer may not also be an input's: work-items would read what others already wrote.
     """
+    if not isinstance(problem, Problem):
+        raise ValidationError("problem", type(problem).__name__, "expected a convsolve.Problem")
     checked = []
     for name, buffer, desc in (("x", x, problem.x), ("w", w, problem.w), ("y", y, problem.y)):
         if buffer is None and desc.nbytes == 0:
@@ -33,7 +37,37 @@ def check_buffers(problem, x, w, y):
             raise ValidationError(f"{name} buffer size", buffer.size,
                                   f"tensor {desc.shape} {desc.dtype} needs {desc.nbytes} bytes")
         checked.append(buffer)
+    out = "xwy".index(problem.direction.output)
+    if checked[out] is not None and checked[out] in checked[:out] + checked[out + 1:]:
+        raise ValidationError(problem.direction.output, "an input's buffer",
+                              f"{problem.direction.label} writes it: give it a buffer of its own")
     return Buffers(*checked)
+
+
+def check_device_limits(handle, *problems):
+    """Refuse problems whose tensors cannot be on ``handle``'s device: each within its largest
+    buffer (max_mem_alloc_size), the three together within its global memory.
+
+    find and the numpy API call it before allocating anything, the CLI before making host
+    tensors.  run needs no call: buffers at least as large as the tensors already exist.
+    """
+    device = handle.device
+
+    def limit(what, info, nbytes):
+        return (f"{what} over the device's {info}, {nbytes} bytes ({format_bytes(nbytes)}), "
+                f"on {handle.name}")
+    for problem in problems:
+        for name in "xwy":
+            desc = getattr(problem, name)
+            if desc.nbytes > device.max_mem_alloc_size:
+                raise ValidationError(f"{name} bytes", desc.nbytes, limit(
+                    f"tensor {name} {desc.shape} {desc.dtype} is", "largest buffer "
+                    "(max_mem_alloc_size)", device.max_mem_alloc_size))
+        total = problem.x.nbytes + problem.w.nbytes + problem.y.nbytes
+        if total > device.global_mem_size:
+            raise ValidationError("x + w + y bytes", total, limit(
+                "the tensors together are", "global memory (global_mem_size)",
+                device.global_mem_size))
 
 
 def check_scratch(scratch, needed, solver_name):
@@ -56,7 +90,7 @@ def resolve_solver(handle, problem, solver):
     if solver not in reg.solvers:
         name = handle.best_of_family(problem, solver)
         if name is None:
-            family_records = [r for r in FindDb().lookup(handle.db_key, problem.key())
+            family_records = [r for r in FindDb().records(handle.db_key, problem.key())
                               if r.family == solver and r.solver in reg.solvers
                               and not r.failure]
             if not family_records:

@@ -26,7 +26,7 @@ def explain(handle, problem, buffers=None):
     """
     reg = registry()
     applicable, skipped = reg.candidates(problem)
-    records = {r.solver: r for r in FindDb().lookup(handle.db_key, problem.key())}
+    records = {r.solver: r for r in FindDb().records(handle.db_key, problem.key())}
     timed = {}
     if buffers is not None:
         results = benchmark(handle, problem, applicable, check_buffers(problem, **buffers), None,

@@ -5,16 +5,16 @@ import os
 
 import pyopencl as cl
 
-from . import env
+from . import env, worker
 from .calls import workspace_of, wti_of
 from .errors import ContractError, FindError, ValidationError
-from .execute import check_buffers, check_scratch
+from .execute import check_buffers, check_device_limits, check_scratch
 from .find_db import FindDb, Record
 from .parallel import call_all
 from .plugins import registry, solver_attribute
 from .solutions import Solution, usable_records, wti_fallback
 from .text import format_bytes
-from .timing import time_invoker
+from .timing import RunTimeout, time_invoker
 from .verify import OutputCheck
 
 log = logging.getLogger("convsolve")
@@ -22,6 +22,14 @@ log = logging.getLogger("convsolve")
 #: A candidate whose first timed run is this many times slower than the best so far is sampled
 #: no further.
 CUTOFF_FACTOR = 10.0
+
+
+class QueueBlocked(FindError):
+    """A candidate's kernels did not finish in time, in process: nothing else can run now."""
+
+    def __init__(self, message, timed):
+        super().__init__(message)
+        self.timed = timed   # the Solutions measured before it
 
 
 class FindMode(enum.Enum):
@@ -86,14 +94,17 @@ def _build_all(handle, problem, solvers, skipped):
     return built
 
 
-def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, verify=None):
+def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, verify=None,
+              best_ms=None):
     """Build and time ``solvers``; returns their Solutions, fastest first, and fills ``skipped``.
 
     ``failed`` (a dict, if given) also receives the solvers that failed to build or run or wrote
     a wrong output: the skips that belong to the solver, not to this call.  ``verify`` (None:
     CONVSOLVE_FIND_VERIFY) compares each output with sampled reference values; without it,
     only a non-finite output from finite inputs counts as wrong.  Records nothing: find and
-    explain decide what to do with the results.
+    explain decide what to do with the results.  ``best_ms``, a time already measured for
+    the problem, sets the first cut-off.  Under CONVSOLVE_FIND_ISOLATION=process the candidates
+    are built and timed in the device's worker process instead (worker.py).
     """
     failed = {} if failed is None else failed
     needs, wtis = {}, {}
@@ -114,21 +125,30 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, 
         else:
             fitting.append(solver)
     fitting.sort(key=lambda s: -wtis[s])
+    verify = env.flag(env.FIND_VERIFY) if verify is None else verify
+    if _isolation() == "process":
+        return worker.benchmark(handle, problem, fitting, skipped, failed, verify)
     built = _build_all(handle, problem, fitting, skipped)
     failed.update({s.name: skipped[s.name] for s in fitting if s not in built})
     if env.flag(env.DEBUG_COMPILE_ONLY):
         log.info("compile only: built %d solvers for %s, timed none", len(built), problem.key())
         return []
     budget = env.positive_number(env.FIND_SOLVER_BUDGET_MS)
-    check = OutputCheck(handle, problem, buffers,
-                        env.flag(env.FIND_VERIFY) if verify is None else verify)
+    limit_s = env.positive_number(env.FIND_RUN_TIMEOUT_S)
+    check = OutputCheck(handle, problem, buffers, verify)
     results = []
     for solver, invoker in built.items():
-        best = min((r.time_ms for r in results), default=None)
+        best = min([r.time_ms for r in results] + ([best_ms] if best_ms else []), default=None)
         try:
             time_ms = time_invoker(invoker, buffers, scratch if needs[solver] else None, budget,
-                                   None if best is None else best * CUTOFF_FACTOR)
+                                   None if best is None else best * CUTOFF_FACTOR, limit_s)
             fault = check.fault(solver_attribute(solver, "tolerance"))
+        except RunTimeout as exc:
+            failed[solver.name] = f"failed to run: {exc}"
+            raise QueueBlocked(f"{solver.name!r} on {problem.key()}: {exc}; the device queue of "
+                               f"{handle.name} stays blocked: restart the process, and set "
+                               f"{env.FIND_ISOLATION.name}=process to contain such solvers",
+                               sorted(results, key=lambda s: s.time_ms)) from exc
         except Exception as exc:  # noqa: BLE001
             handle.forget_invoker(solver, problem)
             fault = f"failed to run: {getattr(exc, 'reason', exc)}"
@@ -139,6 +159,13 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, 
         log.info("timed %r: %.4f ms", solver.name, time_ms)
         results.append(Solution(solver.name, solver.family, time_ms, needs[solver], "benchmark"))
     return sorted(results, key=lambda s: s.time_ms)
+
+
+def _isolation():
+    value = env.FIND_ISOLATION.raw().lower()
+    if value not in ("none", "process"):
+        raise ValidationError(env.FIND_ISOLATION.name, value, "expected none or process")
+    return value
 
 
 def _dynamic_only(problem, solvers, skipped):
@@ -176,6 +203,7 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
                                       or not isinstance(request_count, int) or request_count < 1):
         raise ValidationError("request_count", request_count, "must be a positive integer or None")
     buffers = check_buffers(problem, x, w, y)
+    check_device_limits(handle, problem)
     mode = FindMode.parse(mode)
     if problem.n == 0:
         log.info("find %s: zero batch, nothing to compute", problem.key())
@@ -185,8 +213,8 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
     if mode is FindMode.DYNAMIC_HYBRID and not exhaustive:
         solvers = _dynamic_only(problem, applicable, skipped)
     db = FindDb()
-    recorded = [] if mode is FindMode.NORMAL or exhaustive else db.lookup(handle.db_key,
-                                                                           problem.key())
+    recorded = [] if mode is FindMode.NORMAL or exhaustive else db.records(handle.db_key,
+                                                                            problem.key())
     known = usable_records(recorded, applicable, skipped)
     if known or mode is FindMode.FAST:
         answer, solvers = _consult_db(problem, mode, known, recorded, applicable, solvers)
@@ -195,7 +223,12 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
                 handle.remember_ranking(problem, known)
             return answer[:request_count]
     failed = {}
-    timed = benchmark(handle, problem, solvers, buffers, scratch, skipped, failed, verify)
+    try:
+        timed = benchmark(handle, problem, solvers, buffers, scratch, skipped, failed, verify)
+    except QueueBlocked as exc:   # keep what was measured, and the hung solver as failed
+        _record(db, handle, problem, sorted(known + exc.timed, key=lambda s: s.time_ms),
+                recorded, failed, solvers)
+        raise
     if env.flag(env.DEBUG_COMPILE_ONLY):
         return []
     results = sorted(known + timed, key=lambda s: s.time_ms)
@@ -233,9 +266,10 @@ def _consult_db(problem, mode, known, recorded, applicable, solvers):
 
 
 def _record(db, handle, problem, results, recorded, failed, solvers):
-    """Store every timed solver and every failure (the older ones kept) in the user find-db."""
+    """Store every timed solver and every failure (the older ones kept) in the user find-db;
+    a db that cannot be written only warns."""
     families = {solver.name: solver.family for solver in solvers}
     failures = [r for r in recorded if r.failure and r.solver not in families]
     failures += [Record(name, families[name], None, 0, failure=why) for name, why in failed.items()]
-    db.store(handle.db_key, problem.key(),
-             [Record(r.solver, r.family, r.time_ms, r.workspace) for r in results] + failures)
+    db.keep(handle.db_key, problem.key(),
+            [Record(r.solver, r.family, r.time_ms, r.workspace) for r in results] + failures)

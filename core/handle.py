@@ -1,4 +1,5 @@
 """Handle: one OpenCL device with its context and profiling queue; builds kernels and keeps invokers."""
+import contextlib
 import logging
 import re
 import threading
@@ -57,11 +58,43 @@ def probe(device):
         return " ".join(str(exc).split())[:300]
 
 
+#: Substrings (lower case) of 'platform: device' that mark a simulator: correct, but about 1000x
+#: slower than real hardware, so never a default device (Oclgrind, the kernel checker).
+SIMULATORS = ("oclgrind",)
+
+
+def _kinds(device):
+    """The device-type bits ``device`` reports, of CPU, GPU and ACCELERATOR (DEFAULT ignored)."""
+    return {kind for kind in ("CPU", "GPU", "ACCELERATOR")
+            if device.type & getattr(cl.device_type, kind)}
+
+
+def is_gpu(device):
+    """True for a GPU: the GPU type bit and no CPU or accelerator bit (Oclgrind sets them all)."""
+    return _kinds(device) == {"GPU"}
+
+
+def is_simulator(platform, device):
+    """True for a simulator (Oclgrind, or any device claiming more than one of CPU, GPU and
+    accelerator): usable when named, never chosen by default."""
+    text = describe(platform, device).lower()
+    return len(_kinds(device)) > 1 or any(name in text for name in SIMULATORS)
+
+
+def default_order(devices):
+    """``devices`` ((platform, device) pairs) in the order the default choice tries them: GPUs,
+    then PoCL, then the rest, each in platform order; simulators left out."""
+    def rank(pair):
+        platform, device = pair
+        return (not is_gpu(device), "portable computing language" not in platform.name.lower())
+    return sorted((pair for pair in devices if not is_simulator(*pair)), key=rank)
+
+
 def choose_device(spec=None):
     """The device named by ``spec`` (index or substring), else by CONVSOLVE_DEVICE, else the default.
 
     The default is the first GPU that builds kernels, else the first PoCL CPU device that does,
-    else any device that does.
+    else any other device that does; a simulator (Oclgrind) only when named.
     """
     devices = list_devices()
     if not devices:
@@ -78,12 +111,11 @@ def choose_device(spec=None):
                 raise ValidationError("device", spec, "matches none of: " + "; ".join(
                     describe(*d) for d in devices))
     else:
-        def rank(pair):
-            platform, device = pair
-            is_gpu = bool(device.type & cl.device_type.GPU)
-            is_pocl = "portable computing language" in platform.name.lower()
-            return (not is_gpu, not is_pocl)
-        chosen = sorted(devices, key=rank)
+        chosen = default_order(devices)
+        if not chosen:
+            raise DeviceError("only simulators are visible (" + "; ".join(
+                describe(*d) for d in devices) + "): name one with CONVSOLVE_DEVICE (e.g. "
+                f"CONVSOLVE_DEVICE=Oclgrind) to use it, or {_POCL_HINT}")
     failures = []
     for platform, device in chosen:
         reason = probe(device)
@@ -139,6 +171,9 @@ class Handle:
             "device": self.device.name.strip(), "driver": self.device.driver_version.strip(),
             "compute_units": self.device.max_compute_units}
         self.is_cpu = bool(self.device.type & cl.device_type.CPU)
+        self.is_gpu = is_gpu(self.device)   # only a device that is nothing but a GPU
+        # Oclgrind crashes when two programs build at once on one context: build one at a time
+        self._build_lock = threading.Lock() if is_simulator(platform, self.device) else None
         directory = cache_dir()
         self._kernel_cache = KernelCache(directory) if directory else None
         self._programs = {}       # cache key -> built cl.Program
@@ -185,7 +220,8 @@ class Handle:
             program = self._programs.get(key)
             if program is None:
                 options = defines_options + [f"-I{d}" for d in include_dirs]
-                program = self._program(key, source, options, file)
+                with self._build_lock or contextlib.nullcontext():
+                    program = self._program(key, source, options, file)
                 self._programs[key] = program
         try:
             return cl.Kernel(program, kernel)

@@ -13,7 +13,7 @@ def get_solutions(handle, problem, max_count=None):
     that ranks applicable solvers by WTI, time = 10 / WTI ms (``source == 'fallback'``).
     """
     applicable, skipped = registry().candidates(problem)
-    solutions = usable_records(FindDb().lookup(handle.db_key, problem.key()), applicable, skipped)
+    solutions = usable_records(FindDb().records(handle.db_key, problem.key()), applicable, skipped)
     if not solutions:
         solutions = wti_fallback(applicable, problem)
     return solutions[:max_count]

@@ -11,6 +11,12 @@ from .errors import ValidationError
 
 DTYPE_SIZES = {"float32": 4}  # float16 follows once a solver supports it
 LAYOUTS = ("NCHW",)
+#: Largest size, pad, stride, dilation, group count, tensor element count and padded extent a
+#: Problem admits: kernels take sizes as int arguments (CS_CONV_PARAMS, kernel_args()), index
+#: elements and work-items with them, and compute window coordinates (oh * stride - pad_top +
+#: r * dilation, in [-pad_top, h + pad_bottom)) in int.  Solvers with stricter needs decline in
+#: is_applicable (the gemm plugin's fits_int32 also bounds its workspace by the same number).
+INT32_MAX = 2 ** 31 - 1
 
 
 class Direction(enum.Enum):
@@ -47,7 +53,7 @@ class Direction(enum.Enum):
 
 
 def _positive_int(field, value, minimum=1):
-    """``value`` as an int >= minimum, else a ValidationError naming ``field``."""
+    """``value`` as an int in [minimum, INT32_MAX], else a ValidationError naming ``field``."""
     try:
         if isinstance(value, bool):
             raise TypeError
@@ -56,6 +62,8 @@ def _positive_int(field, value, minimum=1):
         raise ValidationError(field, value, "expected an integer") from None
     if number < minimum:
         raise ValidationError(field, value, f"must be at least {minimum}")
+    if number > INT32_MAX:
+        raise ValidationError(field, value, "must fit a 32-bit int (at most 2**31 - 1)")
     return number
 
 
@@ -91,16 +99,20 @@ class TensorDesc:
     @classmethod
     def make(cls, field, shape, dtype="float32", layout="NCHW", allow_zero_batch=True):
         """A validated TensorDesc; ``field`` names the argument in error messages."""
-        if dtype not in DTYPE_SIZES:
+        if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
             raise ValidationError(f"{field}.dtype", dtype, f"supported: {sorted(DTYPE_SIZES)}")
-        if layout not in LAYOUTS:
+        if not isinstance(layout, str) or layout not in LAYOUTS:
             raise ValidationError(f"{field}.layout", layout, f"supported: {list(LAYOUTS)}")
         if not isinstance(shape, (tuple, list)) or len(shape) != len(layout):
             raise ValidationError(field, shape, f"expected {len(layout)} sizes ({layout})")
         dims = tuple(_positive_int(f"{field}[{i}] ({layout[i]})", size,
                                    0 if (i == 0 and allow_zero_batch) else 1)
                      for i, size in enumerate(shape))
-        return cls(dims, dtype, layout)
+        desc = cls(dims, dtype, layout)
+        if desc.size > INT32_MAX:
+            raise ValidationError(field, dims, f"{desc.size} elements; at most 2**31 - 1 "
+                                  "(kernels index elements with 32-bit ints)")
+        return desc
 
     @functools.cached_property
     def size(self):
@@ -138,6 +150,12 @@ class Problem:
 
     ``x``, ``w`` and ``y`` are the forward-sense tensors (input, weights, output) whatever the
     direction: backward-data computes x from y and w, backward-weights w from x and y.
+
+    Sizes that kernels cannot take are refused here, with a ValidationError naming the field:
+    every size, pad, stride, dilation and the group count, each tensor's element count and each
+    padded input extent (h + top + bottom, w + left + right) must be at most INT32_MAX = 2**31 - 1.
+    Whether the tensors fit a device is checked by find, the numpy API and the CLI
+    (execute.check_device_limits); solvers with narrower limits decline in is_applicable.
     """
 
     direction: Direction
@@ -178,6 +196,10 @@ class Problem:
         for axis, (size, fil, (lo, hi), u, d) in enumerate(zip(
                 (h, wd), (r, s), pads, strides, dilations)):
             span = (fil - 1) * d + 1
+            if size + lo + hi > INT32_MAX:
+                raise ValidationError(("padded height", "padded width")[axis], size + lo + hi,
+                                      f"{size} + pads {lo} + {hi}; at most 2**31 - 1 (kernels "
+                                      "compute window coordinates in 32-bit ints)")
             extent = size + lo + hi - span
             if extent < 0:
                 name = ("output height", "output width")[axis]
@@ -185,7 +207,7 @@ class Problem:
                                       f"padded input {size + lo + hi} is smaller than the "
                                       f"dilated filter {span}; the output must be at least 1")
             out.append(extent // u + 1)
-        y = TensorDesc((n, k, out[0], out[1]), dtype)
+        y = TensorDesc.make("y_shape (output)", (n, k, out[0], out[1]), dtype)
         return cls(direction, x, w, y, ConvDesc(pads, strides, dilations, groups))
 
     # {{{ derived sizes

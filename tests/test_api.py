@@ -1,9 +1,12 @@
 """The numpy API and the reference: conv2d and its gradients, named solvers, bad arrays, zero batch."""
+import math
 import sys
 import threading
+import types
 
 import convsolve
 import numpy as np
+import pyopencl as cl
 import pytest
 from convsolve import Problem, SolverError, ValidationError, reference
 
@@ -105,3 +108,80 @@ def test_threads_sharing_a_handle_get_their_own_results(handle):
     finally:
         sys.setswitchinterval(interval)
     assert wrong == [0, 0]
+
+
+def test_tensor_over_the_device_largest_buffer_is_refused_before_opencl(handle):
+    """A tensor larger than the device's largest buffer is a ValidationError naming the tensor,
+    its bytes and the limit, before any buffer is made (it was pyopencl's INVALID_BUFFER_SIZE)."""
+    limit = handle.device.max_mem_alloc_size
+    one = np.ones((1, 1, 1, 1), np.float32)
+    side = math.isqrt(limit // 4) + 1          # a side x side output just over the limit
+    if side * side > 2 ** 31 - 1:
+        pytest.skip("every tensor a Problem admits fits this device's largest buffer")
+    cases = [dict(padding=((side - 1, 0), (side - 1, 0)))]
+    if 40001 ** 2 * 4 > limit:
+        cases.append(dict(padding=20000))       # the tester's case: 40001 x 40001 floats
+    for kwargs in cases:
+        with pytest.raises(ValidationError) as info:
+            convsolve.conv2d(one, one, **kwargs, handle=handle)
+        assert info.value.field == "y bytes" and info.value.value > limit
+        assert f"{limit} bytes" in str(info.value) and "max_mem_alloc_size" in str(info.value)
+    with pytest.raises(ValidationError, match="max_mem_alloc_size") as info:   # a gradient's dx
+        convsolve.conv2d_backward_data(one, one, (1, 1, side, side), stride=side, handle=handle)
+    assert info.value.field == "x bytes"
+
+
+def test_stride_past_int32_is_refused_by_every_entry_point(handle):
+    """stride=2**31 (it was OverflowError, or std::bad_cast from a kernel argument) is refused as
+    a ValidationError naming the stride, whichever API and solver are used."""
+    one = np.ones((1, 1, 1, 1), np.float32)
+    calls = [lambda: convsolve.conv2d(one, one, stride=2 ** 31, solver="direct.NaiveFwd",
+                                      handle=handle),
+             lambda: convsolve.conv2d(one, one, stride=2 ** 31, handle=handle),
+             lambda: convsolve.conv2d_backward_weights(one, one, (1, 1, 1, 1), stride=(1, 2 ** 31),
+                                                       solver="direct.NaiveBwdWeights",
+                                                       handle=handle)]
+    for call in calls:
+        with pytest.raises(ValidationError) as info:
+            call()
+        assert info.value.field == "stride"
+
+
+def test_find_checks_the_device_before_anything_else(handle):
+    """find refuses tensors its device cannot hold before it touches the device."""
+    tiny = types.SimpleNamespace(name="a tiny device", device=types.SimpleNamespace(
+        max_mem_alloc_size=16, global_mem_size=1 << 30))
+    problem = Problem.conv2d((1, 1, 3, 3), (1, 1, 1, 1))
+    buffers = {name: cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 64) for name in "xwy"}
+    with pytest.raises(ValidationError, match="x bytes=36: .* 16 bytes .*on a tiny device"):
+        convsolve.find(tiny, problem, **buffers)
+
+
+def test_output_buffer_that_is_also_an_input_is_refused(handle):
+    """run and find refuse an output buffer that is also an input's: the kernels would read what
+    they already overwrote (it gave a wrong answer silently)."""
+    problem = Problem.conv2d((1, 1, 16, 16), (1, 1, 3, 3), padding=1)
+    host = np.arange(256, dtype=np.float32).reshape(1, 1, 16, 16)
+    w = np.ones((1, 1, 3, 3), np.float32)
+    flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+    x = cl.Buffer(handle.context, flags, hostbuf=host)
+    wbuf = cl.Buffer(handle.context, flags, hostbuf=w)
+    with pytest.raises(ValidationError, match="give it a buffer of its own"):
+        convsolve.run(handle, problem, "direct.NaiveFwd", x=x, w=wbuf, y=x)
+    with pytest.raises(ValidationError, match="give it a buffer of its own"):
+        convsolve.find(handle, problem.with_direction("bwd"), x=x, w=wbuf, y=x)
+
+
+def test_wrong_arguments_are_validation_errors(handle):
+    """A ragged array, a solver that is not a name and a problem that is not a Problem are
+    ValidationErrors, not numpy's or Python's errors."""
+    with pytest.raises(ValidationError) as info:
+        convsolve.conv2d([[1.0], [1.0, 2.0]], W)
+    assert info.value.field == "x"
+    with pytest.raises(ValidationError) as info:
+        convsolve.conv2d(X, W, **KW, solver=["direct.NaiveFwd"], handle=handle)
+    assert info.value.field == "solver"
+    with pytest.raises(ValidationError) as info:
+        convsolve.find(handle, Problem.conv2d(X.shape, W.shape, **KW).key(), x=None, w=None,
+                       y=None)
+    assert info.value.field == "problem"

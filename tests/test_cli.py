@@ -36,6 +36,13 @@ def test_conv_finds_verifies_and_prints_table(capsys):
     assert "direct.NaiveFwd" in out and "GFLOP/s" in out and "benchmark" in out
 
 
+def test_conv_names_the_device_once(capsys):
+    """The text report says which device ran the problems, once for all directions."""
+    assert main([*SMALL, "-F", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("device: ") == 1 and out.startswith("device: ")
+
+
 def test_conv_second_process_reports_db_hit(tmp_path):
     """Run again in a new process, conv reports a find-db hit and benchmarks nothing."""
     env = {**os.environ, "CONVSOLVE_USER_DB_PATH": str(tmp_path / "db.sqlite")}

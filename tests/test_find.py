@@ -228,3 +228,20 @@ def test_serial_build_and_info_logging_in_a_fresh_process(tmp_path):
                           capture_output=True, text=True)
     assert done.stdout.strip() == "3"
     assert "skip 'fake.RunFails': failed to run" in done.stderr
+
+
+def test_a_db_that_cannot_be_used_never_costs_a_result(handle, buffers, monkeypatch, tmp_path,
+                                                        caplog):
+    """With the user db unreadable and unwritable (its path under a file), find, run by family,
+    immediate mode and the numpy API still answer, each warning about the db."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("CONVSOLVE_USER_DB_PATH", str(blocker / "db.sqlite"))
+    ranked = find(handle, PROBLEM, **buffers, mode="NORMAL")
+    assert ranked and "this find's results were not recorded" in caplog.text
+    run(handle, PROBLEM, "direct", **buffers)
+    assert convsolve.get_solutions(handle, PROBLEM)
+    x, w = (random_tensors(PROBLEM)[name] for name in ("x", "w"))
+    y = convsolve.conv2d(x, w, padding=((1, 0), (0, 1)), handle=handle)
+    assert relative_error(y, expected_output(PROBLEM, {"x": x, "w": w, "y": y})) < 1e-5
+    assert "its records are not used" in caplog.text

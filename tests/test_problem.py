@@ -1,7 +1,7 @@
 """Problem model: shapes, keys, defines, and every validation error naming its field."""
 import numpy as np
 import pytest
-from convsolve import Direction, Problem, ValidationError
+from convsolve import Direction, Problem, TensorDesc, ValidationError
 
 
 def test_output_shape_with_stride_padding_dilation():
@@ -86,3 +86,51 @@ def test_numpy_integers_are_accepted():
     """Sizes may be numpy integers (shapes often come from arrays)."""
     p = Problem.conv2d(tuple(np.int64(v) for v in (1, 3, 8, 8)), (4, 3, 3, 3), stride=np.int32(2))
     assert p.y.shape == (1, 4, 3, 3)
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(stride=2 ** 31), "stride"),                                   # the tester's std::bad_cast
+    (dict(stride=(1, np.int64(2 ** 40))), "stride"),
+    (dict(padding=2 ** 31), "padding"),
+    (dict(padding=((0, 2 ** 31), (0, 0))), "padding"),
+    (dict(dilation=(2 ** 31, 1)), "dilation"),
+    (dict(x_shape=(1, 1, 2 ** 31, 1)), "x_shape[2] (H)"),
+    (dict(x_shape=(2 ** 31, 1, 1, 1)), "x_shape[0] (N)"),
+    (dict(w_shape=(2 ** 31, 1, 1, 1)), "w_shape[0] (N)"),
+    (dict(x_shape=(2 ** 16, 2 ** 15, 1, 1), w_shape=(1, 2 ** 15, 1, 1)), "x_shape"),   # 2**31
+    (dict(w_shape=(2 ** 16, 1, 2 ** 15, 1), padding=(2 ** 15, 0)), "w_shape"),
+    (dict(padding=((2 ** 16, 0), (2 ** 15, 0))), "y_shape (output)"),    # 65537 * 32769 > 2**31
+    (dict(x_shape=(1, 1, 2 ** 31 - 1, 1), padding=(1, 0)), "padded height"),
+    (dict(padding=((2 ** 30, 2 ** 30), (0, 0)), stride=2 ** 30), "padded height"),
+    (dict(x_shape=(1, 1, 1, 2 ** 31 - 2), padding=((0, 0), (1, 1)), stride=9), "padded width"),
+])
+def test_sizes_kernels_cannot_take_are_refused(kwargs, field):
+    """Every size, pad, stride and dilation, each tensor's element count and each padded input
+    extent must fit a 32-bit int (kernels take them as int arguments and index with them)."""
+    kwargs = {"x_shape": (1, 1, 1, 1), "w_shape": (1, 1, 1, 1), **kwargs}
+    with pytest.raises(ValidationError) as info:
+        Problem.conv2d(kwargs.pop("x_shape"), kwargs.pop("w_shape"), **kwargs)
+    assert info.value.field == field
+
+
+def test_sizes_at_the_int32_limit_are_valid():
+    """The largest admitted sizes still make a problem whose kernel arguments fit int32."""
+    big = 2 ** 31 - 1
+    cases = [Problem.conv2d((1, 1, big, 1), (1, 1, 1, 1)),
+             Problem.conv2d((1, 1, 1, 1), (1, 1, 1, 1), stride=big, dilation=big,
+                            padding=((big - 1, 0), (0, big - 1))),
+             Problem.conv2d((1, 1, 1, 1), (1, 1, 2, 1), dilation=(big - 1, 1),
+                            padding=((big - 1, 0), (0, 0)))]
+    for problem in cases:
+        assert max(int(a) for a in problem.kernel_args()) <= big
+    assert cases[1].y.shape == (1, 1, 1, 1) and cases[2].y.shape == (1, 1, 1, 1)
+
+
+@pytest.mark.parametrize("dtype, layout, field", [
+    (["float32"], "NCHW", "t.dtype"), ({}, "NCHW", "t.dtype"), ("float32", ["NCHW"], "t.layout"),
+    ("float32", None, "t.layout")])
+def test_unhashable_dtype_or_layout_is_a_validation_error(dtype, layout, field):
+    """A dtype or layout that is not a supported name (even an unhashable one) names its field."""
+    with pytest.raises(ValidationError) as info:
+        TensorDesc.make("t", (1, 1, 1, 1), dtype, layout)
+    assert info.value.field == field

@@ -9,7 +9,6 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
-import pyopencl as cl
 
 from .. import __version__
 from ..errors import ConvsolveError, ValidationError
@@ -172,7 +171,7 @@ def _peak(handle, given):
 def run_suite(args, suite, layers, directions, batch):
     """The report of timing ``layers`` of ``suite`` in each direction, as ``args`` say."""
     handle = Handle()
-    is_gpu = bool(handle.device.type & cl.device_type.GPU)
+    is_gpu = handle.is_gpu
     peak = _peak(handle, args.peak)
     peers, torch_note = [], None
     if args.compare == "torch":

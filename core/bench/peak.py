@@ -4,6 +4,7 @@ from importlib import resources
 import numpy as np
 import pyopencl as cl
 
+from ..handle import is_gpu
 from ..timing import elapsed_ms
 
 PEAK_SOURCE = resources.files("convsolve.bench") / "kernels" / "peak.cl"
@@ -16,7 +17,7 @@ SAMPLES = 3
 def fma_configs(device):
     """(vector width, chains) pairs to try: explicit wide vectors on a CPU (PoCL's own vectoriser
     stops at 256 bits) of the preferred width; scalar and short vectors on a GPU."""
-    if device.type & cl.device_type.GPU:
+    if is_gpu(device):
         return GPU_FMA_CONFIGS
     width = min(16, max(4, device.preferred_vector_width_float))
     return ((width, 8), (width, 12))
@@ -41,9 +42,8 @@ def _fma_rate(handle, width, chains, target_ms):
     """Best GFLOP/s of SAMPLES launches of one FMA configuration, its iterations calibrated."""
     kernel = handle.build(PEAK_SOURCE, "cs_peak_fma", {"PEAK_VW": width, "PEAK_CHAINS": chains})
     dev = handle.device
-    is_gpu = bool(dev.type & cl.device_type.GPU)
-    work_items = dev.max_compute_units * (2048 if is_gpu else 64)
-    local = 256 if is_gpu else None
+    work_items = dev.max_compute_units * (2048 if handle.is_gpu else 64)
+    local = 256 if handle.is_gpu else None
     out = cl.Buffer(handle.context, cl.mem_flags.WRITE_ONLY, 4 * width * work_items)
 
     def launch(iters):
@@ -89,12 +89,11 @@ def measure_peak(handle, target_ms=None):
     a CPU, 20 ms on a GPU): the peak is what the device can do, so noise from other processes on a
     shared machine is excluded by taking the maximum, not the median.
     """
-    is_gpu = bool(handle.device.type & cl.device_type.GPU)
-    target_ms = target_ms or (20.0 if is_gpu else 50.0)
+    target_ms = target_ms or (20.0 if handle.is_gpu else 50.0)
     fma = {(w, c): _fma_rate(handle, w, c, target_ms) for w, c in fma_configs(handle.device)}
     (width, chains), gflops = max(fma.items(), key=lambda item: item[1])
     limit = handle.device.max_mem_alloc_size // 4
-    elements = min(limit, (256 if is_gpu else 16) << 20)  # floats: 1 GiB on a GPU, 64 MiB on a CPU
+    elements = min(limit, (256 if handle.is_gpu else 16) << 20)  # floats: 1 GiB on a GPU, 64 MiB on a CPU
     elements -= elements % 16
     copy = {w: _copy_rate(handle, w, elements) for w in COPY_WIDTHS}
     copy_width, gbps = max(copy.items(), key=lambda item: item[1])

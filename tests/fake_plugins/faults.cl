@@ -1,6 +1,7 @@
 /* faults.cl: kernels that plant faults into otherwise correct test solvers.
  * scribble: writes one 32-bit word per work-item into the workspace.
  * perturb:  adds `amount` to y[0], so repeated runs differ.
+ * spin:     a kernel that never finishes.
  * skip_padding_fwd: naive forward that skips padded taps instead of multiplying their zeros, so
  *           an inf weight meeting the padding gives inf where the reference gives NaN. */
 #include "convsolve.h"
@@ -25,4 +26,11 @@ __kernel void skip_padding_fwd(__global const float *x, __global const float *w,
                     acc += x[CS_NCHW(n, c0 + c, ih, iw, C, H, W)] * w[CS_NCHW(k, c, r, s, cpg, R, S)];
             }
     y[index] = acc;
+}
+
+/* spin: never returns (y[0] == y[0] holds for every value it reaches, inf included). */
+__kernel void spin(__global volatile float *y)
+{
+    while (y[0] == y[0])
+        y[0] += 1.0f;
 }

@@ -1,0 +1,179 @@
+"""Benchmarking in a long-lived worker process per device (CONVSOLVE_FIND_ISOLATION=process).
+
+A solver whose kernel never finishes, or whose invoker kills the OpenCL runtime or the process,
+takes only the worker down: the caller records it as failed, starts a new worker and goes on
+with the other candidates.  The worker times each candidate on random tensors of the problem
+(not on the caller's buffers) and reports one solver at a time; the caller keeps the find-db.
+"""
+import json
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+
+from . import env
+from .errors import FindError
+from .handle import list_devices
+from .solutions import Solution
+
+log = logging.getLogger("convsolve")
+
+#: Seconds a new worker may take to start (imports, device probe) on top of the first limit.
+STARTUP_S = 60
+
+_workers = {}          # device index -> Worker, one per device per process
+_lock = threading.Lock()
+
+
+def _serve(device_index):
+    """The worker's loop: benchmark the solvers of each request line, one reply line per solver.
+
+    Replies go to the original stdout; anything else printed (by plugins, by the OpenCL
+    runtime) goes to stderr, so it cannot corrupt them.
+    """
+    from .execute import check_buffers   # imported here: find imports this module
+    from .find import QueueBlocked, benchmark
+    from .handle import Handle
+    from .plugins import registry
+    from .problem import Problem
+    from .tensors import device_buffers, random_tensors
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+
+    def send(*message):
+        replies.write(json.dumps(message) + "\n")
+        replies.flush()
+    device = Handle(str(device_index))
+    for line in sys.stdin:
+        key, names, verify, switches = json.loads(line)
+        for name in [n for n in os.environ if n.startswith("CONVSOLVE_")]:
+            del os.environ[name]
+        os.environ.update(switches)                  # the caller's switches, as of this find
+        os.environ[env.FIND_ISOLATION.name] = "none"   # this process is the isolation
+        problem = Problem.from_key(key)
+        buffers = check_buffers(problem, **device_buffers(device, random_tensors(problem)))
+        solvers = registry().solvers
+        best = None
+        for name in names:
+            send("start", name)
+            skipped, failed = {}, {}
+            try:
+                timed = benchmark(device, problem, [solvers[name]], buffers, None, skipped,
+                                  failed, verify, best)
+            except QueueBlocked:   # this process's queue is stuck: report, then end
+                send("blocked", name, failed[name])
+                return
+            if timed:
+                best = min(best or timed[0].time_ms, timed[0].time_ms)
+            reply = [timed[0].time_ms, timed[0].workspace] if timed else None
+            send("done", name, reply, skipped.get(name))
+        send("end")
+
+
+class Worker:
+    """One worker process on one device, restarted by its owner when it dies or hangs; it sees
+    this process's sys.path, and a thread reads its replies into a queue."""
+
+    def __init__(self, device_index):
+        path = os.pathsep.join(p for p in sys.path if p)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", f"from convsolve.worker import _serve; _serve({device_index})"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": path})
+        self.replies = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.replies.put(json.loads(line))
+        self.replies.put(EOFError)
+
+    def send(self, *request):
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+
+    def receive(self, limit_s):
+        """The next reply, or None when there is none within ``limit_s`` seconds; EOFError
+        when the worker has ended."""
+        try:
+            reply = self.replies.get(timeout=limit_s)
+        except queue.Empty:
+            return None
+        if reply is EOFError:
+            raise EOFError
+        return reply
+
+    def stop(self):
+        self.process.kill()
+        self.process.wait()
+
+
+def _device_index(handle):
+    for index, (_, device) in enumerate(list_devices()):
+        if device == handle.device:
+            return index
+    raise FindError(f"{handle.name} is not among the listed devices: cannot start a worker")
+
+
+def _worker(index):
+    with _lock:
+        worker = _workers.get(index)
+        if worker is None or worker.process.poll() is not None:
+            worker = _workers[index] = Worker(index)
+        return worker
+
+
+def _restart(index, worker):
+    worker.stop()
+    with _lock:
+        if _workers.get(index) is worker:
+            del _workers[index]
+
+
+def benchmark(handle, problem, solvers, skipped, failed, verify):
+    """Solutions of ``solvers`` timed in the device's worker, fastest first; a solver that
+    hangs past the build and run limits or ends the worker is recorded in ``failed``."""
+    index = _device_index(handle)
+    limit_s = (env.positive_number(env.FIND_BUILD_TIMEOUT_S)
+               + env.positive_number(env.FIND_RUN_TIMEOUT_S))
+    switches = {name: value for name, value in os.environ.items() if name.startswith("CONVSOLVE_")}
+    by_name = {solver.name: solver for solver in solvers}
+    pending, results = list(by_name), []
+    while pending:
+        worker, current = _worker(index), None
+        try:
+            worker.send(problem.key(), pending, verify, switches)
+            while True:
+                message = worker.receive(limit_s if current else limit_s + STARTUP_S)
+                if message is None:
+                    why = f"did not finish within {limit_s:g} s (worker process restarted)"
+                    break
+                if message[0] == "end":
+                    return sorted(results, key=lambda s: s.time_ms)
+                if message[0] == "blocked":
+                    why = f"{message[2]} (worker process restarted)"
+                    break
+                if message[0] == "start":
+                    current = message[1]
+                    continue
+                _, name, reply, reason = message   # "done"
+                pending.remove(name)
+                current = None
+                if reply is None:
+                    skipped[name] = failed[name] = reason
+                    log.info("skip %r: %s", name, reason)
+                else:
+                    results.append(Solution(name, by_name[name].family, reply[0], reply[1],
+                                            "benchmark"))
+        except (EOFError, OSError):
+            why = f"ended the worker process (exit code {worker.process.wait()})"
+        _restart(index, worker)
+        if current is None:   # died between solvers: nothing to blame, but no answer either
+            raise FindError(f"the benchmark worker for {handle.name} failed: {why}")
+        pending.remove(current)
+        skipped[current] = failed[current] = why
+        log.warning("skip %r: %s", current, why)
+    return sorted(results, key=lambda s: s.time_ms)
+

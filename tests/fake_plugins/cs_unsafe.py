@@ -1,0 +1,49 @@
+"""Test-only plugin: forward solvers with right results and a fault only a sanitiser catches
+(tests/test_sanitized.py runs them under Oclgrind; never on a real device)."""
+from pathlib import Path
+
+import pyopencl as cl
+from convsolve import hookimpl, round_up
+from cs_fake import FakeSolver
+
+CONVSOLVE_SOLVER_API = ">=2.0,<3"
+UNSAFE = Path(__file__).parent / "unsafe.cl"
+
+
+class WritesPastOutput(FakeSolver):
+    """A `>` for `>=` tail guard over one work-item too many: writes one element past y."""
+
+    name = "unsafe.WritesPastOutput"
+    family = "unsafe"
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        kernel = handle.build(UNSAFE, "off_by_one_fwd")
+        size = (problem.y.size + 1,)
+
+        def invoker(buffers, scratch):
+            kernel.set_args(buffers.x, buffers.w, buffers.y, *problem.kernel_args())
+            return [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, None)]
+        return invoker
+
+
+class LocalRace(FakeSolver):
+    """Its work-items race on one __local int (a result every value leaves right)."""
+
+    name = "unsafe.LocalRace"
+    family = "unsafe"
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        kernel = handle.build(UNSAFE, "local_race_fwd")
+        size = (round_up(problem.y.size, 64),)
+
+        def invoker(buffers, scratch):
+            kernel.set_args(buffers.x, buffers.w, buffers.y, *problem.kernel_args())
+            return [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, (64,))]
+        return invoker
+
+
+@hookimpl
+def convsolve_solvers():
+    return [WritesPastOutput(), LocalRace()]
