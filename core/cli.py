@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pyopencl as cl
 
-from . import docgen, env, reference
+from . import docgen, env
 from .bench.command import add_parser as add_bench_parser
-from .errors import ConvsolveError, ValidationError
+from .errors import ConvsolveError, SolverError, ValidationError
 from .execute import check_device_limits, resolve_solver, run
 from .explain import explain
 from .find import find
@@ -21,9 +21,10 @@ from .immediate import compile_solution, get_solutions
 from .new_plugin import stamp
 from .plugins import registry, solver_attribute
 from .problem import Direction, Problem
-from .text import format_bytes, table
 from .tensors import device_buffers, random_tensors, read_output
+from .text import format_bytes, table
 from .timing import elapsed_ms
+from .verify import error_against_reference
 
 _DIRECTION_BITS = {1: Direction.FORWARD, 2: Direction.BACKWARD_DATA, 4: Direction.BACKWARD_WEIGHTS}
 _VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
@@ -135,8 +136,13 @@ def _solve_one(handle, problem, args, rng):
     buffers = device_buffers(handle, host)
     report = {"direction": problem.direction.value, "problem": problem.key(),
               "gflop": problem.flops / 1e9}
-    if args.solver:
+    if args.solver in registry().solvers:
         solutions, chosen = [], args.solver
+    elif args.solver:   # a family: its fastest solver, as find ranks them
+        solutions = [s for s in find(handle, problem, **buffers) if s.family == args.solver]
+        if not solutions:
+            raise SolverError(f"no {args.solver!r} solver works for {problem.key()}")
+        chosen = solutions[0].solver
     elif args.search == "immediate":
         solutions = get_solutions(handle, problem)
         chosen = solutions[0].solver if solutions else None
@@ -156,8 +162,7 @@ def _solve_one(handle, problem, args, rng):
         report["time_ms"] = statistics.median(times)
     if args.verify:
         run(handle, problem, chosen, **buffers)
-        error = reference.relative_error(read_output(handle, problem, buffers),
-                                         reference.compute(problem, **host))
+        error = error_against_reference(problem, host, read_output(handle, problem, buffers))
         tolerance = solver_attribute(resolve_solver(handle, problem, chosen), "tolerance")
         report["verify"] = {"ok": bool(error < tolerance), "error": error,
                             "tolerance": tolerance}
@@ -238,19 +243,24 @@ def _add_problem_flags(parser):
     flag("-g", "--group_count", type=int, default=1, help="groups (1)")
     flag("-F", "--forw", type=int, default=0,
          help="directions: 1 forward, 2 backward-data, 4 backward-weights, sums allowed; 0 all (0)")
-    flag("--seed", type=int, default=0, help="seed of the random tensors (0)")
+    flag("--seed", type=_natural, default=0, help="seed of the random tensors (0)")
     flag("--json", action="store_true", help="print JSON instead of tables")
 
 
-def _positive_int(text):
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _int_at_least(minimum):
+    """argparse type: an integer >= ``minimum``."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    return parse
+
+
+_positive_int, _natural = _int_at_least(1), _int_at_least(0)
 
 
 def _add_conv_flags(parser):
@@ -272,6 +282,8 @@ def _add_conv_flags(parser):
 def cmd_explain(args):
     problems = [Problem.from_key(args.key)] if args.key else _problems(args)
     handle = Handle()
+    if not args.no_run:
+        check_device_limits(handle, *problems)   # before host tensors are made
     rng = np.random.default_rng(args.seed)
     reports = []
     for problem in problems:

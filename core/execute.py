@@ -7,6 +7,7 @@ from . import env
 from .calls import workspace_of
 from .errors import SolverError, ValidationError
 from .find_db import FindDb
+from .handle import Handle
 from .hookspecs import Buffers
 from .plugins import generation, registry
 from .problem import Direction, Problem
@@ -16,8 +17,16 @@ from .verify import check_numerics
 log = logging.getLogger("convsolve")
 
 
-def check_buffers(problem, x, w, y):
-    """The three buffers as Buffers, each an OpenCL buffer at least as large as its tensor.
+def check_handle(handle):
+    """``handle`` checked to be a convsolve.Handle."""
+    if not isinstance(handle, Handle):
+        raise ValidationError("handle", type(handle).__name__, "expected a convsolve.Handle")
+    return handle
+
+
+def check_buffers(problem, x, w, y, handle=None):
+    """The three buffers as Buffers, each an OpenCL buffer at least as large as its tensor and,
+    given ``handle``, of its context.
 
     With a zero batch, ``x`` and ``y`` may be None (OpenCL has no empty buffers).  The output's
     buffer may not also be an input's: work-items would read what others already wrote.
@@ -36,6 +45,9 @@ def check_buffers(problem, x, w, y):
         if buffer.size < desc.nbytes:
             raise ValidationError(f"{name} buffer size", buffer.size,
                                   f"tensor {desc.shape} {desc.dtype} needs {desc.nbytes} bytes")
+        if handle is not None and buffer.context != handle.context:
+            raise ValidationError(name, "a buffer of another context",
+                                  f"make it in handle.context ({handle.name})")
         checked.append(buffer)
     out = "xwy".index(problem.direction.output)
     if checked[out] is not None and checked[out] in checked[:out] + checked[out + 1:]:
@@ -115,7 +127,10 @@ def run(handle, problem, solver, *, x, w, y, scratch=None):
     resolved solver and its invoker are kept in the handle until a solver switch changes or find
     ranks the problem again, so repeated calls cost little more than the enqueue.
     """
-    buffers = check_buffers(problem, x, w, y)
+    check_handle(handle)
+    buffers = check_buffers(problem, x, w, y, handle)
+    if not isinstance(solver, str):
+        raise ValidationError("solver", solver, "expected a solver name or a family")
 
     def resolve():
         chosen = resolve_solver(handle, problem, solver)
@@ -129,7 +144,12 @@ def run(handle, problem, solver, *, x, w, y, scratch=None):
             return [cl.enqueue_fill_buffer(handle.queue, buffers.w, b"\0\0\0\0", 0,
                                            problem.w.nbytes)]
         return []
-    scratch = handle.scratch(needed) if scratch is None else scratch
+    if scratch is None:
+        if needed > handle.device.max_mem_alloc_size:
+            raise ValidationError("workspace", needed, f"{chosen.name!r} needs more than the "
+                                  f"largest buffer of {handle.name} "
+                                  f"({handle.device.max_mem_alloc_size} bytes)")
+        scratch = handle.scratch(needed)
     check_scratch(scratch, needed, chosen.name)
     events = invoker(buffers, scratch)
     numerics = env.CHECK_NUMERICS.raw()

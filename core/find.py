@@ -8,7 +8,7 @@ import pyopencl as cl
 from . import env, worker
 from .calls import workspace_of, wti_of
 from .errors import ContractError, FindError, ValidationError
-from .execute import check_buffers, check_device_limits, check_scratch
+from .execute import check_buffers, check_device_limits, check_handle, check_scratch
 from .find_db import FindDb, Record
 from .parallel import call_all
 from .plugins import registry, solver_attribute
@@ -202,8 +202,11 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
     if request_count is not None and (isinstance(request_count, bool)
                                       or not isinstance(request_count, int) or request_count < 1):
         raise ValidationError("request_count", request_count, "must be a positive integer or None")
-    buffers = check_buffers(problem, x, w, y)
+    check_handle(handle)
+    buffers = check_buffers(problem, x, w, y, handle)
     check_device_limits(handle, problem)
+    if scratch is not None:
+        check_scratch(scratch, 0, "find")
     mode = FindMode.parse(mode)
     if problem.n == 0:
         log.info("find %s: zero batch, nothing to compute", problem.key())
@@ -216,6 +219,8 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
     recorded = [] if mode is FindMode.NORMAL or exhaustive else db.records(handle.db_key,
                                                                             problem.key())
     known = usable_records(recorded, applicable, skipped)
+    if scratch is not None:   # a caller's buffer bounds db answers as it bounds benchmarks
+        known = [s for s in known if s.workspace <= scratch.size]
     if known or mode is FindMode.FAST:
         answer, solvers = _consult_db(problem, mode, known, recorded, applicable, solvers)
         if answer is not None:

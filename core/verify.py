@@ -16,6 +16,9 @@ log = logging.getLogger("convsolve")
 #: Output elements a verified find compares with the reference (all of them when fewer).
 VERIFY_SAMPLES = 1024
 
+#: Past this many bytes of float64 padded input, the driver's verification samples elements.
+WHOLE_REFERENCE_BYTES = 256 << 20
+
 
 def read(handle, problem, buffers, name):
     """Host copy of tensor ``name`` ('x', 'w' or 'y') of ``problem`` from its device buffer."""
@@ -31,6 +34,27 @@ def nonfinite(array):
     return f"{nan} NaN, {inf} inf" if nan or inf else None
 
 
+def sample_index(problem):
+    """Flat indices of the output elements checked: all, or VERIFY_SAMPLES fixed random ones."""
+    size = getattr(problem, problem.direction.output).size
+    if size <= VERIFY_SAMPLES:
+        return np.arange(size)
+    return np.sort(np.random.default_rng(0).choice(size, VERIFY_SAMPLES, replace=False))
+
+
+def error_against_reference(problem, host, output):
+    """Relative RMS error of ``output`` against the reference for the host inputs: over every
+    element, or over sampled ones when the whole reference would pad more than
+    WHOLE_REFERENCE_BYTES of float64 input (the driver's -V on huge paddings)."""
+    (pt, pb), (pl, pr) = problem.conv.pads
+    padded = problem.n * problem.c * (problem.in_h + pt + pb) * (problem.in_w + pl + pr) * 8
+    if padded <= WHOLE_REFERENCE_BYTES:
+        return reference.relative_error(output, reference.compute(problem, **host))
+    index = sample_index(problem)
+    expected = reference.compute_at(problem, host["x"], host["w"], host["y"], index)
+    return reference.relative_error(output.ravel()[index], expected)
+
+
 def _inputs(problem):
     return [name for name in ("x", "w", "y") if name != problem.direction.output]
 
@@ -44,9 +68,7 @@ class OutputCheck:
         self.index = self.expected = None
         if verify:
             host = {name: read(handle, problem, buffers, name) for name in _inputs(problem)}
-            size = getattr(problem, problem.direction.output).size
-            self.index = (np.arange(size) if size <= VERIFY_SAMPLES else np.sort(
-                np.random.default_rng(0).choice(size, VERIFY_SAMPLES, replace=False)))
+            self.index = sample_index(problem)
             with np.errstate(invalid="ignore", over="ignore"):
                 self.expected = reference.compute_at(problem, host.get("x"), host.get("w"),
                                                      host.get("y"), self.index)

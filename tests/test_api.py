@@ -1,4 +1,5 @@
 """The numpy API and the reference: conv2d and its gradients, named solvers, bad arrays, zero batch."""
+import copy
 import math
 import sys
 import threading
@@ -149,11 +150,12 @@ def test_stride_past_int32_is_refused_by_every_entry_point(handle):
 
 def test_find_checks_the_device_before_anything_else(handle):
     """find refuses tensors its device cannot hold before it touches the device."""
-    tiny = types.SimpleNamespace(name="a tiny device", device=types.SimpleNamespace(
-        max_mem_alloc_size=16, global_mem_size=1 << 30))
+    tiny = copy.copy(handle)   # the session's handle, its device's limits made tiny
+    tiny.device = types.SimpleNamespace(name="a tiny device", platform=types.SimpleNamespace(
+        name="Fake"), max_mem_alloc_size=16, global_mem_size=1 << 30)
     problem = Problem.conv2d((1, 1, 3, 3), (1, 1, 1, 1))
     buffers = {name: cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 64) for name in "xwy"}
-    with pytest.raises(ValidationError, match="x bytes=36: .* 16 bytes .*on a tiny device"):
+    with pytest.raises(ValidationError, match="x bytes=36: .* 16 bytes .*on Fake: a tiny device"):
         convsolve.find(tiny, problem, **buffers)
 
 
@@ -185,3 +187,46 @@ def test_wrong_arguments_are_validation_errors(handle):
         convsolve.find(handle, Problem.conv2d(X.shape, W.shape, **KW).key(), x=None, w=None,
                        y=None)
     assert info.value.field == "problem"
+
+
+def test_handle_solver_and_context_are_checked(handle):
+    """A missing handle, a solver that is not a name and a buffer of another context are
+    ValidationErrors, not AttributeError, TypeError or an OpenCL error."""
+    problem = Problem.conv2d((1, 1, 3, 3), (1, 1, 1, 1))
+    buffers = {name: cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 64) for name in "xwy"}
+    for call in (lambda: convsolve.find(None, problem, **buffers),
+                 lambda: convsolve.run(None, problem, "direct.NaiveFwd", **buffers)):
+        with pytest.raises(ValidationError, match="handle"):
+            call()
+    with pytest.raises(ValidationError, match="solver"):
+        convsolve.run(handle, problem, ["direct.NaiveFwd"], **buffers)
+    other = cl.Context([handle.device])
+    foreign = {**buffers, "x": cl.Buffer(other, cl.mem_flags.READ_WRITE, 64)}
+    with pytest.raises(ValidationError, match="another context"):
+        convsolve.run(handle, problem, "direct.NaiveFwd", **foreign)
+
+
+def test_run_refuses_a_workspace_beyond_the_largest_buffer(handle, monkeypatch):
+    """A named solver whose workspace cannot be one buffer on the device is refused by name."""
+    import cs_fake
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
+    monkeypatch.setattr(cs_fake.Good, "workspace_bytes", handle.device.max_mem_alloc_size + 4)
+    problem = Problem.conv2d((1, 1, 3, 3), (1, 1, 1, 1))
+    buffers = {name: cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 64) for name in "xwy"}
+    with pytest.raises(ValidationError, match="'fake.Good' needs more than the largest buffer"):
+        convsolve.run(handle, problem, "fake.Good", **buffers)
+
+
+def test_find_db_hits_respect_the_given_scratch(handle, monkeypatch):
+    """A find-db hit whose solver needs more workspace than the caller's scratch is not offered."""
+    import cs_fake
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_fake")
+    monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "fake.Hungry,fake.RunFails,fake.BadBuild")
+    monkeypatch.setattr(cs_fake.Good, "workspace_bytes", 1024)
+    problem = Problem.conv2d((1, 1, 3, 3), (1, 1, 1, 1))
+    buffers = {name: cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 64) for name in "xwy"}
+    assert {s.solver for s in convsolve.find(handle, problem, **buffers)} == {"fake.Good",
+                                                                             "fake.NoWti"}
+    small = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 512)
+    hit = convsolve.find(handle, problem, **buffers, scratch=small)
+    assert [s.solver for s in hit] == ["fake.NoWti"] and hit[0].source == "find-db"

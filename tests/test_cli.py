@@ -116,3 +116,33 @@ def test_closed_pipe_ends_quietly(command):
     process.stdout.close()   # the reader is gone before the first line
     err = process.stderr.read().decode()
     assert process.wait() == 141 and "Traceback" not in err, err
+
+
+def test_negative_seed_is_a_bad_argument(capsys):
+    """--seed -1 is refused by the parser, not a numpy traceback."""
+    with pytest.raises(SystemExit) as info:
+        main([*SMALL, "--seed", "-1"])
+    assert info.value.code == 2 and "must be at least 0" in capsys.readouterr().err
+
+
+def test_explain_checks_the_device_before_making_tensors(capsys):
+    """explain on a problem too big for the device is one line and exit 2, not a MemoryError."""
+    big = ["explain", "-n", "1", "-c", "1", "-H", "1", "-W", "1", "-k", "1", "-y", "1", "-x", "1",
+           "-p", "12000", "-q", "12000", "-F", "1"]   # y: 24001 x 24001 floats, 2.3 GB
+    assert main(big) == 2 and "y bytes" in capsys.readouterr().err
+    assert main([*big, "--no-run"]) == 0
+
+
+def test_huge_padding_verifies_on_sampled_elements(capsys):
+    """-V 1 on a problem whose padded input would not fit in memory as float64 checks sampled
+    output elements and verifies."""
+    assert main(["conv", "-n", "1", "-c", "1", "-H", "1", "-W", "1", "-k", "1", "-y", "1",
+                 "-x", "1", "-p", "9000", "-q", "9000", "-u", "3000", "-v", "3000", "-F", "1",
+                 "--solver", "direct.NaiveFwd"]) == 0
+    assert "Verifies OK" in capsys.readouterr().out
+
+
+def test_solver_family_finds_its_fastest(capsys):
+    """--solver with a family name runs find and picks that family's fastest solver."""
+    assert main([*SMALL, "-F", "1", "--solver", "direct"]) == 0
+    assert "chosen: direct.NaiveFwd" in capsys.readouterr().out

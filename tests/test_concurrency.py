@@ -20,13 +20,14 @@ import threading
 import time
 import traceback
 
+from convsolve import env
 from convsolve.find_db import FindDb, Record
 from convsolve.kernel_cache import KernelCache
 
-PROCESSES = int(os.environ.get("CONVSOLVE_STRESS_PROCESSES", "8"))
-ROUNDS = int(os.environ.get("CONVSOLVE_STRESS_ROUNDS", "2"))
-RECORDS = int(os.environ.get("CONVSOLVE_STRESS_RECORDS", "6"))   # per thread and round
-SEED = int(os.environ.get("CONVSOLVE_STRESS_SEED", "0")) or random.randrange(1, 1 << 30)
+PROCESSES = env.integer(env.STRESS_PROCESSES, minimum=2)
+ROUNDS = env.integer(env.STRESS_ROUNDS, minimum=1)
+RECORDS = env.integer(env.STRESS_RECORDS, minimum=1)   # per thread and round
+SEED = env.integer(env.STRESS_SEED, minimum=0) or random.randrange(1, 1 << 30)
 THREADS = 2
 KILLS = max(1, PROCESSES // 4)   # per round
 SHARED_ENTRIES = 4               # cache keys every process writes and reads

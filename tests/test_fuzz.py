@@ -13,7 +13,6 @@ per test instead; ``CONVSOLVE_FUZZ_PLUGINS=direct,gemm`` fuzzes more plugins tha
 """
 import math
 import operator
-import os
 
 import convsolve
 import numpy as np
@@ -26,6 +25,7 @@ from convsolve import (
     TensorDesc,
     ValidationError,
     cli,
+    env,
     reference,
 )
 from hypothesis import HealthCheck, event, example, given, reject, settings
@@ -33,8 +33,8 @@ from hypothesis import strategies as st
 
 #: What kernels take as sizes and index with (the rule Problem.conv2d enforces).
 INT32_MAX = 2 ** 31 - 1
-EXAMPLES = int(os.environ.get("CONVSOLVE_FUZZ_EXAMPLES", "0"))
-PLUGINS = os.environ.get("CONVSOLVE_FUZZ_PLUGINS", "direct")
+EXAMPLES = env.integer(env.FUZZ_EXAMPLES, minimum=0)
+PLUGINS = env.FUZZ_PLUGINS.raw()
 
 #: A valid problem is run only when each tensor has at most this many elements (cheap to run
 #: and to check); larger valid ones are rejected as examples, never called.
