@@ -5,7 +5,7 @@ import numpy as np
 import pyopencl as cl
 
 from .errors import ValidationError
-from .execute import check_device_limits, run
+from .execute import check_device_limits, check_handle, check_problem, run
 from .find import find
 from .handle import Handle
 from .plugins import registry
@@ -49,7 +49,7 @@ def _solve(problem, handle, solver, host):
         raise ValidationError("solver", solver, "expected a solver or family name, or None")
     if problem.n == 0:  # nothing reaches OpenCL: empty outputs, and zero weight gradients
         return np.zeros(out_desc.shape, np.float32)
-    handle = handle or default_handle()
+    handle = check_handle(handle or default_handle())
     check_device_limits(handle, problem)
     flags = cl.mem_flags
     buffers = {name: cl.Buffer(handle.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=array)
@@ -96,7 +96,7 @@ def applicable_solvers(problem, handle=None):
     """Names of the installed, enabled solvers applicable to ``problem``.
 
     ``handle`` is accepted for symmetry with the rest of the API; applicability does not depend
-    on the device in solver API 1.0.
+    on the device in solver API 2.0.
     """
     del handle
-    return [solver.name for solver in registry().candidates(problem)[0]]
+    return [solver.name for solver in registry().candidates(check_problem(problem))[0]]

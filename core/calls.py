@@ -4,7 +4,7 @@ from numbers import Integral
 
 import pyopencl as cl
 
-from .errors import ContractError
+from .errors import ContractError, ConvsolveError
 
 
 def workspace_of(solver, problem):
@@ -33,9 +33,14 @@ def wti_of(solver, problem):
 
 
 def build_invoker(solver, problem, handle):
-    """The solver's invoker; ContractError when build_invoker returns something not callable
-    (its own exceptions, e.g. BuildError, pass through)."""
-    invoker = solver.build_invoker(problem, handle)
+    """The solver's invoker; ContractError when build_invoker raises anything but a
+    convsolve error (a BuildError passes through) or returns something not callable."""
+    try:
+        invoker = solver.build_invoker(problem, handle)
+    except ConvsolveError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plugin's fault, reported as the solver's
+        raise ContractError(solver.name, f"build_invoker() raised {exc!r}") from exc
     if not callable(invoker):
         raise ContractError(solver.name, f"build_invoker() returned {invoker!r}, not an invoker")
     return invoker

@@ -14,7 +14,7 @@ from .bench.command import add_parser as add_bench_parser
 from .errors import ConvsolveError, SolverError, ValidationError
 from .execute import check_device_limits, resolve_solver, run
 from .explain import explain
-from .find import find
+from .find import FindMode, find
 from .find_db import FindDb, system_db_path
 from .handle import Handle, describe, list_devices
 from .immediate import compile_solution, get_solutions
@@ -138,11 +138,12 @@ def _solve_one(handle, problem, args, rng):
               "gflop": problem.flops / 1e9}
     if args.solver in registry().solvers:
         solutions, chosen = [], args.solver
-    elif args.solver:   # a family: its fastest solver, as find ranks them
-        solutions = [s for s in find(handle, problem, **buffers) if s.family == args.solver]
-        if not solutions:
+    elif args.solver:   # a family: its fastest solver, as a find of every candidate ranks them
+        solutions = [s for s in find(handle, problem, **buffers, mode=FindMode.HYBRID)
+                     if s.family == args.solver]
+        chosen = handle.best_of_family(problem, args.solver)
+        if chosen is None:
             raise SolverError(f"no {args.solver!r} solver works for {problem.key()}")
-        chosen = solutions[0].solver
     elif args.search == "immediate":
         solutions = get_solutions(handle, problem)
         chosen = solutions[0].solver if solutions else None

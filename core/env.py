@@ -97,7 +97,8 @@ FIND_MODE = _declare(
     "NORMAL (1), FAST (2), HYBRID (3) or DYNAMIC_HYBRID (5), by name or MIOpen's number.")
 COMPILE_PARALLEL_LEVEL = _declare(
     "CONVSOLVE_COMPILE_PARALLEL_LEVEL", "",
-    "Threads that build find's candidates at once. Unset: the number of CPUs; 1 builds serially.")
+    "Threads that build find's candidates at once, in process (a worker process builds one at a "
+    "time). Unset: the number of CPUs; 1 builds serially.")
 DEBUG_COMPILE_ONLY = _declare(
     "CONVSOLVE_DEBUG_COMPILE_ONLY", "0",
     "1 makes find stop after building every candidate (caches warmed, nothing timed or "
@@ -135,7 +136,7 @@ CHECK_NUMERICS = _declare(
 
 # }}}
 
-# {{{ the project's own test suite (read once, when the test module loads)
+# {{{ the project's own test suite (unlike the others, read once, when the test module loads)
 
 STRESS_PROCESSES = _declare(
     "CONVSOLVE_STRESS_PROCESSES", "8", "tests/test_concurrency.py: processes per round.")

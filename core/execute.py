@@ -24,6 +24,13 @@ def check_handle(handle):
     return handle
 
 
+def check_problem(problem):
+    """``problem`` checked to be a convsolve.Problem."""
+    if not isinstance(problem, Problem):
+        raise ValidationError("problem", type(problem).__name__, "expected a convsolve.Problem")
+    return problem
+
+
 def check_buffers(problem, x, w, y, handle=None):
     """The three buffers as Buffers, each an OpenCL buffer at least as large as its tensor and,
     given ``handle``, of its context.
@@ -31,8 +38,7 @@ def check_buffers(problem, x, w, y, handle=None):
     With a zero batch, ``x`` and ``y`` may be None (OpenCL has no empty buffers).  The output's
     buffer may not also be an input's: work-items would read what others already wrote.
     """
-    if not isinstance(problem, Problem):
-        raise ValidationError("problem", type(problem).__name__, "expected a convsolve.Problem")
+    check_problem(problem)
     checked = []
     for name, buffer, desc in (("x", x, problem.x), ("w", w, problem.w), ("y", y, problem.y)):
         if buffer is None and desc.nbytes == 0:
@@ -82,10 +88,15 @@ def check_device_limits(handle, *problems):
                 device.global_mem_size))
 
 
-def check_scratch(scratch, needed, solver_name):
-    """``scratch`` checked to hold ``needed`` bytes for ``solver_name``."""
+def check_scratch(scratch, needed, solver_name, handle=None):
+    """``scratch`` checked to hold ``needed`` bytes for ``solver_name`` (and, given ``handle``,
+    to be of its context)."""
     if scratch is not None and not isinstance(scratch, cl.Buffer):
-        raise ValidationError("scratch", type(scratch).__name__, "expected a pyopencl.Buffer or None")
+        raise ValidationError("scratch", type(scratch).__name__,
+                              "expected a pyopencl.Buffer or None")
+    if scratch is not None and handle is not None and scratch.context != handle.context:
+        raise ValidationError("scratch", "a buffer of another context",
+                              f"make it in handle.context ({handle.name})")
     have = scratch.size if scratch is not None else 0
     if have < needed:
         raise ValidationError("scratch", have, f"{solver_name!r} needs {needed} bytes")
@@ -97,6 +108,10 @@ def resolve_solver(handle, problem, solver):
 
     Raises SolverError when it is not installed, disabled, or not applicable to ``problem``.
     """
+    check_handle(handle)
+    check_problem(problem)
+    if not isinstance(solver, str):
+        raise ValidationError("solver", solver, "expected a solver name or a family")
     reg = registry()
     name = solver
     if solver not in reg.solvers:
@@ -129,7 +144,7 @@ def run(handle, problem, solver, *, x, w, y, scratch=None):
     """
     check_handle(handle)
     buffers = check_buffers(problem, x, w, y, handle)
-    if not isinstance(solver, str):
+    if not isinstance(solver, str):   # before it keys the handle's resolutions
         raise ValidationError("solver", solver, "expected a solver name or a family")
 
     def resolve():
@@ -150,9 +165,11 @@ def run(handle, problem, solver, *, x, w, y, scratch=None):
                                   f"largest buffer of {handle.name} "
                                   f"({handle.device.max_mem_alloc_size} bytes)")
         scratch = handle.scratch(needed)
-    check_scratch(scratch, needed, chosen.name)
-    events = invoker(buffers, scratch)
+    check_scratch(scratch, needed, chosen.name, handle)
     numerics = env.CHECK_NUMERICS.raw()
+    if numerics not in ("0", "1", "2"):
+        raise ValidationError(env.CHECK_NUMERICS.name, numerics, "expected 0, 1 or 2")
+    events = invoker(buffers, scratch if needed else None)
     if numerics != "0":
         cl.wait_for_events(events)
         check_numerics(handle, problem, buffers, chosen.name, strict=numerics == "2")

@@ -10,7 +10,7 @@ from .calls import workspace_of, wti_of
 from .errors import ContractError, FindError, ValidationError
 from .execute import check_buffers, check_device_limits, check_handle, check_scratch
 from .find_db import FindDb, Record
-from .parallel import call_all
+from .parallel import Overdue, call_all
 from .plugins import registry, solver_attribute
 from .solutions import Solution, usable_records, wti_fallback
 from .text import format_bytes
@@ -53,19 +53,22 @@ class FindMode(enum.Enum):
                               "expected " + ", ".join(f"{m.name} ({m.value})" for m in cls))
 
 
-def _scratch(handle, scratch, needs):
-    """(scratch buffer, bytes available, how they were chosen): the caller's buffer, or find's own.
+def _scratch(handle, scratch, needs, allocate=True):
+    """(scratch buffer, bytes available, how they were chosen): the caller's (checked) buffer,
+    or find's own.
 
     With ``scratch=None`` find allocates the largest need that fits under
     CONVSOLVE_WORKSPACE_LIMIT and the device's largest allocation, halving on allocation failure
-    while the halved size still serves some candidate.
+    while the halved size still serves some candidate; ``allocate=False`` only says how much it
+    would allow (the worker process allocates its own).
     """
     if scratch is not None:
-        check_scratch(scratch, 0, "find")
         return scratch, scratch.size, "given"
     cap = min(env.size_in_bytes(env.WORKSPACE_LIMIT), handle.device.max_mem_alloc_size)
     how = (f"allocated (find allocates at most {format_bytes(cap)}: "
            f"{env.WORKSPACE_LIMIT.name} and the device's largest buffer)")
+    if not allocate:
+        return None, cap, how
     fitting = [n for n in needs if 0 < n <= cap]
     size, smallest = max(fitting, default=0), min(fitting, default=0)
     while size > 0 and size >= smallest:
@@ -88,9 +91,11 @@ def _build_all(handle, problem, solvers, skipped):
         invoker, error = outcome[solver]
         if error is None:
             built[solver] = invoker
-        else:
-            skipped[solver.name] = f"failed to build: {getattr(error, 'reason', error)}"
-            log.info("skip %r: %s", solver.name, skipped[solver.name])
+            continue
+        if isinstance(error, Overdue):
+            handle.mark_hung(solver, problem, error)
+        skipped[solver.name] = f"failed to build: {getattr(error, 'reason', error)}"
+        log.info("skip %r: %s", solver.name, skipped[solver.name])
     return built
 
 
@@ -115,7 +120,8 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, 
         except ContractError as exc:
             skipped[solver.name] = failed[solver.name] = exc.reason
             log.info("skip %r: %s", solver.name, exc.reason)
-    scratch, available, how = _scratch(handle, scratch, needs.values())
+    isolated = _isolation() == "process"
+    scratch, available, how = _scratch(handle, scratch, needs.values(), allocate=not isolated)
     fitting = []
     for solver, need in needs.items():
         if need > available:
@@ -126,8 +132,8 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, 
             fitting.append(solver)
     fitting.sort(key=lambda s: -wtis[s])
     verify = env.flag(env.FIND_VERIFY) if verify is None else verify
-    if _isolation() == "process":
-        return worker.benchmark(handle, problem, fitting, skipped, failed, verify)
+    if isolated:
+        return worker.benchmark(handle, problem, fitting, available, skipped, failed, verify)
     built = _build_all(handle, problem, fitting, skipped)
     failed.update({s.name: skipped[s.name] for s in fitting if s not in built})
     if env.flag(env.DEBUG_COMPILE_ONLY):
@@ -186,7 +192,8 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
 
     Buffers are in forward-sense roles for every direction (backward-data writes ``x``,
     backward-weights writes ``w``); find runs candidates on them, so the written buffer holds
-    some candidate's result afterwards.  ``scratch`` is a buffer, or None to let find allocate
+    some candidate's result afterwards (not under CONVSOLVE_FIND_ISOLATION=process, where a
+    worker process times them on tensors of its own).  ``scratch`` is a buffer, or None to let find allocate
     what candidates need (up to CONVSOLVE_WORKSPACE_LIMIT).  A find-db hit that lacks some
     candidate (a solver installed since) benchmarks just the missing ones and merges them.
     ``exhaustive=True`` ignores the find-db and benchmarks every applicable solver.  ``mode``
@@ -206,7 +213,7 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
     buffers = check_buffers(problem, x, w, y, handle)
     check_device_limits(handle, problem)
     if scratch is not None:
-        check_scratch(scratch, 0, "find")
+        check_scratch(scratch, 0, "find", handle)
     mode = FindMode.parse(mode)
     if problem.n == 0:
         log.info("find %s: zero batch, nothing to compute", problem.key())
@@ -216,23 +223,24 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
     if mode is FindMode.DYNAMIC_HYBRID and not exhaustive:
         solvers = _dynamic_only(problem, applicable, skipped)
     db = FindDb()
-    recorded = [] if mode is FindMode.NORMAL or exhaustive else db.records(handle.db_key,
-                                                                            problem.key())
-    known = usable_records(recorded, applicable, skipped)
+    recorded = db.records(handle.db_key, problem.key())   # kept unless measured again
+    consult = mode is not FindMode.NORMAL and not exhaustive
+    known = usable_records(recorded, applicable, skipped) if consult else []
     if scratch is not None:   # a caller's buffer bounds db answers as it bounds benchmarks
         known = [s for s in known if s.workspace <= scratch.size]
-    if known or mode is FindMode.FAST:
+    if known or (consult and mode is FindMode.FAST):
         answer, solvers = _consult_db(problem, mode, known, recorded, applicable, solvers)
         if answer is not None:
             if answer is known:
                 handle.remember_ranking(problem, known)
+            if scratch is not None:   # the WTI fallback knows no scratch either
+                answer = [s for s in answer if s.workspace <= scratch.size]
             return answer[:request_count]
     failed = {}
     try:
         timed = benchmark(handle, problem, solvers, buffers, scratch, skipped, failed, verify)
     except QueueBlocked as exc:   # keep what was measured, and the hung solver as failed
-        _record(db, handle, problem, sorted(known + exc.timed, key=lambda s: s.time_ms),
-                recorded, failed, solvers)
+        _record(db, handle, problem, exc.timed, recorded, failed, solvers)
         raise
     if env.flag(env.DEBUG_COMPILE_ONLY):
         return []
@@ -241,7 +249,7 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
         reasons = "; ".join(f"{name}: {why}" for name, why in sorted(skipped.items()))
         raise FindError(f"no solver works for {problem.key()} on {handle.name}: "
                         f"{reasons or 'no solver is installed'}")
-    _record(db, handle, problem, results, recorded, failed, solvers)
+    _record(db, handle, problem, timed, recorded, failed, solvers)
     handle.remember_ranking(problem, results)
     return results[:request_count]
 
@@ -270,11 +278,14 @@ def _consult_db(problem, mode, known, recorded, applicable, solvers):
     return None, untried
 
 
-def _record(db, handle, problem, results, recorded, failed, solvers):
-    """Store every timed solver and every failure (the older ones kept) in the user find-db;
+def _record(db, handle, problem, timed, recorded, failed, solvers):
+    """Store this find's measurements and failures in the user find-db with every earlier
+    record of a solver it did not measure (disabled, not fitting the scratch, recorded before);
     a db that cannot be written only warns."""
     families = {solver.name: solver.family for solver in solvers}
-    failures = [r for r in recorded if r.failure and r.solver not in families]
-    failures += [Record(name, families[name], None, 0, failure=why) for name, why in failed.items()]
-    db.keep(handle.db_key, problem.key(),
-            [Record(r.solver, r.family, r.time_ms, r.workspace) for r in results] + failures)
+    measured = {s.solver for s in timed} | set(failed)
+    records = [Record(s.solver, s.family, s.time_ms, s.workspace) for s in timed]
+    records += [Record(name, families[name], None, 0, failure=why) for name, why in failed.items()]
+    records += [Record(r.solver, r.family, r.time_ms, r.workspace, failure=r.failure)
+                for r in recorded if r.solver not in measured]
+    db.keep(handle.db_key, problem.key(), records)

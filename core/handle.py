@@ -178,6 +178,7 @@ class Handle:
         self._kernel_cache = KernelCache(directory) if directory else None
         self._programs = {}       # cache key -> built cl.Program
         self._invokers = {}       # (solver name, problem key) -> invoker
+        self._hung = {}           # (solver name, problem key) -> why its build was given up
         self._scratch = None      # reusable workspace buffer for run()
         self._lock = threading.Lock()
         self._key_locks = {}
@@ -251,8 +252,11 @@ class Handle:
         return program
 
     def invoker(self, solver, problem):
-        """The invoker of ``solver`` for ``problem``, built on first use and kept in the handle."""
+        """The invoker of ``solver`` for ``problem``, built on first use and kept in the handle;
+        a build find gave up on (mark_hung) raises BuildError at once."""
         key = (solver.name, problem.key())
+        if key in self._hung:   # its thread may still hold the key's lock
+            raise BuildError(f"{solver.name!r} on {problem.key()}: {self._hung[key]}")
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:
@@ -275,6 +279,11 @@ class Handle:
             with lock:
                 return events_of(name, invoker(buffers, scratch))
         return serialised
+
+    def mark_hung(self, solver, problem, reason):
+        """Remember that building ``solver`` for ``problem`` never returned (find gave up)."""
+        with self._lock:
+            self._hung[(solver.name, problem.key())] = f"its build never returned ({reason})"
 
     def forget_invoker(self, solver, problem):
         """Drop a kept invoker (after it failed to run) and what run() resolved to it."""

@@ -14,8 +14,8 @@ for ``run(solver=family)``.
 
 A plugin module declares the solver API versions it supports as a PEP 440 specifier,
 ``CONVSOLVE_SOLVER_API = ">=2.0,<3"``; a plugin that does not admit ``SOLVER_API_VERSION`` is
-refused at load time.  docs/hooks.md is generated from this module (``convsolve hooks
---markdown``).
+refused at load time.  docs/hooks.md is generated from this module (``convsolve hooks``,
+``python -m convsolve.docgen docs``).
 """
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ class Invoker(Protocol):
 
 
 class Attribute(NamedTuple):
-    """One plain attribute of a solver object: its name, type, default (REQUIRED if none), meaning."""
+    """One plain attribute of a solver: name, type, default (REQUIRED if none), meaning."""
 
     name: str
     type: str

@@ -1,6 +1,6 @@
 """Immediate mode: solutions from the find-db or the WTI fallback, then compile and run by name."""
 from .calls import workspace_of
-from .execute import resolve_solver, run
+from .execute import check_handle, check_problem, resolve_solver, run
 from .find_db import FindDb
 from .plugins import registry
 from .solutions import usable_records, wti_fallback
@@ -12,7 +12,8 @@ def get_solutions(handle, problem, max_count=None):
     From the find-db when it has usable records (``source == 'find-db'``), else from the fallback
     that ranks applicable solvers by WTI, time = 10 / WTI ms (``source == 'fallback'``).
     """
-    applicable, skipped = registry().candidates(problem)
+    check_handle(handle)
+    applicable, skipped = registry().candidates(check_problem(problem))
     solutions = usable_records(FindDb().records(handle.db_key, problem.key()), applicable, skipped)
     if not solutions:
         solutions = wti_fallback(applicable, problem)

@@ -15,6 +15,7 @@ def call_all(function, items, workers, limit_s):
     it started gives (None, Overdue): its daemon thread is abandoned (Python cannot stop it) and
     another takes its place, so one hung call costs ``limit_s`` and a worker, not the whole run.
     """
+    items = list(dict.fromkeys(items))   # each item once, so each gets one outcome
     todo, done = queue.Queue(), queue.Queue()
     for item in items:
         todo.put(item)

@@ -106,13 +106,19 @@ def _gather_padded(x, n, c, ih, iw):
     return np.where(valid, values, 0.0)
 
 
+def _taps(problem):
+    """Filter rows and columns (r, s) as arrays along the last two of four axes."""
+    return (np.arange(problem.fil_h)[None, None, :, None],
+            np.arange(problem.fil_w)[None, None, None, :])
+
+
 def _forward_at(problem, x, w, index):
     n, k, oh, ow = (a[:, None, None, None] for a in np.unravel_index(index, problem.y.shape))
     (u, v), (dh, dw) = problem.conv.strides, problem.conv.dilations
     (pt, _), (pl, _) = problem.conv.pads
     cpg, kpg = problem.c // problem.groups, problem.k // problem.groups
     c = (k // kpg) * cpg + np.arange(cpg)[None, :, None, None]
-    r, s = np.arange(problem.fil_h)[None, None, :, None], np.arange(problem.fil_w)[None, None, None, :]
+    r, s = _taps(problem)
     patch = _gather_padded(x, n, c, oh * u - pt + r * dh, ow * v - pl + s * dw)
     return (patch * w[k[:, 0, 0, 0]].astype(np.float64)).sum(axis=(1, 2, 3))
 
@@ -123,7 +129,7 @@ def _backward_data_at(problem, dy, w, index):
     (pt, _), (pl, _) = problem.conv.pads
     cpg, kpg = problem.c // problem.groups, problem.k // problem.groups
     k = (c // cpg) * kpg + np.arange(kpg)[None, :, None, None]
-    r, s = np.arange(problem.fil_h)[None, None, :, None], np.arange(problem.fil_w)[None, None, None, :]
+    r, s = _taps(problem)
     th, tw = h + pt - r * dh, iw + pl - s * dw     # = (oh * u, ow * v) where tap (r, s) reaches
     valid = ((th >= 0) & (th % u == 0) & (th // u < problem.out_h)
              & (tw >= 0) & (tw % v == 0) & (tw // v < problem.out_w))

@@ -1,4 +1,4 @@
-"""A problem's tensors between host and device: random inputs, device copies, the output read back."""
+"""A problem's tensors on host and device: random inputs, device copies, the output read back."""
 import numpy as np
 import pyopencl as cl
 
@@ -20,10 +20,15 @@ def device_buffers(handle, host):
             for name, array in host.items()}
 
 
-def read_output(handle, problem, buffers):
-    """Host copy of the tensor ``problem``'s direction writes (waits for the queue)."""
-    name = problem.direction.output
-    out = np.empty(getattr(problem, name).shape, np.float32)
+def read_tensor(handle, desc, buffer):
+    """Host copy of a tensor described by ``desc`` from its device ``buffer`` (waits)."""
+    out = np.empty(desc.shape, np.float32)
     if out.size:
-        cl.enqueue_copy(handle.queue, out, buffers[name])
+        cl.enqueue_copy(handle.queue, out, buffer)
     return out
+
+
+def read_output(handle, problem, buffers):
+    """Host copy of the tensor ``problem``'s direction writes, from a dict of buffers."""
+    name = problem.direction.output
+    return read_tensor(handle, getattr(problem, name), buffers[name])

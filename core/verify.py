@@ -6,10 +6,10 @@ run() scans inputs and output under CONVSOLVE_CHECK_NUMERICS.
 import logging
 
 import numpy as np
-import pyopencl as cl
 
 from . import reference
 from .errors import NumericsError
+from .tensors import read_tensor
 
 log = logging.getLogger("convsolve")
 
@@ -21,11 +21,8 @@ WHOLE_REFERENCE_BYTES = 256 << 20
 
 
 def read(handle, problem, buffers, name):
-    """Host copy of tensor ``name`` ('x', 'w' or 'y') of ``problem`` from its device buffer."""
-    out = np.empty(getattr(problem, name).shape, np.float32)
-    if out.size:
-        cl.enqueue_copy(handle.queue, out, getattr(buffers, name))
-    return out
+    """Host copy of tensor ``name`` ('x', 'w' or 'y') of ``problem`` from ``buffers``."""
+    return read_tensor(handle, getattr(problem, name), getattr(buffers, name))
 
 
 def nonfinite(array):

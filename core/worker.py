@@ -24,6 +24,7 @@ log = logging.getLogger("convsolve")
 STARTUP_S = 60
 
 _workers = {}          # device index -> Worker, one per device per process
+_device_locks = {}     # device index -> Lock held by the find talking to that worker
 _lock = threading.Lock()
 
 
@@ -47,28 +48,33 @@ def _serve(device_index):
         replies.flush()
     device = Handle(str(device_index))
     for line in sys.stdin:
-        key, names, verify, switches = json.loads(line)
+        key, names, verify, switches, available = json.loads(line)
         for name in [n for n in os.environ if n.startswith("CONVSOLVE_")]:
             del os.environ[name]
         os.environ.update(switches)                  # the caller's switches, as of this find
         os.environ[env.FIND_ISOLATION.name] = "none"   # this process is the isolation
-        problem = Problem.from_key(key)
-        buffers = check_buffers(problem, **device_buffers(device, random_tensors(problem)))
-        solvers = registry().solvers
-        best = None
-        for name in names:
-            send("start", name)
-            skipped, failed = {}, {}
-            try:
-                timed = benchmark(device, problem, [solvers[name]], buffers, None, skipped,
-                                  failed, verify, best)
-            except QueueBlocked:   # this process's queue is stuck: report, then end
-                send("blocked", name, failed[name])
-                return
-            if timed:
-                best = min(best or timed[0].time_ms, timed[0].time_ms)
-            reply = [timed[0].time_ms, timed[0].workspace] if timed else None
-            send("done", name, reply, skipped.get(name))
+        os.environ[env.WORKSPACE_LIMIT.name] = str(available)   # the caller's scratch bytes
+        try:
+            problem = Problem.from_key(key)
+            buffers = check_buffers(problem, **device_buffers(device, random_tensors(problem)))
+            solvers = registry().solvers
+            best = None
+            for name in names:
+                send("start", name)
+                skipped, failed = {}, {}
+                try:
+                    timed = benchmark(device, problem, [solvers[name]], buffers, None, skipped,
+                                      failed, verify, best)
+                except QueueBlocked:   # this process's queue is stuck: report, then end
+                    send("blocked", name, failed[name])
+                    return
+                if timed:
+                    best = min(best or timed[0].time_ms, timed[0].time_ms)
+                reply = [timed[0].time_ms, timed[0].workspace] if timed else None
+                send("done", name, reply, skipped.get(name), name in failed)
+        except Exception as exc:  # noqa: BLE001 - the core's own failure, not a solver's
+            send("error", f"{type(exc).__name__}: {exc}")
+            continue
         send("end")
 
 
@@ -108,6 +114,8 @@ class Worker:
     def stop(self):
         self.process.kill()
         self.process.wait()
+        self.process.stdin.close()
+        self.process.stdout.close()
 
 
 def _device_index(handle):
@@ -132,19 +140,30 @@ def _restart(index, worker):
             del _workers[index]
 
 
-def benchmark(handle, problem, solvers, skipped, failed, verify):
-    """Solutions of ``solvers`` timed in the device's worker, fastest first; a solver that
-    hangs past the build and run limits or ends the worker is recorded in ``failed``."""
+def benchmark(handle, problem, solvers, available, skipped, failed, verify):
+    """Solutions of ``solvers`` timed in the device's worker, fastest first, each with at most
+    ``available`` bytes of workspace; a solver that hangs past the build and run limits or ends
+    the worker is recorded in ``failed``.  One find at a time uses a device's worker."""
     index = _device_index(handle)
     limit_s = (env.positive_number(env.FIND_BUILD_TIMEOUT_S)
                + env.positive_number(env.FIND_RUN_TIMEOUT_S))
+    env.positive_number(env.FIND_SOLVER_BUDGET_MS)   # a bad value is the caller's error
+    with _lock:
+        device_lock = _device_locks.setdefault(index, threading.Lock())
+    with device_lock:
+        return _exchange(handle, index, problem, solvers, available, skipped, failed, verify,
+                         limit_s)
+
+
+def _exchange(handle, index, problem, solvers, available, skipped, failed, verify, limit_s):
+    """benchmark()'s conversation with the worker, restarting it after a hung or fatal solver."""
     switches = {name: value for name, value in os.environ.items() if name.startswith("CONVSOLVE_")}
     by_name = {solver.name: solver for solver in solvers}
     pending, results = list(by_name), []
     while pending:
         worker, current = _worker(index), None
         try:
-            worker.send(problem.key(), pending, verify, switches)
+            worker.send(problem.key(), pending, verify, switches, available)
             while True:
                 message = worker.receive(limit_s if current else limit_s + STARTUP_S)
                 if message is None:
@@ -155,16 +174,21 @@ def benchmark(handle, problem, solvers, skipped, failed, verify):
                 if message[0] == "blocked":
                     why = f"{message[2]} (worker process restarted)"
                     break
+                if message[0] == "error":
+                    raise FindError(f"the benchmark worker for {handle.name} failed on "
+                                    f"{problem.key()}: {message[1]}")
                 if message[0] == "start":
                     current = message[1]
                     continue
-                _, name, reply, reason = message   # "done"
+                _, name, reply, reason, is_failure = message   # "done"
                 pending.remove(name)
                 current = None
-                if reply is None:
-                    skipped[name] = failed[name] = reason
+                if reply is None and reason:
+                    skipped[name] = reason
+                    if is_failure:
+                        failed[name] = reason
                     log.info("skip %r: %s", name, reason)
-                else:
+                elif reply is not None:
                     results.append(Solution(name, by_name[name].family, reply[0], reply[1],
                                             "benchmark"))
         except (EOFError, OSError):

@@ -10,6 +10,8 @@ import numpy as np
 import pyopencl as cl
 import pytest
 from convsolve import Problem, SolverError, ValidationError, reference
+from convsolve.find_db import FindDb
+from convsolve.testing import device_buffers, random_tensors
 
 RNG = np.random.default_rng(7)
 X = RNG.standard_normal((2, 4, 7, 6)).astype(np.float32)
@@ -224,9 +226,14 @@ def test_find_db_hits_respect_the_given_scratch(handle, monkeypatch):
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "fake.Hungry,fake.RunFails,fake.BadBuild")
     monkeypatch.setattr(cs_fake.Good, "workspace_bytes", 1024)
     problem = Problem.conv2d((1, 1, 3, 3), (1, 1, 1, 1))
-    buffers = {name: cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 64) for name in "xwy"}
+    buffers = device_buffers(handle, random_tensors(problem))
     assert {s.solver for s in convsolve.find(handle, problem, **buffers)} == {"fake.Good",
                                                                              "fake.NoWti"}
     small = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 512)
     hit = convsolve.find(handle, problem, **buffers, scratch=small)
     assert [s.solver for s in hit] == ["fake.NoWti"] and hit[0].source == "find-db"
+    for mode in ("NORMAL", "FAST"):   # nor by a benchmark or the WTI fallback
+        assert "fake.Good" not in {s.solver for s in convsolve.find(
+            handle, problem, **buffers, scratch=small, mode=mode)}
+    kept = {r.solver for r in FindDb().lookup(handle.db_key, problem.key())}
+    assert "fake.Good" in kept   # what it did not measure again stays recorded

@@ -146,7 +146,11 @@ def test_huge_padding_verifies_on_sampled_elements(capsys):
     assert "Verifies OK" in capsys.readouterr().out
 
 
-def test_solver_family_finds_its_fastest(capsys):
-    """--solver with a family name runs find and picks that family's fastest solver."""
-    assert main([*SMALL, "-F", "1", "--solver", "direct"]) == 0
-    assert "chosen: direct.NaiveFwd" in capsys.readouterr().out
+def test_solver_family_finds_its_fastest(capsys, monkeypatch):
+    """--solver with a family name benchmarks every candidate and runs that family's fastest."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,gemm")
+    assert main([*SMALL, "-F", "4", "--solver", "gemm", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["reports"][0]
+    ranked = [s["solver"] for s in report["solutions"]]
+    assert len(ranked) >= 2 and all(name.startswith("gemm.") for name in ranked)
+    assert report["solver"] == ranked[0] and report["verify"]["ok"]

@@ -35,8 +35,8 @@ def test_verified_find_never_records_a_wrong_solver(handle, hostile, monkeypatch
 @pytest.mark.parametrize("direction", list(convsolve.Direction))
 def test_verification_samples_large_outputs_without_false_alarms(handle, direction):
     """On outputs larger than VERIFY_SAMPLES, sampled checking passes an honest solver."""
-    problem = Problem.conv2d((2, 8, 19, 17), (16, 4, 3, 3), stride=(2, 1), padding=1,
-                             groups=2, direction=direction)
+    problem = Problem.conv2d((2, 8, 19, 17), (32, 4, 3, 3), stride=(2, 1), padding=1,
+                             groups=2, direction=direction)   # every output > VERIFY_SAMPLES
     buffers = device_buffers(handle, random_tensors(problem))
     assert find(handle, problem, **buffers, mode="NORMAL", verify=True)
 
@@ -54,3 +54,6 @@ def test_numerics_check_names_tensor_and_solver(handle, hostile, monkeypatch, ca
     monkeypatch.setenv("CONVSOLVE_CHECK_NUMERICS", "2")
     with pytest.raises(NumericsError, match="output 'y' .* holds 1 NaN, 0 inf .*hostile.WritesNan"):
         run(handle, SMALL, "hostile.WritesNan", **clean)
+    monkeypatch.setenv("CONVSOLVE_CHECK_NUMERICS", "off")
+    with pytest.raises(convsolve.ValidationError, match="CONVSOLVE_CHECK_NUMERICS"):
+        run(handle, SMALL, "direct.NaiveFwd", **clean)

@@ -1,10 +1,10 @@
 """Isolated find: solvers that hang or end the process cost a worker restart, not the caller."""
-import time
+import threading
 
 import convsolve
 import pyopencl as cl
 import pytest
-from convsolve import Problem, find
+from convsolve import Problem, find, worker
 from convsolve.find_db import FindDb
 from convsolve.testing import device_buffers, random_tensors
 from convsolve.timing import RunTimeout, wait
@@ -32,14 +32,44 @@ def test_hung_and_fatal_solvers_are_recorded_and_find_goes_on(handle, monkeypatc
 
 def test_isolated_find_agrees_with_find_in_process(handle, monkeypatch):
     """The same honest solvers rank in the worker as in process, and a second isolated find
-    reuses the warm worker."""
+    reuses the worker."""
     buffers = device_buffers(handle, random_tensors(PROBLEM))
     here = {s.solver for s in find(handle, PROBLEM, **buffers, mode="NORMAL")}
     monkeypatch.setenv("CONVSOLVE_FIND_ISOLATION", "process")
     there = {s.solver for s in find(handle, PROBLEM, **buffers, mode="NORMAL")}
-    start = time.perf_counter()
+    first = {index: w.process.pid for index, w in worker._workers.items()}
     find(handle, PROBLEM, **buffers, mode="NORMAL")
-    assert here == there and time.perf_counter() - start < 5
+    assert here == there and first == {i: w.process.pid for i, w in worker._workers.items()}
+
+
+def test_threads_share_the_worker_one_find_at_a_time(handle, monkeypatch):
+    """Isolated finds from several threads each get their own answers from the one worker."""
+    monkeypatch.setenv("CONVSOLVE_FIND_ISOLATION", "process")
+    problems = [Problem.conv2d((1, 3, 6, 5 + i), (4, 3, 3, 3), padding=1) for i in range(4)]
+    answers, errors = {}, []
+
+    def search(problem):
+        try:
+            buffers = device_buffers(handle, random_tensors(problem))
+            answers[problem] = [s.solver for s in find(handle, problem, **buffers,
+                                                       mode="NORMAL")]
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+    threads = [threading.Thread(target=search, args=(p,)) for p in problems]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and all(answers[p] == ["direct.NaiveFwd"] for p in problems)
+
+
+def test_bad_budget_is_the_callers_error_under_isolation(handle, monkeypatch):
+    """A bad find setting is a ValidationError in the caller, not a worker failure."""
+    monkeypatch.setenv("CONVSOLVE_FIND_ISOLATION", "process")
+    monkeypatch.setenv("CONVSOLVE_FIND_SOLVER_BUDGET_MS", "abc")
+    buffers = device_buffers(handle, random_tensors(PROBLEM))
+    with pytest.raises(convsolve.ValidationError, match="CONVSOLVE_FIND_SOLVER_BUDGET_MS"):
+        find(handle, PROBLEM, **buffers, mode="NORMAL")
 
 
 def test_hung_run_in_process_fails_find_and_is_recorded(handle, monkeypatch):

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pyopencl as cl
 
-from ..execute import Buffers, resolve_solver, run
+from ..execute import resolve_solver, run
+from ..hookspecs import Buffers
 from ..find import find
 from ..handle import Handle
 from ..immediate import compile_solution

@@ -3,7 +3,7 @@ from importlib import resources
 
 import numpy as np
 import pyopencl as cl
-from convsolve import ConvsolveError, ceil_div
+from convsolve import BuildError, ceil_div
 
 KERNELS = resources.files(__package__) / "kernels"
 
@@ -77,7 +77,7 @@ class Gemm:
         refused = {str(params): check_params(params, handle.device) for params in sets}
         usable = [params for params in sets if not refused[str(params)]]
         if not usable:
-            raise ConvsolveError(f"gemm parameters {sets} do not fit {handle.name}: " + "; ".join(
+            raise BuildError(f"gemm parameters {sets} do not fit {handle.name}: " + "; ".join(
                 problem for problems in refused.values() for problem in problems))
         self.queue = handle.queue
         self.enough_groups = FILL * handle.device.max_compute_units
