@@ -6,6 +6,7 @@ from .api import (
                   conv2d,
                   conv2d_backward_data,
                   conv2d_backward_weights,
+                  conv_transpose2d,
                   default_handle,
 )
 from .arith import ceil_div, round_up
@@ -68,6 +69,7 @@ __all__ = [
                   "conv2d",
                   "conv2d_backward_data",
                   "conv2d_backward_weights",
+                  "conv_transpose2d",
                   "default_handle",
                   "find",
                   "get_solution_count",

@@ -9,7 +9,7 @@ from .execute import check_device_limits, check_handle, check_problem, run
 from .find import find
 from .handle import Handle
 from .plugins import registry
-from .problem import Direction, Problem
+from .problem import Direction, Problem, split_output_padding
 from .tensors import read_output
 
 _default_handle = None
@@ -90,6 +90,17 @@ def conv2d_backward_weights(dy, x, w_shape, stride=1, padding=0, dilation=1, gro
                              Direction.BACKWARD_WEIGHTS)
     _check_shape("dy", dy, problem.y.shape)
     return _solve(problem, handle, solver, {"x": x, "y": dy})
+
+
+def conv_transpose2d(x, w, stride=1, padding=0, output_padding=0, groups=1, dilation=1, *,
+                     solver=None, handle=None):
+    """Transposed convolution of NCHW ``x`` with ``w`` of shape (C_in, C_out/groups, kH, kW), as
+    PyTorch's conv_transpose2d; computed as the backward-data of the convolution it transposes."""
+    x, w = _host_array("x", x), _host_array("w", w)
+    reach, zeros = split_output_padding(output_padding, padding, stride, dilation)
+    problem = Problem.conv_transpose2d(x.shape, w.shape, stride, padding, reach, groups, dilation)
+    y = _solve(problem, handle, solver, {"y": x, "w": w})
+    return np.pad(y, ((0, 0), (0, 0), (0, zeros[0]), (0, zeros[1]))) if any(zeros) else y
 
 
 def applicable_solvers(problem, handle=None):

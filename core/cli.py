@@ -11,6 +11,7 @@ import pyopencl as cl
 
 from . import docgen, env
 from .bench.command import add_parser as add_bench_parser
+from .driver_args import flags_help, parse_args, parse_file, strip_driver
 from .errors import ConvsolveError, SolverError, ValidationError
 from .execute import check_device_limits, resolve_solver, run
 from .explain import explain
@@ -26,7 +27,6 @@ from .text import format_bytes, table
 from .timing import elapsed_ms
 from .verify import error_against_reference
 
-_DIRECTION_BITS = {1: Direction.FORWARD, 2: Direction.BACKWARD_DATA, 4: Direction.BACKWARD_WEIGHTS}
 _VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
                  Direction.BACKWARD_DATA: "Backward Convolution Data",
                  Direction.BACKWARD_WEIGHTS: "Backward Convolution Weights"}
@@ -115,40 +115,29 @@ def cmd_db(args):
 
 # {{{ convsolve conv
 
-def _problems(args):
-    bits = [bit for bit in (1, 2, 4) if args.forw & bit] if args.forw else [1, 2, 4]
-    if args.forw < 0 or args.forw > 7:
-        raise ValidationError("-F", args.forw, "expected 0 (all) or a sum of 1, 2 and 4")
-    x_shape = (args.batchsize, args.in_channels, args.in_h, args.in_w)
-    groups = args.group_count
-    divides = groups > 0 and args.in_channels % groups == 0   # else Problem names the groups
-    w_shape = (args.out_channels, args.in_channels // groups if divides else args.in_channels,
-               args.fil_h, args.fil_w)
-    return [Problem.conv2d(x_shape, w_shape, stride=(args.conv_stride_h, args.conv_stride_w),
-                           padding=(args.pad_h, args.pad_w),
-                           dilation=(args.dilation_h, args.dilation_w), groups=groups,
-                           direction=_DIRECTION_BITS[bit]) for bit in bits]
-
-
-def _solve_one(handle, problem, args, rng):
-    """Find or choose, optionally time and verify one problem; returns its JSON report."""
+def _solve_one(handle, problem, args, command, rng, requested):
+    """Find or choose, optionally time and verify one problem; returns its JSON report (with -m
+    trans, ``requested`` is the transposed convolution's direction that ``problem`` computes)."""
     host = random_tensors(problem, rng)
     buffers = device_buffers(handle, host)
     report = {"direction": problem.direction.value, "problem": problem.key(),
               "gflop": problem.flops / 1e9}
-    if args.solver in registry().solvers:
-        solutions, chosen = [], args.solver
-    elif args.solver:   # a family: its fastest solver, as a find of every candidate ranks them
+    if command.transposed:
+        report.update(mode="trans", requested=requested.value)
+    solver = args.solver or command.solver
+    if solver in registry().solvers:
+        solutions, chosen = [], solver
+    elif solver:   # a family: its fastest solver, as a find of every candidate ranks them
         solutions = [s for s in find(handle, problem, **buffers, mode=FindMode.HYBRID)
-                     if s.family == args.solver]
-        chosen = handle.best_of_family(problem, args.solver)
+                     if s.family == solver]
+        chosen = handle.best_of_family(problem, solver)
         if chosen is None:
-            raise SolverError(f"no {args.solver!r} solver works for {problem.key()}")
-    elif args.search == "immediate":
+            raise SolverError(f"no {solver!r} solver works for {problem.key()}")
+    elif args.select == "immediate" or command.immediate:
         solutions = get_solutions(handle, problem)
         chosen = solutions[0].solver if solutions else None
     else:
-        solutions = find(handle, problem, **buffers)
+        solutions = find(handle, problem, **buffers, exhaustive=command.exhaustive)
         chosen = solutions[0].solver if solutions else None
     report["solutions"] = [{"solver": s.solver, "family": s.family, "time_ms": s.time_ms,
                             "gflops": problem.flops / s.time_ms / 1e6 if s.time_ms else None,
@@ -158,10 +147,11 @@ def _solve_one(handle, problem, args, rng):
     if chosen is None or problem.n == 0:
         return report
     compile_solution(handle, problem, chosen)
-    if args.time:
-        times = [elapsed_ms(run(handle, problem, chosen, **buffers)) for _ in range(args.iter)]
+    if command.time:
+        times = [elapsed_ms(run(handle, problem, chosen, **buffers))
+                 for _ in range(command.iterations)]
         report["time_ms"] = statistics.median(times)
-    if args.verify:
+    if command.verify:
         run(handle, problem, chosen, **buffers)
         error = error_against_reference(problem, host, read_output(handle, problem, buffers))
         tolerance = solver_attribute(resolve_solver(handle, problem, chosen), "tolerance")
@@ -170,12 +160,26 @@ def _solve_one(handle, problem, args, rng):
     return report
 
 
-def _print_report(problem, report, device=None):
+def _solve_command(handle, command, args, rng):
+    """Reports of every problem of one DriverCommand."""
+    for name in filter(None, (args.solver, command.solver)):
+        _check_solver_name(name)
+    check_device_limits(handle, *command.problems)   # before host tensors are made
+    return [_solve_one(handle, problem, args, command, rng, requested)
+            for problem, requested in zip(command.problems, command.requested)]
+
+
+def _name(report):
+    """The report's direction as MIOpenDriver names it, e.g. 'Backward Convolution Data'."""
+    name = _VERIFY_NAMES[Direction.parse(report.get("requested", report["direction"]))]
+    return f"Transposed {name} (as {report['direction']})" if "mode" in report else name
+
+
+def _print_report(report, device=None):
     """One problem's text report; ``device`` (the handle's name), when given, is printed first."""
     if device:
         print(f"device: {device}")
-    print(f"{_VERIFY_NAMES[problem.direction]}: {report['problem']} "
-          f"({report['gflop']:.3f} GFLOP)")
+    print(f"{_name(report)}: {report['problem']} ({report['gflop']:.3f} GFLOP)")
     if report["source"] == "find-db":
         print("find-db hit: nothing benchmarked")
     elif report["source"] == "fallback":
@@ -189,91 +193,100 @@ def _print_report(problem, report, device=None):
     print(f"chosen: {report['solver']}")
     if "time_ms" in report:
         print(f"time: {report['time_ms']:.4f} ms, "
-              f"{problem.flops / report['time_ms'] / 1e6:.1f} GFLOP/s (median of runs)")
+              f"{report['gflop'] / report['time_ms'] * 1e3:.1f} GFLOP/s (median of runs)")
     verify = report.get("verify")
     if verify and verify["ok"]:
-        print(f"{_VERIFY_NAMES[problem.direction]} Verifies OK on CPU reference "
+        print(f"{_name(report)} Verifies OK on CPU reference "
               f"({verify['error']:.3g} < {verify['tolerance']:g})")
     elif verify:
-        print(f"{_VERIFY_NAMES[problem.direction]} FAILED: {verify['error']:.3g} > "
-              f"{verify['tolerance']:g}")
+        print(f"{_name(report)} FAILED: {verify['error']:.3g} > {verify['tolerance']:g}")
 
 
 def _check_solver_name(name):
-    """A --solver value that is neither an installed solver nor a family is a bad argument."""
+    """A --solver (or -S) value that is neither an installed solver nor a family is a bad argument."""
     reg = registry()
     if name not in reg.solvers and name not in {s.family for s in reg.solvers.values()}:
         raise ValidationError("--solver", name, f"no solver {name!r} is installed, nor a family "
                               f"of that name; installed: {', '.join(reg.solvers) or 'none'}")
 
 
+def _failed(reports):
+    return any(not r.get("verify", {"ok": True})["ok"] for r in reports)
+
+
 def cmd_conv(args):
-    problems = _problems(args)
-    if args.solver:
-        _check_solver_name(args.solver)
-    handle = Handle()
-    check_device_limits(handle, *problems)   # before host tensors are made
-    rng = np.random.default_rng(args.seed)
-    reports = []
-    for problem in problems:
-        report = _solve_one(handle, problem, args, rng)
-        reports.append(report)
-        if not args.json:
-            _print_report(problem, report, handle.name if not reports[:-1] else None)
+    if args.file:
+        return _conv_file(args)
+    command, handle = parse_args(args.driver_flags), Handle()
+    reports = _solve_command(handle, command, args, np.random.default_rng(args.seed))
     if args.json:
         print(json.dumps({"device": handle.name, "reports": reports}, indent=2))
-    return 1 if any(not r.get("verify", {"ok": True})["ok"] for r in reports) else 0
+    for i, report in enumerate(() if args.json else reports):
+        _print_report(report, None if i else handle.name)
+    return 1 if _failed(reports) else 0
 
 
-def _add_problem_flags(parser):
-    """MIOpenDriver's problem flags, with its defaults where they make sense here."""
-    flag = parser.add_argument
-    flag("-n", "--batchsize", type=int, default=100, help="batch size (100)")
-    flag("-c", "--in_channels", type=int, default=3, help="input channels (3)")
-    flag("-H", "--in_h", type=int, default=32, help="input height (32)")
-    flag("-W", "--in_w", type=int, default=32, help="input width (32)")
-    flag("-k", "--out_channels", type=int, default=32, help="output channels (32)")
-    flag("-y", "--fil_h", type=int, default=3, help="filter height (3)")
-    flag("-x", "--fil_w", type=int, default=3, help="filter width (3)")
-    flag("-p", "--pad_h", type=int, default=0, help="zero padding of height, both sides (0)")
-    flag("-q", "--pad_w", type=int, default=0, help="zero padding of width, both sides (0)")
-    flag("-u", "--conv_stride_h", type=int, default=1, help="vertical stride (1)")
-    flag("-v", "--conv_stride_w", type=int, default=1, help="horizontal stride (1)")
-    flag("-l", "--dilation_h", type=int, default=1, help="vertical dilation (1)")
-    flag("-j", "--dilation_w", type=int, default=1, help="horizontal dilation (1)")
-    flag("-g", "--group_count", type=int, default=1, help="groups (1)")
-    flag("-F", "--forw", type=int, default=0,
-         help="directions: 1 forward, 2 backward-data, 4 backward-weights, sums allowed; 0 all (0)")
-    flag("--seed", type=_natural, default=0, help="seed of the random tensors (0)")
-    flag("--json", action="store_true", help="print JSON instead of tables")
+def _summary(line, r):
+    """One --file table row of report ``r``: its time is -t's, else find's benchmark."""
+    benchmarked = r["solutions"] and r["source"] != "fallback"
+    time_ms = r.get("time_ms", r["solutions"][0]["time_ms"] if benchmarked else None)
+    direction = r.get("requested", r["direction"]) + (" (trans)" if "mode" in r else "")
+    return (line, r["problem"], direction,
+            r["solver"] or "none", f"{time_ms:.4f}" if time_ms else "-",
+            f"{r['gflop'] / time_ms * 1e3:.1f}" if time_ms else "-",
+            {True: "OK", False: "FAILED", None: "-"}[r.get("verify", {}).get("ok")])
 
 
-def _int_at_least(minimum):
-    """argparse type: an integer >= ``minimum``."""
-    def parse(text):
+def _conv_file(args):
+    """--file: every command line of the file, one table (or JSON) at the end; exit 2 if a line
+    was refused, else 1 if a verification failed or a line found no working solver, else 0."""
+    if args.driver_flags:
+        raise ValidationError("flag", args.driver_flags[0], "with --file, MIOpenDriver flags "
+                              "belong in the file's lines")
+    handle, rng, lines, code = Handle(), np.random.default_rng(args.seed), [], 0
+    for number, text, command in parse_file(args.file):
+        lines.append({"line": number, "command": text})
         try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-    return parse
-
-
-_positive_int, _natural = _int_at_least(1), _int_at_least(0)
+            if isinstance(command, ValidationError):
+                raise command
+            lines[-1]["reports"] = _solve_command(handle, command, args, rng)
+            code = max(code, int(_failed(lines[-1]["reports"])))
+        except ConvsolveError as exc:
+            lines[-1]["error"] = str(exc).splitlines()[0]
+            code = 2 if isinstance(exc, ValidationError) else max(code, 1)
+    if args.json:
+        print(json.dumps({"device": handle.name, "lines": lines}, indent=2))
+        return code
+    rows = [row for line in lines for row in (
+        [_summary(line["line"], r) for r in line.get("reports", ())]
+        or [(line["line"], line["command"], "-", f"error: {line['error']}", "-", "-", "-")])]
+    print(f"device: {handle.name}")
+    _print_table(rows, ("line", "problem", "direction", "solver", "time (ms)", "GFLOP/s",
+                        "verified"), left=(1, 2, 3))
+    return code
 
 
 def _add_conv_flags(parser):
-    """MIOpenDriver's run flags: verification, timing, search mode, a forced solver."""
-    _add_problem_flags(parser)
+    """convsolve's own flags of conv; MIOpenDriver's (driver_args.FLAGS) are parsed apart."""
     flag = parser.add_argument
-    flag("-V", "--verify", type=int, default=1, choices=(0, 1), help="verify against numpy (1)")
-    flag("-t", "--time", type=int, default=0, choices=(0, 1), help="time the chosen solver (0)")
-    flag("-i", "--iter", type=_positive_int, default=10, help="timed iterations with -t 1 (10)")
-    flag("-S", "--search", choices=("find", "immediate"), default="find",
+    flag("--select", choices=("find", "immediate"), default="find",
          help="find (benchmark, per CONVSOLVE_FIND_MODE) or immediate (db or WTI fallback)")
-    flag("--solver", help="run this solver (or the best of this family) instead of choosing")
+    flag("--solver", help="run this solver (or the best of this family) instead of choosing; "
+         "as -S NAME")
+    flag("--file", help="run every command line of this file: one table at the end")
+    _add_seed_and_json(parser)
+
+
+def _add_seed_and_json(parser):
+    parser.add_argument("--seed", type=_natural, default=0, help="seed of the random tensors (0)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def _natural(text):
+    """argparse type: an integer >= 0."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer that must be at least 0: {text!r}")
+    return int(text)
 
 # }}}
 
@@ -281,7 +294,8 @@ def _add_conv_flags(parser):
 # {{{ convsolve explain / new-plugin
 
 def cmd_explain(args):
-    problems = [Problem.from_key(args.key)] if args.key else _problems(args)
+    problems = ([Problem.from_key(args.key)] if args.key
+                else list(parse_args(args.driver_flags).problems))
     handle = Handle()
     if not args.no_run:
         check_device_limits(handle, *problems)   # before host tensors are made
@@ -333,11 +347,15 @@ def build_parser():
     env_parser.set_defaults(func=cmd_env)
     sub.add_parser("hooks", help="the solver contract (the body of docs/hooks.md)").set_defaults(
         func=cmd_hooks)
-    conv = sub.add_parser("conv", help="run a convolution as MIOpenDriver does")
+    conv = sub.add_parser("conv", help="run a convolution as MIOpenDriver does", allow_abbrev=False,
+                          formatter_class=argparse.RawDescriptionHelpFormatter,
+                          usage="convsolve conv [MIOpenDriver conv flags] [options]",
+                          epilog=f"MIOpenDriver conv's flags (MIOpen's defaults):\n{flags_help()}")
     _add_conv_flags(conv)
     conv.set_defaults(func=cmd_conv)
-    explain_parser = sub.add_parser("explain", help="what became of every solver for a problem")
-    _add_problem_flags(explain_parser)
+    explain_parser = sub.add_parser("explain", help="what became of every solver for a problem",
+                                    allow_abbrev=False)
+    _add_seed_and_json(explain_parser)
     explain_parser.add_argument("--key", help="the problem as a key (instead of the flags)")
     explain_parser.add_argument("--no-run", action="store_true",
                                 help="do not build or time anything")
@@ -355,8 +373,13 @@ def build_parser():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    """The command: a pasted MIOpenDriver line works whole (its driver path is dropped)."""
+    parser = build_parser()
     try:
+        argv = strip_driver(sys.argv[1:] if argv is None else argv)
+        args, args.driver_flags = parser.parse_known_args(argv)   # MIOpenDriver's flags
+        if args.driver_flags and args.command not in ("conv", "explain"):
+            parser.error(f"unrecognized arguments: {' '.join(args.driver_flags)}")
         env.configure_logging()
         code = args.func(args)
         sys.stdout.flush()   # a closed pipe shows here, not in the interpreter's exit

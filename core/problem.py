@@ -88,6 +88,20 @@ def parse_padding(padding):
     return ((pad_h, pad_h), (pad_w, pad_w))
 
 
+def split_output_padding(output_padding, padding=0, stride=1, dilation=1):
+    """A transposed convolution's output_padding (int or pair, smaller than the stride or the
+    dilation, as PyTorch requires) as two pairs: the part its convolution can express, at most
+    padding + stride - 1, and the rest, rows and columns no input reaches (zeros)."""
+    extras, pads = _pair("output_padding", output_padding, 0), _pair("padding", padding, 0)
+    strides, dilations = _pair("stride", stride, 1), _pair("dilation", dilation, 1)
+    for extra, u, d in zip(extras, strides, dilations):
+        if extra >= u and extra >= d:
+            raise ValidationError("output_padding", output_padding,
+                                  f"must be smaller than the stride {u} or the dilation {d}")
+    reach = tuple(min(extra, pad + u - 1) for extra, pad, u in zip(extras, pads, strides))
+    return reach, tuple(extra - r for extra, r in zip(extras, reach))
+
+
 @dataclass(frozen=True)
 class TensorDesc:
     """A packed tensor: shape, element type and layout."""
@@ -209,6 +223,45 @@ class Problem:
             out.append(extent // u + 1)
         y = TensorDesc.make("y_shape (output)", (n, k, out[0], out[1]), dtype)
         return cls(direction, x, w, y, ConvDesc(pads, strides, dilations, groups))
+
+    @classmethod
+    def conv_transpose2d(cls, x_shape, w_shape, stride=1, padding=0, output_padding=0, groups=1,
+                         dilation=1, direction=Direction.FORWARD, dtype="float32"):
+        """The problem that computes a transposed convolution (PyTorch's ConvTranspose2d, MIOpen's
+        miopenTranspose) in ``direction`` as the convolution it transposes, so every solver serves it.
+
+        ``x_shape`` is its NCHW input, ``w_shape`` its weights (C_in, C_out/groups, kH, kW);
+        ``padding``, ``stride``, ``dilation`` and ``output_padding`` are ints or (h, w) pairs, and
+        each output size is (H-1)*stride - 2*padding + dilation*(kH-1) + output_padding + 1.  The
+        Problem convolves that output (its x) with the weights back to the input (its y): forward
+        maps to backward-data (input -> y, output -> x), backward-data to forward (dy -> x,
+        dx -> y), backward-weights to backward-weights (dy -> x, input -> y).
+        """
+        x = TensorDesc.make("x_shape", x_shape, dtype)
+        w = TensorDesc.make("w_shape", w_shape, dtype, allow_zero_batch=False)
+        strides, dilations = _pair("stride", stride, 1), _pair("dilation", dilation, 1)
+        (n, c, *sizes), groups = x.shape, _positive_int("groups", groups)
+        if w.shape[0] != c:
+            raise ValidationError("w_shape[0] (C_in)", w.shape[0], f"must equal x_shape[1] = {c}")
+        if c % groups:
+            raise ValidationError("groups", groups, f"input channels {c} are not divisible by it")
+        pads = _pair("padding", padding, 0)
+        out_pads, zeros = split_output_padding(output_padding, padding, strides, dilations)
+        if any(zeros):
+            raise ValidationError("output_padding", output_padding, f"its last {zeros} rows, "
+                                  f"columns get no input (zeros); a Problem takes {out_pads} at most")
+        out, bottoms = [], []
+        for axis, (size, fil, pad, extra, u, d) in enumerate(
+                zip(sizes, w.shape[2:], pads, out_pads, strides, dilations)):
+            out.append((size - 1) * u - 2 * pad + d * (fil - 1) + extra + 1)
+            if out[-1] < 1:
+                raise ValidationError(("output height", "output width")[axis], out[-1],
+                                      "must be at least 1")
+            bottoms.append(min(pad, pad - extra + u - 1))   # the convolution's output is `size`
+        forward = {Direction.FORWARD: Direction.BACKWARD_DATA, Direction.BACKWARD_DATA:
+                   Direction.FORWARD}.get(Direction.parse(direction), direction)
+        return cls.conv2d((n, w.shape[1] * groups, *out), w.shape, strides,
+                          tuple(zip(pads, bottoms)), dilations, groups, forward, dtype)
 
     # {{{ derived sizes
 

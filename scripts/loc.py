@@ -18,10 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Budgets in code lines, set on 2026-12-01 from that day's counts (core 2,146 Python lines,
 #: bench 682, gemm 348 + 660 OpenCL) with room for the families still to come; the core's was
 #: raised from 2,600 to 3,200 the same day for the reliability layer (calls, parallel, verify,
-#: worker, sampled reference: ~480 lines) and the tuner to come.  Raising one is a decision a
-#: commit states and explains.
+#: worker, sampled reference: ~480 lines), then to 3,500 for MIOpenDriver's command line
+#: (driver_args: ~150 lines) and room for the tuner.  Raising one is a decision a commit states
+#: and explains.
 BUDGETS = {
-    "core": {"python": 3200, "opencl": 100},
+    "core": {"python": 3500, "opencl": 100},
     "core/bench": {"python": 800, "opencl": 60},
 }
 PLUGIN_BUDGET = {"python": 1200, "opencl": 1500}   # each plugin

@@ -2,11 +2,13 @@
 import json
 import math
 import os
+import shlex
 import subprocess
 import sys
 
 import pytest
 from convsolve.cli import main
+from test_driver_args import CORPUS, LINES
 
 SMALL = ["conv", "-n", "2", "-c", "4", "-H", "9", "-W", "7", "-k", "6", "-y", "3", "-x", "3",
          "-p", "1", "-q", "0", "-u", "2"]
@@ -56,9 +58,11 @@ def test_conv_second_process_reports_db_hit(tmp_path):
     assert runs[1]["reports"][0]["verify"]["ok"]
 
 
-def test_conv_immediate_and_timing(capsys):
-    """-S immediate ranks by the fallback on a miss; -t 1 times the chosen solver."""
-    assert main([*SMALL, "-F", "2", "-S", "immediate", "-t", "1", "-i", "2"]) == 0
+@pytest.mark.parametrize("select", [["--select", "immediate"], ["-S", "0"]])
+def test_conv_immediate_and_timing(capsys, select):
+    """--select immediate (MIOpen's -S 0) ranks by the fallback on a miss; -t 1 times the
+    chosen solver."""
+    assert main([*SMALL, "-F", "2", *select, "-t", "1", "-i", "2"]) == 0
     out = capsys.readouterr().out
     assert "find-db miss: solutions ranked by the WTI fallback" in out and "time: " in out
 
@@ -94,10 +98,9 @@ def test_db_path_show_clear(capsys):
 
 
 def test_zero_timed_iterations_is_a_bad_argument(capsys):
-    """-t 1 -i 0 is refused by the parser (exit 2), not a statistics traceback."""
-    with pytest.raises(SystemExit) as info:
-        main([*SMALL, "-F", "1", "-t", "1", "-i", "0"])
-    assert info.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+    """-t 1 -i 0 is refused (exit 2, one line), not a statistics traceback."""
+    assert main([*SMALL, "-F", "1", "-t", "1", "-i", "0"]) == 2
+    assert "invalid -i=0: must be at least 1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("budget", ["abc", "0", "-1", "nan"])
@@ -154,3 +157,80 @@ def test_solver_family_finds_its_fastest(capsys, monkeypatch):
     ranked = [s["solver"] for s in report["solutions"]]
     assert len(ranked) >= 2 and all(name.startswith("gemm.") for name in ranked)
     assert report["solver"] == ranked[0] and report["verify"]["ok"]
+
+
+# {{{ MIOpenDriver's command lines
+
+@pytest.mark.parametrize("prefix", [["MIOpenDriver"], ["./bin/MIOpenDriver"],
+                                    ["/opt/rocm/bin/MIOpenDriver"]])
+def test_pasted_line_runs_whole(capsys, prefix):
+    """A pasted MIOpenDriver line, its driver path and MIOpen-only flags included, runs."""
+    line = "conv -n 1 -c 2 -H 5 -W 4 -k 2 -y 3 -x 3 -p 1 -q 1 -m conv -g 1 -F 1 -t 1 -s 0 -b 0"
+    assert main([*prefix, *line.split()]) == 0
+    assert "Forward Convolution Verifies OK" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("n, text, expected",
+                         [line for line in LINES if line[2][0] == "refused"],
+                         ids=lambda v: str(v) if isinstance(v, int) else "")
+def test_refused_corpus_lines_exit_2_naming_the_flag(capsys, n, text, expected):
+    """Each line convsolve cannot run exits 2 with one stderr line naming the flag and value."""
+    assert main(shlex.split(text.split(" #")[0])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("convsolve: error: invalid ") and expected[1] in err
+    assert err.count("\n") == 1
+
+
+def test_transposed_convolution_verifies_in_every_direction(capsys):
+    """-m trans runs each direction through the one it maps to, and verifies."""
+    assert main(["conv", "-n", "1", "-c", "4", "-H", "4", "-W", "3", "-k", "6", "-y", "3", "-x",
+                 "2", "-u", "2", "-v", "3", "-p", "1", "-Y", "1", "-X", "2", "-g", "2",
+                 "-m", "trans"]) == 0
+    out = capsys.readouterr().out
+    for name in ("Transposed Forward Convolution (as bwd) Verifies OK",
+                 "Transposed Backward Convolution Data (as fwd) Verifies OK",
+                 "Transposed Backward Convolution Weights (as wrw) Verifies OK"):
+        assert name in out
+
+
+def test_file_runs_the_corpus(capsys):
+    """--file --json: every supported line runs and verifies, every other one carries its error
+    naming the flag; a refused line makes the exit code 2."""
+    assert main(["conv", "--file", str(CORPUS), "--json"]) == 2
+    lines = {line["line"]: line for line in json.loads(capsys.readouterr().out)["lines"]}
+    assert len(lines) == len(LINES)
+    for n, _, expected in LINES:
+        if expected[0] == "ok":
+            assert lines[n]["reports"] and "error" not in lines[n], lines[n]
+            assert all(r["verify"]["ok"] for r in lines[n]["reports"] if "verify" in r)
+        else:
+            assert expected[1] in lines[n]["error"]
+
+
+def test_file_table_and_exit_codes(capsys, tmp_path, monkeypatch):
+    """--file prints one table (problem, direction, solver, time, GFLOP/s, verified); exit 0 when
+    all verify, 1 when a verification fails, 2 when a line is refused."""
+    good = "MIOpenDriver conv -n 1 -c 2 -H 5 -W 5 -k 2 -y 3 -x 3 -F 1 -t 1 -i 2"
+    path = tmp_path / "lines.txt"
+    path.write_text(f"# my network\n{good}\n\n{good} -m trans -F 6\n")
+    assert main(["conv", "--file", str(path)]) == 0
+    out = capsys.readouterr().out
+    for word in ("problem", "direction", "solver", "time (ms)", "GFLOP/s", "verified", "OK",
+                 "fwd-n1-c2-h5-w5", "bwd (trans)", "wrw (trans)"):
+        assert word in out
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_wrong")
+    path.write_text(f"{good} -S wrong.Lazy\n")
+    assert main(["conv", "--file", str(path)]) == 1 and "FAILED" in capsys.readouterr().out
+    path.write_text(f"{good}\nconvfp16 -n 1\n")
+    assert main(["conv", "--file", str(path)]) == 2
+    assert "error: invalid command='convfp16'" in capsys.readouterr().out
+    assert main(["conv", "--file", str(path), "-n", "2"]) == 2
+
+
+def test_explain_takes_a_miopen_line(capsys):
+    """explain reads the same MIOpenDriver flags (the run flags too) and a driver prefix."""
+    assert main(["MIOpenDriver", "explain", "-n", "1", "-c", "2", "-H", "5", "-W", "5", "-k", "2",
+                 "-F", "1", "-t", "1", "--no-run"]) == 0
+    assert "fwd-n1-c2-h5-w5-k2" in capsys.readouterr().out
+
+# }}}

@@ -581,13 +581,13 @@ def conv_flags(draw):
                                        st.integers(0, 9), st.sampled_from(CLI_JUNK),
                                        st.sampled_from([8, 9, -1, 16])))
     options = {"-t": draw(st.sampled_from(["0", "0", "1"])), "-i": draw(st.sampled_from("12")),
-               "-S": draw(st.sampled_from(["find", "find", "immediate"])),
+               "--select": draw(st.sampled_from(["find", "find", "immediate"])),
                "--solver": draw(st.sampled_from([None] * 6 + ["direct", "direct.NaiveFwd"])),
                "--seed": draw(st.sampled_from(["0", "3", str(2 ** 40)])),
                "--json": draw(st.booleans())}
     if draw(st.integers(0, 5)) == 0:   # one bad option
         flag, value = draw(st.sampled_from([("-i", "0"), ("-i", "-3"), ("-i", "x"), ("-t", "2"),
-                                            ("-S", "other"), ("--solver", "nonsense"),
+                                            ("--select", "other"), ("--solver", "nonsense"),
                                             ("--solver", ""), ("--seed", "x")]))
         options[flag] = value
     return numbers, options
@@ -616,7 +616,7 @@ def _cli_problems(numbers):
 @given(flags=conv_flags())
 @example(flags=({"-n": 4096, "-c": 512, "-H": 224, "-W": 224, "-k": 64, "-y": 3, "-x": 3,
                  "-p": 0, "-q": 0, "-u": 1, "-v": 1, "-l": 1, "-j": 1, "-g": 1, "-F": 0},
-                {"-t": "0", "-i": "1", "-S": "find", "--solver": None, "--seed": "0",
+                {"-t": "0", "-i": "1", "--select": "find", "--solver": None, "--seed": "0",
                  "--json": False}))
 def test_fuzz_cli_conv(capsys, handle, flags):
     """`convsolve conv` with random flags verifies OK, or exits 2 (a bad argument) or 1 (no
@@ -649,7 +649,8 @@ def test_fuzz_cli_conv(capsys, handle, flags):
     if code:
         assert err.count("\n") == 1 and err.startswith("convsolve: error: "), (argv, err)
     solver = options["--solver"] or None   # an empty --solver is no solver
-    ok = valid and solver in (None, "direct", "direct.NaiveFwd")
+    refused = options["-i"] in ("0", "-3", "x") or options["-t"] == "2"   # MIOpenDriver flags
+    ok = valid and not refused and solver in (None, "direct", "direct.NaiveFwd")
     if valid and solver == "direct.NaiveFwd" and any(
             p.direction is not Direction.FORWARD for p in problems):
         ok = ok and None   # a solver of another direction: exit 1

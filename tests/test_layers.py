@@ -8,7 +8,7 @@ CORE = Path(__file__).resolve().parents[1] / "core"
 
 LAYERS = [
     {"errors", "arith", "text", "parallel", "env", "tensors"},
-    {"problem", "hookspecs", "reference"},
+    {"problem", "hookspecs", "reference", "driver_args"},
     {"calls", "kernel_cache", "plugins", "handle"},
     {"find_db", "solutions", "timing", "verify"},
     {"execute", "worker", "find", "immediate", "explain", "api"},
