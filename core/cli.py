@@ -39,6 +39,11 @@ def _print_table(rows, headers, left=(0, 1)):
 
 # {{{ convsolve solvers / devices / env / db
 
+def _refused_code(reg, args):
+    """1 when discovery refused a plugin or solver (unless --allow-refused), else 0."""
+    return 1 if reg.refused() and not args.allow_refused else 0
+
+
 def cmd_solvers(args):
     reg = registry()
     _, off = reg.enabled_solvers()
@@ -52,7 +57,7 @@ def cmd_solvers(args):
                for s in reg.solvers.values()]
     if args.json:
         print(json.dumps({"plugins": plugins, "solvers": solvers}, indent=2))
-        return 0
+        return _refused_code(reg, args)
     print("plugins:")
     for p in plugins:
         state = ("loaded" if p["loaded"] else f"off ({p['blocked_by']}): not imported"
@@ -65,7 +70,7 @@ def cmd_solvers(args):
                    "yes" if s["dynamic"] else "no",
                    "on" if s["enabled"] else f"off ({s['disabled_by']})") for s in solvers],
                  ("solver", "family", "directions", "dynamic", "state"), left=(0, 1, 2, 4))
-    return 0
+    return _refused_code(reg, args)
 
 
 def cmd_devices(args):
@@ -205,6 +210,8 @@ def _print_report(report, device=None):
 def _check_solver_name(name):
     """A --solver (or -S) value that is neither an installed solver nor a family is a bad argument."""
     reg = registry()
+    if reg.refusal(name):
+        raise ValidationError("--solver", name, f"installed but refused: {reg.refusal(name)}")
     if name not in reg.solvers and name not in {s.family for s in reg.solvers.values()}:
         raise ValidationError("--solver", name, f"no solver {name!r} is installed, nor a family "
                               f"of that name; installed: {', '.join(reg.solvers) or 'none'}")
@@ -339,6 +346,8 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True)
     solvers = sub.add_parser("solvers", help="plugins and solvers, on or off and why")
     solvers.add_argument("--json", action="store_true")
+    solvers.add_argument("--allow-refused", action="store_true",
+                         help="exit 0 even when a plugin or solver was refused")
     solvers.set_defaults(func=cmd_solvers)
     sub.add_parser("devices", help="OpenCL devices (indices for CONVSOLVE_DEVICE)").set_defaults(
         func=cmd_devices)

@@ -1,4 +1,5 @@
 """Plugin discovery and the solver registry: load, validate against the contract, enable or disable."""
+import difflib
 import importlib
 import importlib.metadata
 import inspect
@@ -48,10 +49,23 @@ class Registry:
         try:
             return self.solvers[name]
         except KeyError:
+            refused = self.refusal(name)
+            if refused:
+                raise SolverError(f"solver {name!r} is installed but was refused at load "
+                                  f"time: {refused}") from None
             blocked = "".join(f"; plugin {p.name!r} not loaded: {p.blocked_by}"
                               for p in self.plugins if p.blocked_by)
             raise SolverError(f"no solver {name!r} is installed; installed: "
                               f"{', '.join(self.solvers) or 'none'}{blocked}") from None
+
+    def refusal(self, name):
+        """Why discovery refused the solver called ``name``, or None."""
+        return next((p.solver_errors[name] for p in self.plugins if name in p.solver_errors),
+                    None)
+
+    def refused(self):
+        """Whether discovery refused any plugin or solver (a failed import included)."""
+        return any(p.error or p.solver_errors for p in self.plugins)
 
     def enabled(self, name):
         """The solver called ``name`` if installed and on, else a SolverError saying why not."""
@@ -146,6 +160,19 @@ def _check_api_version(info, module):
                           f"provides {provided}", info)
 
 
+_HOOKS = [name for name in dir(hookspecs) if hasattr(getattr(hookspecs, name), "convsolve_spec")]
+
+
+def _explain(error):
+    """pluggy's refusal in the core's words: an unknown hook gets a "did you mean"."""
+    unknown = re.match(r"unknown hook '(\w+)'", str(error))
+    if not unknown:
+        return str(error)
+    guess = difflib.get_close_matches(unknown.group(1), _HOOKS, n=1)
+    return (f"unknown hook {unknown.group(1)!r}"
+            + (f" (did you mean {guess[0]!r}?)" if guess else f"; the hooks are {_HOOKS}"))
+
+
 def _register_solver(manager, solver):
     """Register one solver with pluggy; raise PluginError when it breaks the contract."""
     problems = _check_attributes(solver)
@@ -159,7 +186,7 @@ def _register_solver(manager, solver):
     except pluggy.PluginValidationError as exc:
         if manager.is_registered(solver):   # pluggy < 1.7 leaves a refused plugin registered
             manager.unregister(solver)
-        raise PluginError(f"solver {solver.name!r}: {exc}", solver) from exc
+        raise PluginError(f"solver {solver.name!r}: {_explain(exc)}", solver) from exc
     implemented = {caller.name for caller in manager.get_hookcallers(solver) or ()}
     missing = [hook for hook in hookspecs.REQUIRED_SOLVER_HOOKS if hook not in implemented]
     if missing:

@@ -79,10 +79,35 @@ def standard_problems(directions=tuple(Direction)):
             for x, w, stride, padding, dilation, groups in STANDARD_SHAPES]
 
 
-def _nan_buffer(handle, nbytes):
-    buffer = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, nbytes)
-    cl.enqueue_fill_buffer(handle.queue, buffer, np.float32(np.nan), 0, nbytes)
-    return buffer
+def _guarded_buffers(handle, problem, host):
+    """Device buffers of the three tensors, each followed by a guard zone of _GUARD_BYTES of
+    _PATTERN: the inputs hold ``host``'s arrays, the output NaN (so unwritten elements show)."""
+    buffers = {}
+    for name, array in host.items():
+        buffer = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, array.nbytes + _GUARD_BYTES)
+        cl.enqueue_fill_buffer(handle.queue, buffer, np.uint8(_PATTERN), array.nbytes,
+                               _GUARD_BYTES)
+        if name == problem.direction.output:
+            cl.enqueue_fill_buffer(handle.queue, buffer, np.float32(np.nan), 0, array.nbytes)
+        elif array.size:
+            cl.enqueue_copy(handle.queue, buffer, array)
+        buffers[name] = buffer
+    return buffers
+
+
+def _guard_failures(handle, problem, buffers):
+    """A message per tensor buffer whose guard zone was written: the buffer and the offset."""
+    failures = []
+    for name, buffer in buffers.items():
+        nbytes = getattr(problem, name).nbytes
+        zone = np.empty(_GUARD_BYTES, np.uint8)
+        cl.enqueue_copy(handle.queue, zone, buffer, src_offset=nbytes)
+        written = np.flatnonzero(zone != _PATTERN)
+        if written.size:
+            role = "output" if name == problem.direction.output else "input"
+            failures.append(f"{problem.key()}: wrote past its {role} {name!r} (a tensor of "
+                            f"{nbytes} bytes; byte {nbytes + written[0]} written)")
+    return failures
 
 
 def _read_bytes(handle, buffer, nbytes):
@@ -102,8 +127,7 @@ def _check_one(solver, handle, problem, seed):
         return [f"{key}: get_wti() returned {wti!r}, not in (0, 1] or negative"]
     host = random_tensors(problem, seed)
     out = problem.direction.output
-    buffers = device_buffers(handle, host)
-    buffers[out] = _nan_buffer(handle, getattr(problem, out).nbytes)
+    buffers = _guarded_buffers(handle, problem, host)
     scratch = None
     if workspace:
         scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, workspace + _GUARD_BYTES)
@@ -114,7 +138,7 @@ def _check_one(solver, handle, problem, seed):
         first = read_output(handle, problem, buffers)
     except Exception as exc:  # noqa: BLE001 - any failure to run is a finding
         return [f"{key}: failed to build or run: {exc!r}"]
-    failures = []
+    failures = _guard_failures(handle, problem, buffers)
     error = reference.relative_error(first, expected_output(problem, host))
     tolerance = plugins.solver_attribute(solver, "tolerance")
     if not error < tolerance:
@@ -124,7 +148,7 @@ def _check_one(solver, handle, problem, seed):
     for name, array in host.items():
         if name != out and array.size:
             now = np.empty_like(array)
-            cl.enqueue_copy(handle.queue, now, buffers[name])
+            cl.enqueue_copy(handle.queue, now, buffers[name], is_blocking=True)
             if not np.array_equal(now, array):
                 failures.append(f"{key}: modified its input {name!r}")
     if scratch is not None:
@@ -136,7 +160,7 @@ def _check_one(solver, handle, problem, seed):
             failures.append(f"{key}: reports {workspace} bytes of workspace but writes only "
                             f"{0 if not used.size else used[-1] + 1}")
     if plugins.solver_attribute(solver, "deterministic"):
-        buffers[out] = _nan_buffer(handle, getattr(problem, out).nbytes)
+        buffers = _guarded_buffers(handle, problem, host)
         cl.wait_for_events(invoker(Buffers(**buffers), scratch) or [])
         if not np.array_equal(read_output(handle, problem, buffers), first, equal_nan=True):
             failures.append(f"{key}: claims to be deterministic but two runs differ")
@@ -160,9 +184,7 @@ def _check_nonfinite(handle, problem, invoker, host, scratch, tolerance):
     for name, index, value in _PLANTED[problem.direction]:
         if planted[name].size:
             planted[name].flat[index] = value
-    buffers = device_buffers(handle, planted)
-    out = problem.direction.output
-    buffers[out] = _nan_buffer(handle, getattr(problem, out).nbytes)
+    buffers = _guarded_buffers(handle, problem, planted)
     cl.wait_for_events(invoker(Buffers(**buffers), scratch) or [])
     result = read_output(handle, problem, buffers)
     with np.errstate(invalid="ignore"):
@@ -185,7 +207,8 @@ def check_solver(solver, handle, problems=None, seed=0):
     On each problem (default: standard_problems()) of a direction it serves: is_applicable must not
     raise; where it accepts, get_wti and workspace must be in range, the output must match the
     float64 reference within the solver's ``tolerance`` and be written completely, the inputs
-    must stay untouched, the workspace it reports must be exactly enough (writes past it and
+    must stay untouched, nothing may be written past any tensor (a guard zone follows each
+    buffer), the workspace it reports must be exactly enough (writes past it and
     workspace it never writes are both failures), a ``deterministic`` solver must give
     bitwise-equal results twice, and with an inf and a NaN planted in the inputs the output must
     be non-finite exactly where the reference's is.  Raises AssertionError listing every failure.

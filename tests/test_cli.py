@@ -18,11 +18,12 @@ def test_solvers_lists_plugins_solvers_and_switches(capsys, monkeypatch):
     """`convsolve solvers` shows each plugin's distribution and each solver on or off and why."""
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "direct.NaiveBwd*")
     monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_broken_import")
-    assert main(["solvers"]) == 0
+    assert main(["solvers"]) == 1   # a plugin was refused
+    assert main(["solvers", "--allow-refused"]) == 0
     out = capsys.readouterr().out
     assert "convsolve-direct" in out and "FAILED: ImportError: planted import failure" in out
     assert "direct.NaiveFwd" in out and "off (CONVSOLVE_DISABLE_SOLVERS ('direct.NaiveBwd*'))" in out
-    assert main(["solvers", "--json"]) == 0
+    assert main(["solvers", "--json", "--allow-refused"]) == 0
     data = json.loads(capsys.readouterr().out)
     state = {s["name"]: s["enabled"] for s in data["solvers"]}
     assert state["direct.NaiveFwd"] and not state["direct.NaiveBwdData"]
@@ -234,3 +235,11 @@ def test_explain_takes_a_miopen_line(capsys):
     assert "fwd-n1-c2-h5-w5-k2" in capsys.readouterr().out
 
 # }}}
+
+
+def test_a_refused_solver_is_named_as_refused(capsys, monkeypatch):
+    """--solver naming a solver discovery refused says why, not "not installed"."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_contract")
+    assert main([*SMALL, "-F", "1", "--solver", "contract.Misspelt"]) == 2
+    err = capsys.readouterr().err
+    assert "installed but refused" in err and "did you mean 'is_applicable'?" in err

@@ -74,11 +74,15 @@ def test_contract_violations_are_refused_loudly(monkeypatch, caplog):
     reg = convsolve.registry()
     assert list(reg.solvers) == ["contract.Valid"]
     refused = next(p for p in reg.plugins if p.name == "cs_contract").solver_errors
-    assert "is_aplicable" in refused["contract.Misspelt"]
+    assert refused["contract.Misspelt"] == ("solver 'contract.Misspelt': unknown hook "
+                                            "'is_aplicable' (did you mean 'is_applicable'?)")
     assert "prob" in refused["contract.WrongArgument"]
     assert "build_invoker" in refused["contract.MissingHook"]
     assert "family.Name" in refused["NoFamilyPrefix"]
     assert "contract.Misspelt" in caplog.text
+    with pytest.raises(SolverError, match="installed but was refused at load time: .*did you mean"):
+        reg.get("contract.Misspelt")
+    assert reg.refused()
 
 
 def test_autoload_off_loads_only_named_plugins(monkeypatch):

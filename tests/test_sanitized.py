@@ -254,24 +254,22 @@ def test_plugin_kernels_are_clean_under_oclgrind(plugin, tmp_path):
 
 
 def test_planted_memory_faults_are_caught(tmp_path):
-    """An out-of-bounds write one element past the output and a race on a __local variable,
-    both leaving the results right (check_solver alone passes them), fail the sanitised run,
-    named by solver, problem and Oclgrind's message."""
+    """A race on a __local variable, which leaves the results right (check_solver alone passes
+    it), fails the sanitised run, named by solver, problem and Oclgrind's message; a write one
+    element past the output lands in check_solver's guard zone there, which names it."""
     solvers, rows = run_worker("cs_unsafe", tmp_path)
     assert set(solvers) == {"unsafe.WritesPastOutput", "unsafe.LocalRace"}
-    assert rows and not any(row["failure"] for row in rows)
     by_solver = {name: [row for row in rows if row["solver"] == name] for name in solvers}
-    for name, message, kernel in (
-            ("unsafe.WritesPastOutput", "Invalid write of size 4 at global memory address",
-             "off_by_one_fwd"),
-            ("unsafe.LocalRace", "Write-write data race at local memory address",
-             "local_race_fwd")):
-        for row in by_solver[name]:
-            assert any(message in report and f"Kernel: {kernel}" in report
-                       for report in row["oclgrind"]), (name, row["key"], row["oclgrind"][:2])
+    assert by_solver["unsafe.LocalRace"] and not any(
+        row["failure"] for row in by_solver["unsafe.LocalRace"])
+    for row in by_solver["unsafe.LocalRace"]:
+        assert any("Write-write data race at local memory address" in report
+                   and "Kernel: local_race_fwd" in report for report in row["oclgrind"]), (
+            row["key"], row["oclgrind"][:2])
+    assert by_solver["unsafe.WritesPastOutput"] and all(
+        "wrote past its output 'y'" in row["failure"] for row in by_solver["unsafe.WritesPastOutput"])
     found = findings(rows)
-    assert any(text.startswith("unsafe.WritesPastOutput fwd-") and "Invalid write" in text
-               for text in found)
+    assert any(text.startswith("unsafe.LocalRace fwd-") and "data race" in text for text in found)
 
 
 if __name__ == "__main__":

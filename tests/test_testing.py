@@ -40,6 +40,17 @@ def test_planted_faults_are_caught(handle, faulty, name, finding):
     assert finding in str(info.value) and name in str(info.value)
 
 
+def test_a_write_past_the_output_is_caught(handle, monkeypatch):
+    """A kernel writing one element past its output is caught by the guard zone after every
+    tensor buffer, with the buffer and the byte named."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_unsafe")
+    monkeypatch.setenv("CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD", "1")
+    problem = convsolve.Problem.conv2d((1, 2, 3, 3), (3, 2, 1, 1))   # y: 27 floats, 108 bytes
+    with pytest.raises(AssertionError, match=r"wrote past its output 'y' \(a tensor of 108 "
+                       r"bytes; byte 108 written\)"):
+        check_solver(convsolve.registry().solvers["unsafe.WritesPastOutput"], handle, [problem])
+
+
 def test_wrong_on_odd_sizes_passes_on_round_sizes(handle, faulty):
     """The odd-size fault is invisible on an output of whole work-groups (so the set needs odd sizes)."""
     problem = convsolve.Problem.conv2d((1, 2, 8, 8), (4, 2, 1, 1))   # 256 outputs
