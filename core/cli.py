@@ -334,7 +334,7 @@ def cmd_explain(args):
 
 
 def cmd_new_plugin(args):
-    target = stamp(args.name, args.dir)
+    target = stamp(args.name, args.dir, args.package, args.family)
     print(f"created {target}: pip install -e {target} && pytest {target}")
     return 0
 
@@ -372,6 +372,8 @@ def build_parser():
     new_plugin = sub.add_parser("new-plugin", help="stamp a new plugin from the template")
     new_plugin.add_argument("name", help="plugin name: lowercase, e.g. acme")
     new_plugin.add_argument("--dir", default=".", help="where to create it (.)")
+    new_plugin.add_argument("--package", help="its Python package (convsolve_NAME)")
+    new_plugin.add_argument("--family", help="its solver's family (direct)")
     new_plugin.set_defaults(func=cmd_new_plugin)
     db = sub.add_parser("db", help="the find-db")
     db.add_argument("action", choices=("path", "show", "clear"))

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from . import env, hookspecs
+from .problem import Problem
 
 _ROLE = re.compile(r":(?:class|func|meth|attr):`~?([^`]+)`")
 _FIELD = re.compile(r"^:(param (\w+)|returns|raises [\w.]+):\s*(.*)$")
@@ -65,6 +66,35 @@ def _specs():
             if inspect.isfunction(obj) and hasattr(obj, f"{hookspecs.PROJECT}_spec")]
 
 
+#: Problem's dataclass fields, which have no docstrings of their own.
+_PROBLEM_FIELDS = {
+    "direction": "`Direction.FORWARD`, `BACKWARD_DATA` or `BACKWARD_WEIGHTS`; "
+                 "`direction.output` names the tensor it writes ('y', 'x' or 'w')",
+    "x": "`TensorDesc` of the input: `.shape` (N, C, H, W), `.dtype`, `.layout`, `.size`, "
+         "`.nbytes`",
+    "w": "`TensorDesc` of the weights, (K, C / groups, R, S)",
+    "y": "`TensorDesc` of the output, (N, K, OH, OW)",
+    "conv": "`ConvDesc`: `.pads` ((top, bottom), (left, right)), `.strides` (h, w), "
+            "`.dilations` (h, w), `.groups`",
+}
+
+
+def problem_markdown():
+    """What a solver may read of a Problem: fields, derived sizes and methods, one row each."""
+    rows = [(f"`problem.{name}`", meaning) for name, meaning in _PROBLEM_FIELDS.items()]
+    for name, member in vars(Problem).items():
+        if name.startswith("_") or name in _PROBLEM_FIELDS or isinstance(member, classmethod):
+            continue
+        doc = inspect.getdoc(member) or ""
+        call = "()" if inspect.isfunction(member) else ""
+        rows.append((f"`problem.{name}{call}`", _inline(doc.split("\n\n")[0].replace("\n", " "))))
+    return "\n".join(["## Problem, for solver authors\n",
+                      "Everything `is_applicable` and the other hooks may read; decline what a "
+                      "kernel does not handle (strides, pads, dilations, groups, dtype).\n",
+                      "| attribute | meaning |", "| --- | --- |",
+                      *(f"| {name} | {meaning} |" for name, meaning in rows)]) + "\n"
+
+
 def hooks_markdown():
     """The contract as Markdown: types, solver attributes, then one section per hook spec."""
     parts = [f"Solver API version **{hookspecs.SOLVER_API_VERSION}** "
@@ -75,6 +105,7 @@ def hooks_markdown():
         default = "required" if attr.default is hookspecs.REQUIRED else f"`{attr.default!r}`"
         parts.append(f"| `{attr.name}` | {attr.type} | {default} | {_inline(attr.meaning)} |")
     parts[-1] += "\n"
+    parts.append(problem_markdown())
     for cls in (hookspecs.Buffers, hookspecs.Invoker):
         parts.append(f"## {cls.__name__}\n")
         parts.append(docstring_markdown(cls.__doc__))

@@ -171,8 +171,11 @@ def is_applicable(problem: Problem) -> bool:
     Example::
 
         @hookimpl
-        def is_applicable(self, problem):
-            return problem.groups == 1 and problem.fil_h == problem.fil_w == 1
+        def is_applicable(self, problem):   # a 1x1 kernel that reads no stride, pad or dilation
+            return (problem.dtype == "float32" and problem.groups == 1
+                    and problem.fil_h == problem.fil_w == 1
+                    and problem.conv.strides == (1, 1) and problem.conv.dilations == (1, 1)
+                    and problem.conv.pads == ((0, 0), (0, 0)))
 
     .. versionadded:: 1.0
     """

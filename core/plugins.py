@@ -160,6 +160,20 @@ def _check_api_version(info, module):
                           f"provides {provided}", info)
 
 
+def contract_refusal(solver):
+    """Why discovery would refuse ``solver`` (its plugin module's CONVSOLVE_SOLVER_API, its
+    attributes, its hooks), in discovery's words, or None; for check_solver."""
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    package = type(solver).__module__.split(".")[0]
+    try:
+        _check_api_version(PluginInfo(package, package), importlib.import_module(package))
+        _register_solver(manager, solver)
+    except PluginError as exc:
+        return str(exc)
+    return None
+
+
 _HOOKS = [name for name in dir(hookspecs) if hasattr(getattr(hookspecs, name), "convsolve_spec")]
 
 

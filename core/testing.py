@@ -211,8 +211,14 @@ def check_solver(solver, handle, problems=None, seed=0):
     buffer), the workspace it reports must be exactly enough (writes past it and
     workspace it never writes are both failures), a ``deterministic`` solver must give
     bitwise-equal results twice, and with an inf and a NaN planted in the inputs the output must
-    be non-finite exactly where the reference's is.  Raises AssertionError listing every failure.
+    be non-finite exactly where the reference's is.  A solver that discovery would refuse (its
+    plugin's CONVSOLVE_SOLVER_API, its attributes, a misspelt hook or argument) fails at once,
+    in discovery's words.  Raises AssertionError listing every failure.
     """
+    refusal = plugins.contract_refusal(solver)
+    if refusal:
+        raise AssertionError(f"{getattr(solver, 'name', solver)!r} fails check_solver: "
+                             f"discovery refuses it: {refusal}")
     failures, checked = [], 0
     for problem in standard_problems() if problems is None else problems:
         if problem.direction not in solver.directions:

@@ -42,3 +42,15 @@ def test_bad_names_and_existing_dirs_are_refused(tmp_path):
     stamp("ok", tmp_path)
     with pytest.raises(ValidationError, match="already exists"):
         stamp("ok", tmp_path)
+
+
+def test_package_and_family_are_stamped_as_asked(tmp_path):
+    """--package and --family rename the package (folder, imports, entry point) and the family."""
+    plugin = stamp("acme", tmp_path, package="acme_solvers", family="custom")
+    assert (plugin / "acme_solvers" / "kernels" / "direct_fwd.cl").exists()
+    assert not (plugin / "convsolve_acme").exists()
+    assert 'acme = "acme_solvers"' in (plugin / "pyproject.toml").read_text()
+    assert 'family = "custom"' in (plugin / "acme_solvers" / "direct_fwd.py").read_text()
+    assert "from acme_solvers import" in (plugin / "tests" / "test_direct_fwd.py").read_text()
+    with pytest.raises(ValidationError, match="--package"):
+        stamp("other", tmp_path, package="Bad-Name")

@@ -55,3 +55,25 @@ def test_wrong_on_odd_sizes_passes_on_round_sizes(handle, faulty):
     """The odd-size fault is invisible on an output of whole work-groups (so the set needs odd sizes)."""
     problem = convsolve.Problem.conv2d((1, 2, 8, 8), (4, 2, 1, 1))   # 256 outputs
     assert check_solver(faulty["faulty.WrongOnOddSizes"], handle, [problem]) == 1
+
+
+@pytest.mark.parametrize("name, words", [
+    ("Misspelt", "unknown hook 'is_aplicable' (did you mean 'is_applicable'?)"),
+    ("WrongArgument", "Argument(s) {'prob'} are declared in the hookimpl"),
+    ("MissingHook", "does not implement ['build_invoker']"),
+])
+def test_a_solver_discovery_refuses_fails_at_once_in_its_words(handle, name, words):
+    """check_solver runs discovery's checks first and reports a refusal once, in its words."""
+    import cs_contract   # tests/conftest.py puts the fake plugins on the path
+    with pytest.raises(AssertionError) as info:
+        check_solver(getattr(cs_contract, name)(), handle)
+    assert "discovery refuses it" in str(info.value) and words in str(info.value)
+    assert str(info.value).count(words) == 1
+
+
+def test_a_plugin_without_an_api_declaration_fails(handle, monkeypatch):
+    """A solver whose plugin module does not declare CONVSOLVE_SOLVER_API is refused."""
+    import cs_contract
+    monkeypatch.delattr(cs_contract, "CONVSOLVE_SOLVER_API")
+    with pytest.raises(AssertionError, match="does not declare CONVSOLVE_SOLVER_API"):
+        check_solver(cs_contract.Valid(), handle)
