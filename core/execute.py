@@ -31,6 +31,13 @@ def check_problem(problem):
     return problem
 
 
+def check_solver_argument(solver):
+    """``solver`` checked to be a name (of a solver or a family)."""
+    if not isinstance(solver, str):
+        raise ValidationError("solver", solver, "expected a solver name or a family")
+    return solver
+
+
 def check_buffers(problem, x, w, y, handle=None):
     """The three buffers as Buffers, each an OpenCL buffer at least as large as its tensor and,
     given ``handle``, of its context.
@@ -51,15 +58,21 @@ def check_buffers(problem, x, w, y, handle=None):
         if buffer.size < desc.nbytes:
             raise ValidationError(f"{name} buffer size", buffer.size,
                                   f"tensor {desc.shape} {desc.dtype} needs {desc.nbytes} bytes")
-        if handle is not None and buffer.context != handle.context:
-            raise ValidationError(name, "a buffer of another context",
-                                  f"make it in handle.context ({handle.name})")
+        _check_context(name, buffer, handle)
         checked.append(buffer)
     out = "xwy".index(problem.direction.output)
     if checked[out] is not None and checked[out] in checked[:out] + checked[out + 1:]:
         raise ValidationError(problem.direction.output, "an input's buffer",
                               f"{problem.direction.label} writes it: give it a buffer of its own")
     return Buffers(*checked)
+
+
+def _check_context(name, buffer, handle):
+    """Refuse ``buffer`` (argument ``name``) when it belongs to another context than ``handle``'s
+    (no check without a handle)."""
+    if handle is not None and buffer.context != handle.context:
+        raise ValidationError(name, "a buffer of another context",
+                              f"make it in handle.context ({handle.name})")
 
 
 def check_device_limits(handle, *problems):
@@ -94,9 +107,8 @@ def check_scratch(scratch, needed, solver_name, handle=None):
     if scratch is not None and not isinstance(scratch, cl.Buffer):
         raise ValidationError("scratch", type(scratch).__name__,
                               "expected a pyopencl.Buffer or None")
-    if scratch is not None and handle is not None and scratch.context != handle.context:
-        raise ValidationError("scratch", "a buffer of another context",
-                              f"make it in handle.context ({handle.name})")
+    if scratch is not None:
+        _check_context("scratch", scratch, handle)
     have = scratch.size if scratch is not None else 0
     if have < needed:
         raise ValidationError("scratch", have, f"{solver_name!r} needs {needed} bytes")
@@ -110,8 +122,7 @@ def resolve_solver(handle, problem, solver):
     """
     check_handle(handle)
     check_problem(problem)
-    if not isinstance(solver, str):
-        raise ValidationError("solver", solver, "expected a solver name or a family")
+    check_solver_argument(solver)
     reg = registry()
     name = solver
     if solver not in reg.solvers:
@@ -144,8 +155,7 @@ def run(handle, problem, solver, *, x, w, y, scratch=None):
     """
     check_handle(handle)
     buffers = check_buffers(problem, x, w, y, handle)
-    if not isinstance(solver, str):   # before it keys the handle's resolutions
-        raise ValidationError("solver", solver, "expected a solver name or a family")
+    check_solver_argument(solver)   # before it keys the handle's resolutions
 
     def resolve():
         chosen = resolve_solver(handle, problem, solver)
@@ -160,11 +170,7 @@ def run(handle, problem, solver, *, x, w, y, scratch=None):
                                            problem.w.nbytes)]
         return []
     if scratch is None:
-        if needed > handle.device.max_mem_alloc_size:
-            raise ValidationError("workspace", needed, f"{chosen.name!r} needs more than the "
-                                  f"largest buffer of {handle.name} "
-                                  f"({handle.device.max_mem_alloc_size} bytes)")
-        scratch = handle.scratch(needed)
+        scratch = handle.scratch(needed, chosen.name)
     check_scratch(scratch, needed, chosen.name, handle)
     numerics = env.CHECK_NUMERICS.raw()
     if numerics not in ("0", "1", "2"):

@@ -328,10 +328,15 @@ class Handle:
 
     # }}}
 
-    def scratch(self, nbytes):
-        """A workspace buffer of at least ``nbytes`` (None for 0), reused and grown across calls."""
+    def scratch(self, nbytes, solver_name="a solver"):
+        """A workspace buffer of at least ``nbytes`` (None for 0), reused and grown across calls;
+        a ValidationError naming ``solver_name`` when no buffer of the device can be that big."""
         if nbytes <= 0:
             return None
+        if nbytes > self.device.max_mem_alloc_size:
+            raise ValidationError("workspace", nbytes, f"{solver_name!r} needs more than the "
+                                  f"largest buffer of {self.name} "
+                                  f"({self.device.max_mem_alloc_size} bytes)")
         with self._lock:
             if self._scratch is None or self._scratch.size < nbytes:
                 self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)

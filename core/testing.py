@@ -10,6 +10,8 @@ import pyopencl as cl
 import pytest
 
 from . import env, plugins, reference
+from .calls import build_invoker, events_of, workspace_of, wti_of
+from .errors import ContractError
 from .handle import Handle
 from .hookspecs import OPTIONAL_SOLVER_ATTRIBUTES, Buffers
 from .problem import Direction, Problem
@@ -119,12 +121,11 @@ def _read_bytes(handle, buffer, nbytes):
 def _check_one(solver, handle, problem, seed):
     """Failure messages of ``solver`` on one problem it accepts (empty when it passes)."""
     key = problem.key()
-    workspace = solver.workspace(problem)
-    wti = solver.get_wti(problem)
-    if isinstance(workspace, bool) or not isinstance(workspace, int) or workspace < 0:
-        return [f"{key}: workspace() returned {workspace!r}, not bytes >= 0"]
-    if not isinstance(wti, (int, float)) or wti == 0 or wti > 1:
-        return [f"{key}: get_wti() returned {wti!r}, not in (0, 1] or negative"]
+    try:   # the contract's checks, as find applies them
+        wti_of(solver, problem)
+        workspace = workspace_of(solver, problem)
+    except ContractError as exc:
+        return [f"{key}: {exc.reason}"]
     host = random_tensors(problem, seed)
     out = problem.direction.output
     buffers = _guarded_buffers(handle, problem, host)
@@ -133,8 +134,11 @@ def _check_one(solver, handle, problem, seed):
         scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, workspace + _GUARD_BYTES)
         cl.enqueue_fill_buffer(handle.queue, scratch, np.uint8(_PATTERN), 0, workspace + _GUARD_BYTES)
     try:
-        invoker = solver.build_invoker(problem, handle)
-        cl.wait_for_events(invoker(Buffers(**buffers), scratch) or [])
+        built = build_invoker(solver, problem, handle)
+
+        def invoker(buffers, scratch):
+            return events_of(solver.name, built(buffers, scratch))
+        cl.wait_for_events(invoker(Buffers(**buffers), scratch))
         first = read_output(handle, problem, buffers)
     except Exception as exc:  # noqa: BLE001 - any failure to run is a finding
         return [f"{key}: failed to build or run: {exc!r}"]
@@ -161,7 +165,7 @@ def _check_one(solver, handle, problem, seed):
                             f"{0 if not used.size else used[-1] + 1}")
     if plugins.solver_attribute(solver, "deterministic"):
         buffers = _guarded_buffers(handle, problem, host)
-        cl.wait_for_events(invoker(Buffers(**buffers), scratch) or [])
+        cl.wait_for_events(invoker(Buffers(**buffers), scratch))
         if not np.array_equal(read_output(handle, problem, buffers), first, equal_nan=True):
             failures.append(f"{key}: claims to be deterministic but two runs differ")
     failures += _check_nonfinite(handle, problem, invoker, host, scratch, tolerance)
@@ -185,7 +189,7 @@ def _check_nonfinite(handle, problem, invoker, host, scratch, tolerance):
         if planted[name].size:
             planted[name].flat[index] = value
     buffers = _guarded_buffers(handle, problem, planted)
-    cl.wait_for_events(invoker(Buffers(**buffers), scratch) or [])
+    cl.wait_for_events(invoker(Buffers(**buffers), scratch))
     result = read_output(handle, problem, buffers)
     with np.errstate(invalid="ignore"):
         expected = expected_output(problem, planted)
