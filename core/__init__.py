@@ -1,6 +1,6 @@
 """convsolve: find the fastest correct OpenCL convolution among pluggable solvers, remember it, run it."""
 from . import env as _env
-from . import reference
+from . import reference, tuning
 from .api import (
                   applicable_solvers,
                   conv2d,
@@ -36,6 +36,7 @@ from .immediate import (
 from .plugins import registry
 from .problem import ConvDesc, Direction, Problem, TensorDesc
 from .solutions import Solution
+from .tuning import ConfigSpace
 
 __version__ = "0.1.0"
 
@@ -45,6 +46,7 @@ __all__ = [
                   "SOLVER_API_VERSION",
                   "Buffers",
                   "BuildError",
+                  "ConfigSpace",
                   "ContractError",
                   "ConvDesc",
                   "ConvsolveError",
@@ -83,4 +85,5 @@ __all__ = [
                   "round_up",
                   "run",
                   "run_solution",
+                  "tuning",
 ]

@@ -5,6 +5,7 @@ from numbers import Integral
 import pyopencl as cl
 
 from .errors import ContractError, ConvsolveError
+from .tuning import ConfigSpace
 
 
 def workspace_of(solver, problem):
@@ -32,11 +33,15 @@ def wti_of(solver, problem):
     return value
 
 
-def build_invoker(solver, problem, handle):
-    """The solver's invoker; ContractError when build_invoker raises anything but a
-    convsolve error (a BuildError passes through) or returns something not callable."""
+def build_invoker(solver, problem, handle, config=None):
+    """The solver's invoker (a tunable solver's built with ``config``); ContractError when
+    build_invoker raises anything but a convsolve error (a BuildError passes through) or returns
+    something not callable."""
     try:
-        invoker = solver.build_invoker(problem, handle)
+        if is_tunable(solver):
+            invoker = solver.build_invoker(problem, handle, config)
+        else:
+            invoker = solver.build_invoker(problem, handle)
     except ConvsolveError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plugin's fault, reported as the solver's
@@ -53,3 +58,53 @@ def events_of(solver_name, events):
         raise ContractError(solver_name, f"its invoker returned {events!r}, not a non-empty "
                                          "list of pyopencl events")
     return list(events)
+
+
+# {{{ tunable solvers
+
+def is_tunable(solver):
+    """Whether the solver implements the tunable hooks (discovery checks they come together)."""
+    return callable(getattr(solver, "config_space", None))
+
+
+def space_of(solver, problem):
+    """The solver's ConfigSpace for ``problem``; ContractError when the hook raises or answers
+    something else."""
+    try:
+        space = solver.config_space(problem)
+    except Exception as exc:  # noqa: BLE001
+        raise ContractError(solver.name, f"config_space() raised {exc!r}") from exc
+    if not isinstance(space, ConfigSpace):
+        raise ContractError(solver.name, f"config_space() returned {space!r}, not a ConfigSpace")
+    return space
+
+
+def config_refusal(solver, problem, handle, config, space=None):
+    """Why ``config`` cannot run ``problem`` on ``handle`` (outside the space, a false
+    constraint, the solver's check_config), or None; ContractError when a hook misbehaves."""
+    reason = (space or space_of(solver, problem)).refusal(config)
+    if reason or not callable(getattr(solver, "check_config", None)):
+        return reason
+    try:
+        reasons = solver.check_config(problem, handle, config)
+    except Exception as exc:  # noqa: BLE001
+        raise ContractError(solver.name, f"check_config() raised {exc!r}") from exc
+    if not isinstance(reasons, (list, tuple)) or not all(isinstance(r, str) for r in reasons):
+        raise ContractError(solver.name, f"check_config() returned {reasons!r}, not a list of "
+                                         "reasons")
+    return "; ".join(reasons) or None
+
+
+def default_config_of(solver, problem, handle):
+    """The solver's default config for ``problem`` on ``handle``, checked to be valid;
+    ContractError otherwise."""
+    try:
+        config = solver.default_config(problem, handle)
+    except Exception as exc:  # noqa: BLE001
+        raise ContractError(solver.name, f"default_config() raised {exc!r}") from exc
+    reason = config_refusal(solver, problem, handle, config)
+    if reason:
+        raise ContractError(solver.name, f"default_config() returned {config!r}: {reason}")
+    return dict(config)
+
+# }}}

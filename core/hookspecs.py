@@ -13,7 +13,7 @@ them is the *scratch* buffer (``find(..., scratch=)``, ``run(..., scratch=)``, t
 for ``run(solver=family)``.
 
 A plugin module declares the solver API versions it supports as a PEP 440 specifier,
-``CONVSOLVE_SOLVER_API = ">=2.0,<3"``; a plugin that does not admit ``SOLVER_API_VERSION`` is
+``CONVSOLVE_SOLVER_API = ">=2.1,<3"``; a plugin that does not admit ``SOLVER_API_VERSION`` is
 refused at load time.  docs/hooks.md is generated from this module (``convsolve hooks``,
 ``python -m convsolve.docgen docs``).
 """
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from .handle import Handle
     from .problem import Direction, Problem
+    from .tuning import ConfigSpace
 
 PROJECT = "convsolve"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -36,11 +37,14 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 #: Version of this contract.  Added hooks or opt-in arguments raise the minor number; a renamed
 #: or removed hook or attribute raises the major one (2.0: ``algorithm`` became ``family`` and
-#: the invoker's buffer is called ``scratch`` everywhere).
-SOLVER_API_VERSION = "2.0"
+#: the invoker's buffer is called ``scratch`` everywhere; 2.1: tunable solvers' hooks).
+SOLVER_API_VERSION = "2.1"
 
 #: Per-solver hooks a solver must implement; the core refuses a solver that lacks one.
 REQUIRED_SOLVER_HOOKS = ("is_applicable", "get_wti", "workspace", "build_invoker")
+#: Hooks a tunable solver implements besides those (both of the first two, or none; its
+#: ``build_invoker`` then takes ``config``); ``check_config`` is optional.
+TUNING_HOOKS = ("config_space", "default_config", "check_config")
 
 
 # {{{ types a solver touches
@@ -126,6 +130,10 @@ class Solver(Protocol):
     def get_wti(self, problem: Problem) -> float: ...
     def workspace(self, problem: Problem) -> int: ...
     def build_invoker(self, problem: Problem, handle: Handle) -> Invoker: ...
+
+
+#: A tunable solver's performance config: parameter name -> value (ints, floats, identifiers).
+Config = dict
 
 # }}}
 
@@ -220,22 +228,25 @@ def workspace(problem: Problem) -> int:
 
 
 @hookspec
-def build_invoker(problem: Problem, handle: Handle) -> Invoker:
+def build_invoker(problem: Problem, handle: Handle, config: Config) -> Invoker:
     """Build (compile) what the solver needs for ``problem`` and return its invoker.
 
     Called by find for every candidate (in parallel threads, so it must not share mutable state
     between calls), by ``compile_solution`` and by ``run`` on a miss of the handle's invoker
-    cache; the core keeps the invoker, so it is built once per (solver, problem, handle).  It
-    compiles through ``handle.build(file, kernel, defines)``, which uses the on-disk kernel cache
-    with ``convsolve.h`` on the include path and returns a new kernel object per call.  Kernels
-    are ``.cl`` files in the plugin's ``kernels/`` folder; tunables go in as ``-D`` defines
-    (ints, floats and identifiers only), each with an ``#ifndef`` default in the file.  Dynamic
-    kernels take the sizes as arguments instead: ``CS_CONV_PARAMS`` in ``convsolve.h`` declares
-    them in the order ``problem.kernel_args()`` passes them.
+    cache; the core keeps the invoker, so it is built once per (solver, problem, config,
+    handle).  It compiles through ``handle.build(file, kernel, defines)``, which uses the
+    on-disk kernel cache with ``convsolve.h`` on the include path and returns a new kernel object
+    per call.  Kernels are ``.cl`` files in the plugin's ``kernels/`` folder; tunables go in as
+    ``-D`` defines (ints, floats and identifiers only), each with an ``#ifndef`` default in the
+    file.  Dynamic kernels take the sizes as arguments instead: ``CS_CONV_PARAMS`` in
+    ``convsolve.h`` declares them in the order ``problem.kernel_args()`` passes them.
 
     :param problem: the :class:`convsolve.Problem`.
     :param handle: the :class:`convsolve.Handle` (``device``, ``context``, ``queue``,
       ``build()``).
+    :param config: tunable solvers only (leave the argument out otherwise): the config to build,
+      one that ``config_space`` holds and ``check_config`` accepts: the perf-db's tuned one, else
+      ``default_config``'s, or one a search is timing.
     :returns: an :class:`Invoker`, ``invoker(buffers, scratch) -> list[pyopencl.Event]``.
       Raising (e.g. :class:`convsolve.BuildError`) makes find skip the solver with the reason.
 
@@ -255,6 +266,76 @@ def build_invoker(problem: Problem, handle: Handle) -> Invoker:
             return invoker
 
     .. versionadded:: 1.0
+    .. versionchanged:: 2.1 the ``config`` argument, for tunable solvers.
+    """
+
+# }}}
+
+
+# {{{ tunable solvers' hooks
+
+@hookspec
+def config_space(problem: Problem) -> ConfigSpace:
+    """Describe every performance config the solver accepts for ``problem``, as data.
+
+    A solver that implements this hook is *tunable*: it must implement ``default_config`` too,
+    and its ``build_invoker`` takes ``config``.  ``find(..., exhaustive=True)`` and
+    ``convsolve tune`` search the space (build, time and verify each config against the
+    default's output) and keep the fastest in the perf-db; find and run then build that config.
+    A config changes speed only: the output stays within the solver's ``tolerance`` and the
+    ``workspace`` never depends on it (as in MIOpen).
+
+    :param problem: the :class:`convsolve.Problem` (one the solver accepts).
+    :returns: a :class:`convsolve.ConfigSpace`: parameters with their candidate values, sorted,
+      and constraints as expressions over their names.
+
+    Example::
+
+        @hookimpl
+        def config_space(self, problem):
+            return ConfigSpace({"TILE_K": (1, 2, 4, 8), "VW": (1, 4, 8, 16)},
+                               constraints=["TILE_K * VW <= 64"])
+
+    .. versionadded:: 2.1
+    """
+
+
+@hookspec
+def default_config(problem: Problem, handle: Handle) -> Config:
+    """Return the config to build for ``problem`` on ``handle``'s device when none is tuned.
+
+    Pick it per device class with ``convsolve.tuning.pick(table, handle.device)``, which falls
+    back from the exact device to its architecture, ISA class (``cpu/vector16`` is AVX-512,
+    ``cpu/vector8`` AVX2), vendor and type, so that an untuned device still gets tiles of its
+    own vector width.
+
+    :param problem: the :class:`convsolve.Problem`.
+    :param handle: the :class:`convsolve.Handle`.
+    :returns: a config that ``config_space(problem)`` holds and ``check_config`` accepts.
+
+    Example::
+
+        DEFAULTS = {"cpu/vector16": {"TILE_K": 4, "VW": 16}, "cpu": {"TILE_K": 4, "VW": 8},
+                    "*": {"TILE_K": 2, "VW": 4}}
+
+        @hookimpl
+        def default_config(self, problem, handle):
+            return dict(tuning.pick(DEFAULTS, handle.device))
+
+    .. versionadded:: 2.1
+    """
+
+
+@hookspec
+def check_config(problem: Problem, handle: Handle, config: Config) -> list[str]:
+    """Say why ``config`` cannot run ``problem`` on ``handle``'s device (optional hook).
+
+    For what the space's constraints cannot know: the device's local memory, work-group size,
+    or sizes the problem must reach.  The core checks the space and the constraints first.
+
+    :returns: the reasons, one string each; empty when the config can run.
+
+    .. versionadded:: 2.1
     """
 
 # }}}

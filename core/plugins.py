@@ -208,6 +208,15 @@ def _register_solver(manager, solver):
         where = inspect.getsourcefile(type(solver)) or type(solver).__module__
         raise PluginError(f"solver {solver.name!r} ({type(solver).__qualname__} in {where}) "
                           f"does not implement {missing} as @hookimpl methods", solver)
+    tuning = [hook for hook in hookspecs.TUNING_HOOKS[:2] if hook in implemented]
+    takes_config = "config" in inspect.signature(solver.build_invoker).parameters
+    if tuning and (len(tuning) < 2 or not takes_config) or takes_config and not tuning:
+        manager.unregister(solver)
+        raise PluginError(
+            f"solver {solver.name!r}: a tunable solver implements config_space and "
+            f"default_config and its build_invoker takes config; this one implements "
+            f"{tuning or 'neither'} and its build_invoker "
+            f"{'takes' if takes_config else 'does not take'} config", solver)
 
 # }}}
 

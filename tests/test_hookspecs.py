@@ -11,8 +11,9 @@ SPECS = [name for name, obj in vars(hookspecs).items()
 
 
 def test_required_hooks_are_specs():
-    """Every required per-solver hook is a spec, and the plugin hook is too."""
-    assert set(hookspecs.REQUIRED_SOLVER_HOOKS) | {"convsolve_solvers"} == set(SPECS)
+    """Every required and tuning per-solver hook is a spec, and the plugin hook is too."""
+    assert (set(hookspecs.REQUIRED_SOLVER_HOOKS) | set(hookspecs.TUNING_HOOKS)
+            | {"convsolve_solvers"} == set(SPECS))
 
 
 def test_docs_are_generated_from_the_specs():

@@ -8,11 +8,11 @@ CORE = Path(__file__).resolve().parents[1] / "core"
 
 LAYERS = [
     {"errors", "arith", "text", "parallel", "env", "tensors"},
-    {"problem", "hookspecs", "reference", "driver_args"},
+    {"problem", "hookspecs", "reference", "driver_args", "tuning"},
     {"calls", "kernel_cache", "plugins", "handle"},
-    {"find_db", "solutions", "timing", "verify"},
-    {"execute", "worker", "find", "immediate", "explain", "api"},
-    {"cli", "testing", "docgen", "new_plugin", "bench", "__init__"},
+    {"sqlite_db", "find_db", "perf_db", "solutions", "timing", "verify"},
+    {"execute", "worker", "search", "find", "immediate", "explain", "api", "db_transfer"},
+    {"cli", "tune", "testing", "docgen", "new_plugin", "bench", "__init__"},
 ]
 LEVEL = {name: level for level, names in enumerate(LAYERS) for name in names}
 #: Imports that run later than load time, inside a function, on purpose (see the module).

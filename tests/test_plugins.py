@@ -134,7 +134,7 @@ def test_bad_switch_value_is_an_error(monkeypatch):
 
 
 @pytest.mark.parametrize("declaration, message", [
-    ('CONVSOLVE_SOLVER_API = ">=3.0"', "supports solver API >=3.0; this convsolve provides 2.0"),
+    ('CONVSOLVE_SOLVER_API = ">=3.0"', "supports solver API >=3.0; this convsolve provides 2.1"),
     ("", "does not declare CONVSOLVE_SOLVER_API"),
     ('CONVSOLVE_SOLVER_API = "one"', "is not a version specifier"),
 ])

@@ -5,7 +5,7 @@ from .direct_fwd import DirectFwd
 
 __version__ = "0.1.0"
 #: Solver API versions this plugin supports (a PEP 440 specifier).
-CONVSOLVE_SOLVER_API = ">=2.0,<3"
+CONVSOLVE_SOLVER_API = ">=2.1,<3"
 
 
 @hookimpl

@@ -5,7 +5,7 @@ from .naive import NaiveBwdData, NaiveBwdWeights, NaiveFwd
 
 __version__ = "0.1.0"
 #: Solver API versions this plugin supports.
-CONVSOLVE_SOLVER_API = ">=2.0,<3"
+CONVSOLVE_SOLVER_API = ">=2.1,<3"
 
 
 @hookimpl

@@ -1,0 +1,172 @@
+"""Tunable solvers' data: configuration spaces, and parameter tables keyed by device class.
+
+A *config* is a dict of named tunables (``{"TM": 6, "TN": 16}``) that a tunable solver's
+``build_invoker(problem, handle, config)`` turns into ``-D`` defines.  Its ``config_space``
+hook describes every config it accepts for a problem as data: a :class:`ConfigSpace` of
+parameters, each with its candidate values, and constraints over them, written as Python
+expressions over the parameter names (``"TM * TN <= 128"``), as Kernel Tuner and CLTune write
+them.  Device limits (local memory, work-group size) are the ``check_config`` hook's.
+
+Device classes follow CLBlast's database: a table of parameter sets is keyed by the most specific
+description of a device it knows, and :func:`pick` falls back along :func:`device_keys` from the
+exact device to its architecture, its ISA class (native float vector width: 16 for AVX-512, 8 for
+AVX2), its vendor and its type, then ``"*"``.
+"""
+import itertools
+import json
+import random
+import re
+
+import pyopencl as cl
+
+from .errors import ValidationError
+
+#: Names a constraint may call besides the parameters.
+_CONSTRAINT_BUILTINS = {"min": min, "max": max, "abs": abs}
+
+
+class ConfigSpace:
+    """The configs a tunable solver accepts for a problem: parameters and constraints as data.
+
+    ``params`` maps each parameter's name to its candidate values, in the order a neighbourhood
+    search steps through them (so list them sorted); ``constraints`` are expressions over the
+    names that every config must satisfy.
+    """
+
+    def __init__(self, params, constraints=()):
+        if not params:
+            raise ValidationError("params", params, "a config space needs at least one parameter")
+        self.params = {name: tuple(values) for name, values in params.items()}
+        for name, values in self.params.items():
+            if not re.fullmatch(r"[A-Za-z_]\w*", name) or not values:
+                raise ValidationError(f"params[{name!r}]", values,
+                                      "needs an identifier for a name and at least one value")
+        self.constraints = tuple(constraints)
+        self._compiled = []
+        for text in self.constraints:
+            try:
+                self._compiled.append((text, compile(text, f"<constraint {text}>", "eval")))
+            except SyntaxError as exc:
+                raise ValidationError("constraints", text, f"is not an expression: {exc}") from exc
+
+    def refusal(self, config):
+        """Why ``config`` is not in the space (a parameter missing, unknown or off its list, a
+        constraint false), or None when it is."""
+        if not isinstance(config, dict):
+            return f"{config!r} is not a dict of parameters"
+        missing = [name for name in self.params if name not in config]
+        unknown = [name for name in config if name not in self.params]
+        if missing or unknown:
+            return (f"parameters {missing} missing" if missing else "") + (
+                "; " if missing and unknown else "") + (
+                f"parameters {unknown} not in the space" if unknown else "")
+        for name, values in self.params.items():
+            if config[name] not in values:
+                return f"{name}={config[name]!r} is not one of {list(values)}"
+        for text, code in self._compiled:
+            try:
+                satisfied = eval(code, {"__builtins__": _CONSTRAINT_BUILTINS}, dict(config))
+            except Exception as exc:  # noqa: BLE001 - a plugin's constraint, reported as such
+                return f"constraint {text!r} raised {exc!r}"
+            if not satisfied:
+                return f"constraint {text!r} is false"
+        return None
+
+    def __contains__(self, config):
+        return self.refusal(config) is None
+
+    def __iter__(self):
+        """Every config of the space, in the order of the parameters' value lists."""
+        names = list(self.params)
+        for values in itertools.product(*self.params.values()):
+            config = dict(zip(names, values))
+            if self.refusal(config) is None:
+                yield config
+
+    def size(self):
+        """How many configs the parameters' product has (before the constraints)."""
+        count = 1
+        for values in self.params.values():
+            count *= len(values)
+        return count
+
+    def sample(self, count, rng=None):
+        """Up to ``count`` distinct valid configs drawn at random (all of them when the space is
+        small); ``rng`` is a random.Random."""
+        rng = rng or random.Random(0)
+        if self.size() <= 4 * count:
+            configs = list(self)
+            rng.shuffle(configs)
+            return configs[:count]
+        seen, drawn = set(), []
+        for _ in range(50 * count):
+            config = {name: rng.choice(values) for name, values in self.params.items()}
+            key = config_key(config)
+            if key not in seen and self.refusal(config) is None:
+                seen.add(key)
+                drawn.append(config)
+                if len(drawn) == count:
+                    break
+        return drawn
+
+    def neighbours(self, config):
+        """The valid configs one step away from ``config``: one parameter moved to the next
+        value before or after its own in the value list."""
+        found = []
+        for name, values in self.params.items():
+            index = values.index(config[name])
+            for step in (-1, 1):
+                if 0 <= index + step < len(values):
+                    moved = dict(config, **{name: values[index + step]})
+                    if self.refusal(moved) is None:
+                        found.append(moved)
+        return found
+
+    def __repr__(self):
+        return f"ConfigSpace({self.params!r}, {list(self.constraints)!r})"
+
+
+def config_key(config):
+    """A config as canonical text (sorted JSON): its identity in the perf-db and in caches."""
+    return None if config is None else json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+# {{{ device classes
+
+def _architecture(device):
+    """The device's architecture: PoCL's LLVM CPU name (``skylake-avx512``, ``haswell``,
+    ``znver5``) from its version string, NVIDIA's ``sm_XY``, else the device name."""
+    pocl = re.search(r"HSTR: \S*?-gnu-(\S+)", device.version)
+    if pocl:
+        return pocl.group(1)
+    try:
+        return f"sm_{device.compute_capability_major_nv}{device.compute_capability_minor_nv}"
+    except (cl.LogicError, cl.RuntimeError, AttributeError):
+        return device.name.strip()
+
+
+def _type_name(device):
+    if device.type & cl.device_type.GPU and not device.type & cl.device_type.CPU:
+        return "gpu"
+    return "cpu" if device.type & cl.device_type.CPU else "accelerator"
+
+
+def device_keys(device):
+    """The keys a device answers to in a parameter table, most specific first: its exact name,
+    then ``type/architecture``, ``type/vectorN`` (native float vector width), ``type/vendor``,
+    ``type`` and ``*``."""
+    kind = _type_name(device)
+    vendor = device.vendor.strip().split()[0].lower() if device.vendor.strip() else "unknown"
+    return (device.name.strip(), f"{kind}/{_architecture(device)}",
+            f"{kind}/vector{device.native_vector_width_float}", f"{kind}/{vendor}", kind, "*")
+
+
+def pick(table, device):
+    """``table[key]`` for the first of ``device_keys(device)`` the table holds; KeyError naming
+    the keys tried when none is there (give every table a ``"*"`` entry)."""
+    for key in device_keys(device):
+        if key in table:
+            return table[key]
+    raise KeyError(f"no entry for {device_keys(device)} in a table with keys {list(table)}")
+
+# }}}
