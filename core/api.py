@@ -41,8 +41,9 @@ def _check_shape(name, array, shape):
         raise ValidationError(f"{name}.shape", array.shape, f"the problem needs {tuple(shape)}")
 
 
-def _solve(problem, handle, solver, host):
-    """Compute ``problem``'s output from the host arrays in ``host`` (forward-sense names)."""
+def _solve(problem, handle, solver, host, policy):
+    """Compute ``problem``'s output from the host arrays in ``host`` (forward-sense names);
+    ``policy`` holds max_tolerance and deterministic, as find and run take them."""
     out_name = problem.direction.output
     out_desc = getattr(problem, out_name)
     if solver is not None and not isinstance(solver, str):
@@ -56,50 +57,59 @@ def _solve(problem, handle, solver, host):
                for name, array in host.items()}
     buffers[out_name] = cl.Buffer(handle.context, flags.READ_WRITE, out_desc.nbytes)
     if solver is None:
-        solver = find(handle, problem, **buffers, request_count=1)[0].solver
-    run(handle, problem, solver, **buffers)
+        solver = find(handle, problem, **buffers, request_count=1, **policy)[0].solver
+    run(handle, problem, solver, **buffers, **policy)
     return read_output(handle, problem, buffers)
 
 
-def conv2d(x, w, stride=1, padding=0, dilation=1, groups=1, *, solver=None, handle=None):
+def _policy(max_tolerance, deterministic):
+    return {"max_tolerance": max_tolerance, "deterministic": deterministic}
+
+
+def conv2d(x, w, stride=1, padding=0, dilation=1, groups=1, *, solver=None, handle=None,
+           max_tolerance=None, deterministic=None):
     """Forward convolution of NCHW ``x`` with KCRS ``w``; returns y.
 
     ``padding`` is an int, (pad_h, pad_w) or ((top, bottom), (left, right)); ``stride`` and
     ``dilation`` an int or a pair.  ``solver=None`` follows the find mode; a solver name forces it.
+    ``max_tolerance`` and ``deterministic`` are the numerical policy (convsolve.find's); every
+    function here takes them.
     """
     x, w = _host_array("x", x), _host_array("w", w)
     problem = Problem.conv2d(x.shape, w.shape, stride, padding, dilation, groups)
-    return _solve(problem, handle, solver, {"x": x, "w": w})
+    return _solve(problem, handle, solver, {"x": x, "w": w}, _policy(max_tolerance, deterministic))
 
 
 def conv2d_backward_data(dy, w, x_shape, stride=1, padding=0, dilation=1, groups=1, *,
-                         solver=None, handle=None):
+                         solver=None, handle=None, max_tolerance=None, deterministic=None):
     """Gradient of the forward convolution with respect to its input, of shape ``x_shape``."""
     dy, w = _host_array("dy", dy), _host_array("w", w)
     problem = Problem.conv2d(x_shape, w.shape, stride, padding, dilation, groups,
                              Direction.BACKWARD_DATA)
     _check_shape("dy", dy, problem.y.shape)
-    return _solve(problem, handle, solver, {"y": dy, "w": w})
+    return _solve(problem, handle, solver, {"y": dy, "w": w},
+                  _policy(max_tolerance, deterministic))
 
 
 def conv2d_backward_weights(dy, x, w_shape, stride=1, padding=0, dilation=1, groups=1, *,
-                            solver=None, handle=None):
+                            solver=None, handle=None, max_tolerance=None, deterministic=None):
     """Gradient of the forward convolution with respect to its weights, of shape ``w_shape``."""
     dy, x = _host_array("dy", dy), _host_array("x", x)
     problem = Problem.conv2d(x.shape, w_shape, stride, padding, dilation, groups,
                              Direction.BACKWARD_WEIGHTS)
     _check_shape("dy", dy, problem.y.shape)
-    return _solve(problem, handle, solver, {"x": x, "y": dy})
+    return _solve(problem, handle, solver, {"x": x, "y": dy},
+                  _policy(max_tolerance, deterministic))
 
 
 def conv_transpose2d(x, w, stride=1, padding=0, output_padding=0, groups=1, dilation=1, *,
-                     solver=None, handle=None):
+                     solver=None, handle=None, max_tolerance=None, deterministic=None):
     """Transposed convolution of NCHW ``x`` with ``w`` of shape (C_in, C_out/groups, kH, kW), as
     PyTorch's conv_transpose2d; computed as the backward-data of the convolution it transposes."""
     x, w = _host_array("x", x), _host_array("w", w)
     reach, zeros = split_output_padding(output_padding, padding, stride, dilation)
     problem = Problem.conv_transpose2d(x.shape, w.shape, stride, padding, reach, groups, dilation)
-    y = _solve(problem, handle, solver, {"y": x, "w": w})
+    y = _solve(problem, handle, solver, {"y": x, "w": w}, _policy(max_tolerance, deterministic))
     return np.pad(y, ((0, 0), (0, 0), (0, zeros[0]), (0, zeros[1]))) if any(zeros) else y
 
 

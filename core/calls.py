@@ -1,4 +1,6 @@
 """Calling a solver's hooks: each result checked against the contract, each failure a reason."""
+import functools
+import inspect
 import math
 from numbers import Integral
 
@@ -6,6 +8,19 @@ import pyopencl as cl
 
 from .errors import ContractError, ConvsolveError
 from .tuning import ConfigSpace
+
+
+@functools.cache
+def _arguments(cls, hook):
+    return tuple(inspect.signature(getattr(cls, hook)).parameters)[1:]   # after self
+
+
+def call_hook(solver, hook, **arguments):
+    """``solver.<hook>`` called with the arguments its implementation declares: as in pluggy, an
+    implementation may take fewer arguments than the spec (``build_invoker`` without ``config``,
+    ``config_space`` without ``handle``)."""
+    accepted = _arguments(type(solver), hook)
+    return getattr(solver, hook)(**{name: arguments[name] for name in accepted})
 
 
 def workspace_of(solver, problem):
@@ -34,14 +49,14 @@ def wti_of(solver, problem):
 
 
 def build_invoker(solver, problem, handle, config=None):
-    """The solver's invoker (a tunable solver's built with ``config``); ContractError when
-    build_invoker raises anything but a convsolve error (a BuildError passes through) or returns
-    something not callable."""
+    """The solver's invoker (a tunable solver's built with ``config``, None: its default);
+    ContractError when build_invoker raises anything but a convsolve error (a BuildError passes
+    through) or returns something not callable."""
+    if config is None and is_tunable(solver):
+        config = default_config_of(solver, problem, handle)
     try:
-        if is_tunable(solver):
-            invoker = solver.build_invoker(problem, handle, config)
-        else:
-            invoker = solver.build_invoker(problem, handle)
+        invoker = call_hook(solver, "build_invoker", problem=problem, handle=handle,
+                            config=config)
     except ConvsolveError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plugin's fault, reported as the solver's
@@ -67,11 +82,11 @@ def is_tunable(solver):
     return callable(getattr(solver, "config_space", None))
 
 
-def space_of(solver, problem):
-    """The solver's ConfigSpace for ``problem``; ContractError when the hook raises or answers
-    something else."""
+def space_of(solver, problem, handle):
+    """The solver's ConfigSpace for ``problem`` on ``handle``; ContractError when the hook raises
+    or answers something else."""
     try:
-        space = solver.config_space(problem)
+        space = call_hook(solver, "config_space", problem=problem, handle=handle)
     except Exception as exc:  # noqa: BLE001
         raise ContractError(solver.name, f"config_space() raised {exc!r}") from exc
     if not isinstance(space, ConfigSpace):
@@ -82,11 +97,12 @@ def space_of(solver, problem):
 def config_refusal(solver, problem, handle, config, space=None):
     """Why ``config`` cannot run ``problem`` on ``handle`` (outside the space, a false
     constraint, the solver's check_config), or None; ContractError when a hook misbehaves."""
-    reason = (space or space_of(solver, problem)).refusal(config)
+    reason = (space or space_of(solver, problem, handle)).refusal(config)
     if reason or not callable(getattr(solver, "check_config", None)):
         return reason
     try:
-        reasons = solver.check_config(problem, handle, config)
+        reasons = call_hook(solver, "check_config", problem=problem, handle=handle,
+                            config=config)
     except Exception as exc:  # noqa: BLE001
         raise ContractError(solver.name, f"check_config() raised {exc!r}") from exc
     if not isinstance(reasons, (list, tuple)) or not all(isinstance(r, str) for r in reasons):
@@ -99,7 +115,7 @@ def default_config_of(solver, problem, handle):
     """The solver's default config for ``problem`` on ``handle``, checked to be valid;
     ContractError otherwise."""
     try:
-        config = solver.default_config(problem, handle)
+        config = call_hook(solver, "default_config", problem=problem, handle=handle)
     except Exception as exc:  # noqa: BLE001
         raise ContractError(solver.name, f"default_config() raised {exc!r}") from exc
     reason = config_refusal(solver, problem, handle, config)

@@ -1,4 +1,4 @@
-"""The `convsolve` command: list solvers and devices, run MIOpenDriver-style convolutions, manage the find-db."""
+"""The `convsolve` command: list solvers and devices, run MIOpenDriver-style convolutions, manage the find-db and perf-db."""
 import argparse
 import json
 import os
@@ -9,22 +9,25 @@ import sys
 import numpy as np
 import pyopencl as cl
 
-from . import docgen, env
+from . import db_transfer, docgen, env
 from .bench.command import add_parser as add_bench_parser
+from .tune import add_parser as add_tune_parser
 from .driver_args import flags_help, parse_args, parse_file, strip_driver
 from .errors import ConvsolveError, SolverError, ValidationError
 from .execute import check_device_limits, resolve_solver, run
 from .explain import explain
 from .find import FindMode, find
-from .find_db import FindDb, system_db_path
+from .find_db import FindDb
 from .handle import Handle, describe, list_devices
 from .immediate import compile_solution, get_solutions
 from .new_plugin import stamp
+from .perf_db import PerfDb
 from .plugins import registry, solver_attribute
 from .problem import Direction, Problem
 from .tensors import device_buffers, random_tensors, read_output
 from .text import format_bytes, table
 from .timing import elapsed_ms
+from .tuning import config_key
 from .verify import error_against_reference
 
 _VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
@@ -100,13 +103,27 @@ def cmd_db(args):
             return f"failed: {(row['failure'] or 'no reason recorded').splitlines()[0][:60]}"
         return f"{row['time_ms']:.4f}"
 
-    db = FindDb()
+    if args.action == "export":
+        kinds = ("find",) if args.find else ("perf",) if args.perf else db_transfer.KINDS
+        counts = db_transfer.export(args.file, kinds, args.device)
+        print(f"exported {db_transfer.counted(counts)} to {args.file}")
+        return 0
+    if args.action == "import":
+        device = None if args.force else Handle(args.device).db_key
+        report = db_transfer.import_file(args.file, device)
+        print(report.text())
+        return report.code
+    db = PerfDb() if args.perf else FindDb()
     if args.action == "path":
-        print(f"user:   {db.user_path}\nsystem: {system_db_path()}")
+        print(f"user:   {db.user_path}\nsystem: {db.system_path}")
     elif args.action == "show":
         rows = db.rows()
         if args.json:
             print(json.dumps(rows, indent=2))
+        elif args.perf:
+            _print_table([(r["problem"], r["solver"], r["device"], config_key(r["config"]),
+                           _db_time(r)) for r in rows],
+                         ("problem", "solver", "device", "config", "time (ms)"))
         else:
             _print_table([(r["problem"], r["solver"], r["device"], _db_time(r),
                            format_bytes(r["workspace"])) for r in rows],
@@ -135,7 +152,7 @@ def _solve_one(handle, problem, args, command, rng, requested):
     elif solver:   # a family: its fastest solver, as a find of every candidate ranks them
         solutions = [s for s in find(handle, problem, **buffers, mode=FindMode.HYBRID)
                      if s.family == solver]
-        chosen = handle.best_of_family(problem, solver)
+        chosen = solutions[0].solver if solutions else None
         if chosen is None:
             raise SolverError(f"no {solver!r} solver works for {problem.key()}")
     elif args.select == "immediate" or command.immediate:
@@ -375,11 +392,28 @@ def build_parser():
     new_plugin.add_argument("--package", help="its Python package (convsolve_NAME)")
     new_plugin.add_argument("--family", help="its solver's family (direct)")
     new_plugin.set_defaults(func=cmd_new_plugin)
-    db = sub.add_parser("db", help="the find-db")
-    db.add_argument("action", choices=("path", "show", "clear"))
-    db.add_argument("--json", action="store_true")
+    db = sub.add_parser("db", help="the find-db and the perf-db: files, records, export, import")
+    db_sub = db.add_subparsers(dest="action", required=True)
+    for action, text in (("path", "the user and system dbs' files"),
+                         ("show", "the user db's records"), ("clear", "empty the user db")):
+        part = db_sub.add_parser(action, help=text)
+        part.add_argument("--perf", action="store_true", help="the perf-db, not the find-db")
+        part.add_argument("--json", action="store_true")
+    export = db_sub.add_parser("export", help="the user dbs' records to a JSON-lines file")
+    export.add_argument("file")
+    kinds = export.add_mutually_exclusive_group()
+    kinds.add_argument("--find", action="store_true", help="only the find-db")
+    kinds.add_argument("--perf", action="store_true", help="only the perf-db")
+    export.add_argument("--device", metavar="SUBSTRING", help="only devices whose key has it")
+    import_ = db_sub.add_parser("import", help="an export's records into the user dbs, keeping "
+                                "local records that are as fast or faster")
+    import_.add_argument("file")
+    import_.add_argument("--force", action="store_true", help="also other devices' records")
+    import_.add_argument("--device", metavar="SPEC", help="this machine's device, as "
+                         "CONVSOLVE_DEVICE names it (default: as the other commands choose)")
     db.set_defaults(func=cmd_db)
     add_bench_parser(sub)
+    add_tune_parser(sub)
     return parser
 
 

@@ -58,7 +58,17 @@ USER_DB_PATH = _declare(
     "Path of the user find-db (SQLite). Unset: find_db_v3.sqlite in platformdirs' user data dir.")
 SYSTEM_DB_PATH = _declare(
     "CONVSOLVE_SYSTEM_DB_PATH", "",
-    "Path of the read-only system find-db (JSON lines). Unset: the one shipped in the package.")
+    "Path of the read-only system db (JSON lines, `convsolve db export`'s format): its find-db "
+    "records, and its perf-db records unless CONVSOLVE_SYSTEM_PERF_DB_PATH names another file. "
+    "Unset: the one shipped in the package.")
+PERF_DB_PATH = _declare(
+    "CONVSOLVE_PERF_DB_PATH", "",
+    "Path of the user perf-db (SQLite: every config tried per tunable solver). Unset: "
+    "perf_db_v1.sqlite in platformdirs' user data dir.")
+SYSTEM_PERF_DB_PATH = _declare(
+    "CONVSOLVE_SYSTEM_PERF_DB_PATH", "",
+    "Path of the read-only system perf-db (JSON lines). Unset: the system find-db's file "
+    "(CONVSOLVE_SYSTEM_DB_PATH, else the one shipped in the package), which holds both.")
 
 # }}}
 
@@ -81,6 +91,15 @@ DISABLE_SOLVERS = _declare(
 ALLOW_REDUCED_PRECISION = _declare(
     "CONVSOLVE_ALLOW_REDUCED_PRECISION", "0",
     "1 lets solvers that declare reduced_precision (less than float32, e.g. TF32) be used.")
+MAX_TOLERANCE = _declare(
+    "CONVSOLVE_MAX_TOLERANCE", "",
+    "Numerical policy of calls that set no max_tolerance: solvers whose declared tolerance "
+    "(relative RMS error against float64, e.g. Winograd's or FFT's) exceeds it are left out, "
+    "and the find-db keeps their rankings apart. Unset: every tolerance is admitted.")
+DETERMINISTIC = _declare(
+    "CONVSOLVE_DETERMINISTIC", "0",
+    "1: calls that set no deterministic= use only solvers that declare deterministic = True "
+    "(as torch.backends.cudnn.deterministic); the find-db keeps their rankings apart.")
 FAMILY_SWITCHES = {
     family: _declare(
         f"CONVSOLVE_DEBUG_CONV_{family.upper()}", "1",
@@ -94,7 +113,8 @@ FAMILY_SWITCHES = {
 
 FIND_MODE = _declare(
     "CONVSOLVE_FIND_MODE", "DYNAMIC_HYBRID",
-    "NORMAL (1), FAST (2), HYBRID (3) or DYNAMIC_HYBRID (5), by name or MIOpen's number.")
+    "NORMAL (1), FAST (2), HYBRID (3), DYNAMIC_HYBRID (5), TRUST_VERIFY (6) or "
+    "TRUST_VERIFY_FULL (7), by name or MIOpen's number.")
 COMPILE_PARALLEL_LEVEL = _declare(
     "CONVSOLVE_COMPILE_PARALLEL_LEVEL", "",
     "Threads that build find's candidates at once, in process (a worker process builds one at a "
@@ -133,6 +153,32 @@ CHECK_NUMERICS = _declare(
     "CONVSOLVE_CHECK_NUMERICS", "0",
     "1 makes run() scan its inputs and output for NaN/inf after each call and log a warning "
     "naming the tensor and the solver; 2 raises NumericsError instead. Waits for the kernels.")
+
+# }}}
+
+# {{{ tuning
+
+FIND_ENFORCE = _declare(
+    "CONVSOLVE_FIND_ENFORCE", "NONE",
+    "As MIOPEN_FIND_ENFORCE: NONE (1); DB_UPDATE (2) benchmarks again on a find-db hit; SEARCH "
+    "(3) tunes the tunable solvers that have no perf-db entry for the problem, as "
+    "find(exhaustive=True) does; SEARCH_DB_UPDATE (4) tunes them even where they have one; "
+    "DB_CLEAN (5) deletes the problem's user find-db and perf-db records first.")
+TUNING_BUDGET_CONFIGS = _declare(
+    "CONVSOLVE_TUNING_BUDGET_CONFIGS", "48",
+    "Most configs one search times per solver and problem (find's exhaustive search, "
+    "TRUST_VERIFY, convsolve tune).")
+TUNING_BUDGET_S = _declare(
+    "CONVSOLVE_TUNING_BUDGET_S", "30",
+    "Most wall seconds one search spends per solver and problem, builds included.")
+TUNING_PATIENCE = _declare(
+    "CONVSOLVE_TUNING_PATIENCE", "12",
+    "A search stops after this many timed configs in a row that are not 1% faster than the "
+    "best so far.")
+TRUST_VERIFY_SLOWDOWN = _declare(
+    "CONVSOLVE_TRUST_VERIFY_SLOWDOWN", "1.25",
+    "TRUST_VERIFY find modes: a recorded winner re-timed this many times slower than its record "
+    "makes find benchmark and tune the problem again.")
 
 # }}}
 
@@ -228,7 +274,7 @@ def disabled_by(solver_name, family):
 #: Variables that change which solvers exist or may be used (see switch_state).
 _SWITCHES = tuple(var.name for var in (
     DISABLE_PLUGIN_AUTOLOAD, PLUGINS, STRICT_PLUGINS, DISABLE_SOLVERS, ALLOW_REDUCED_PRECISION,
-    *FAMILY_SWITCHES.values()))
+    MAX_TOLERANCE, DETERMINISTIC, *FAMILY_SWITCHES.values()))
 
 
 def switch_state():

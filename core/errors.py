@@ -51,8 +51,9 @@ class FindError(ConvsolveError):
 
 
 class DatabaseError(ConvsolveError):
-    """A find-db that cannot be read or written (read-only, locked too long, corrupt and not
-    movable, a bad path); find, run and immediate mode warn and go on without it."""
+    """A find-db or perf-db that cannot be read or written (read-only, locked too long, corrupt
+    and not movable, a bad path), or an export that cannot be read or written or is of a newer
+    format; find, run and immediate mode warn and go on without the db."""
 
 
 class NumericsError(ConvsolveError):

@@ -3,13 +3,14 @@ import logging
 
 import pyopencl as cl
 
-from . import env
+from . import env, tuned
 from .calls import workspace_of
 from .errors import SolverError, ValidationError
 from .find_db import FindDb
 from .handle import Handle
 from .hookspecs import Buffers
 from .plugins import generation, registry
+from .policy import Policy
 from .problem import Direction, Problem
 from .text import format_bytes
 from .verify import check_numerics
@@ -115,20 +116,23 @@ def check_scratch(scratch, needed, solver_name, handle=None):
     return scratch
 
 
-def resolve_solver(handle, problem, solver):
-    """The solver object for ``solver``: a solver name, or a family whose best find remembered.
+def resolve_solver(handle, problem, solver, policy=None):
+    """The solver object for ``solver``: a solver name, or a family whose best find remembered
+    under the numerical ``policy`` (None: the environment's).
 
-    Raises SolverError when it is not installed, disabled, or not applicable to ``problem``.
+    Raises SolverError when it is not installed, disabled, left out by the policy, or not
+    applicable to ``problem``.
     """
     check_handle(handle)
     check_problem(problem)
     check_solver_argument(solver)
+    policy = policy or Policy.resolve()
     reg = registry()
     name = solver
     if solver not in reg.solvers:
-        name = handle.best_of_family(problem, solver)
+        name = handle.best_of_family(policy.db_key(problem), solver)
         if name is None:
-            family_records = [r for r in FindDb().records(handle.db_key, problem.key())
+            family_records = [r for r in FindDb().records(handle.db_key, policy.db_key(problem))
                               if r.family == solver and r.solver in reg.solvers
                               and not r.failure]
             if not family_records:
@@ -139,31 +143,36 @@ def resolve_solver(handle, problem, solver):
                 reg.get(solver)  # raises: neither a solver nor a family
             name = family_records[0].solver
     chosen = reg.enabled(name)
-    applicable, skipped = reg.candidates(problem)
+    applicable, skipped = reg.candidates(problem, policy)
     if chosen not in applicable:
         raise SolverError(f"solver {name!r} cannot run {problem.key()}: {skipped[name]}")
     return chosen
 
 
-def run(handle, problem, solver, *, x, w, y, scratch=None):
+def run(handle, problem, solver, *, x, w, y, scratch=None, max_tolerance=None,
+        deterministic=None):
     """Enqueue ``solver`` (a name, or a family find has ranked) on ``problem``; returns its events.
 
     Nothing waits: synchronise with ``handle.queue.finish()`` or the events.  ``scratch`` is a
     buffer of at least the solver's workspace bytes, or None to use one the handle keeps.  The
     resolved solver and its invoker are kept in the handle until a solver switch changes or find
     ranks the problem again, so repeated calls cost little more than the enqueue.
+    ``max_tolerance`` and ``deterministic`` are find's numerical policy (policy.py): a family
+    resolves to its best solver that the policy admits, and a named solver it leaves out is
+    refused.
     """
     check_handle(handle)
     buffers = check_buffers(problem, x, w, y, handle)
     check_solver_argument(solver)   # before it keys the handle's resolutions
+    policy = Policy.resolve(max_tolerance, deterministic)
 
     def resolve():
-        chosen = resolve_solver(handle, problem, solver)
-        invoker = handle.invoker(chosen, problem) if problem.n else None
+        chosen = resolve_solver(handle, problem, solver, policy)
+        invoker = tuned.invoker(handle, chosen, problem) if problem.n else None
         log.info("run %s: %r", problem.key(), chosen.name)
         return chosen, workspace_of(chosen, problem), invoker
     chosen, needed, invoker = handle.resolution(
-        solver, problem, (env.switch_state(), generation()), resolve)
+        solver, problem, (env.switch_state(), generation(), policy), resolve)
     if problem.n == 0:
         if problem.direction is Direction.BACKWARD_WEIGHTS:  # the sum over an empty batch
             return [cl.enqueue_fill_buffer(handle.queue, buffers.w, b"\0\0\0\0", 0,

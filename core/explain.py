@@ -5,6 +5,7 @@ from .execute import check_buffers
 from .find import benchmark
 from .find_db import FindDb
 from .plugins import registry
+from .policy import Policy
 
 
 def _safe(call, solver, problem):
@@ -19,14 +20,15 @@ def explain(handle, problem, buffers=None):
     """One dict per installed solver: its fate for ``problem``, WTI, workspace and db record.
 
     ``status`` is ``'rank N'`` for the solvers that work, else the reason it was dropped:
-    disabled (and by which switch), numerical policy, direction, not applicable, workspace, failed
+    disabled (and by which switch), numerical policy (CONVSOLVE_MAX_TOLERANCE,
+    CONVSOLVE_DETERMINISTIC, CONVSOLVE_ALLOW_REDUCED_PRECISION), direction, not applicable, workspace, failed
     build (with the log's first lines) or failed run.  With ``buffers`` (forward-sense device
     buffers) the applicable solvers are built and timed as find would, without recording
     anything; without them, only what needs no device is reported.
     """
-    reg = registry()
-    applicable, skipped = reg.candidates(problem)
-    records = {r.solver: r for r in FindDb().records(handle.db_key, problem.key())}
+    reg, policy = registry(), Policy.resolve()
+    applicable, skipped = reg.candidates(problem, policy)
+    records = {r.solver: r for r in FindDb().records(handle.db_key, policy.db_key(problem))}
     timed = {}
     if buffers is not None:
         results = benchmark(handle, problem, applicable, check_buffers(problem, **buffers), None,

@@ -5,13 +5,16 @@ import os
 
 import pyopencl as cl
 
-from . import env, worker
-from .calls import workspace_of, wti_of
-from .errors import ContractError, FindError, ValidationError
+from . import env, tuned, worker
+from .calls import is_tunable, workspace_of, wti_of
+from .errors import ContractError, ConvsolveError, FindError, ValidationError
 from .execute import check_buffers, check_device_limits, check_handle, check_scratch
 from .find_db import FindDb, Record
 from .parallel import Overdue, call_all
+from .perf_db import PerfDb
 from .plugins import registry, solver_attribute
+from .policy import Policy
+from .search import Budget, search
 from .solutions import Solution, usable_records, wti_fallback
 from .text import format_bytes
 from .timing import RunTimeout, time_invoker
@@ -39,18 +42,39 @@ class FindMode(enum.Enum):
     FAST = 2             # db hit, else the WTI fallback ranking (nothing is run)
     HYBRID = 3           # db hit, else benchmark every applicable solver
     DYNAMIC_HYBRID = 5   # db hit, else benchmark the dynamic solvers only
+    TRUST_VERIFY = 6     # db hit re-timed; slower than recorded: benchmark and tune again
+    TRUST_VERIFY_FULL = 7   # the same, with an unbounded tuning budget
 
     @classmethod
     def parse(cls, value=None):
         """A FindMode from itself, a name or a number; None reads CONVSOLVE_FIND_MODE."""
-        if isinstance(value, cls):
-            return value
-        text = str(env.FIND_MODE.raw() if value is None else value).strip().upper()
-        for mode in cls:
-            if text in (mode.name, str(mode.value)):
-                return mode
-        raise ValidationError("find mode", value if value is not None else text,
-                              "expected " + ", ".join(f"{m.name} ({m.value})" for m in cls))
+        return _parse_enum(cls, value, env.FIND_MODE, "find mode")
+
+
+class FindEnforce(enum.Enum):
+    """CONVSOLVE_FIND_ENFORCE: what find forces besides its mode; values are MIOpen's numbers."""
+
+    NONE = 1
+    DB_UPDATE = 2          # benchmark again on a find-db hit
+    SEARCH = 3             # tune tunable solvers that have no perf-db entry (exhaustive=True)
+    SEARCH_DB_UPDATE = 4   # tune them even where they have one
+    DB_CLEAN = 5           # delete the problem's user find-db and perf-db records first
+
+    @classmethod
+    def parse(cls, value=None):
+        """A FindEnforce from itself, a name or a number; None reads CONVSOLVE_FIND_ENFORCE."""
+        return _parse_enum(cls, value, env.FIND_ENFORCE, env.FIND_ENFORCE.name)
+
+
+def _parse_enum(cls, value, var, field):
+    if isinstance(value, cls):
+        return value
+    text = str(var.raw() if value is None else value).strip().upper()
+    for member in cls:
+        if text in (member.name, str(member.value)):
+            return member
+    raise ValidationError(field, value if value is not None else text,
+                          "expected " + ", ".join(f"{m.name} ({m.value})" for m in cls))
 
 
 def _scratch(handle, scratch, needs, allocate=True):
@@ -85,7 +109,8 @@ def _build_all(handle, problem, solvers, skipped):
     CONVSOLVE_FIND_BUILD_TIMEOUT_S; failures go to skipped."""
     level = env.integer(env.COMPILE_PARALLEL_LEVEL, minimum=1) or os.cpu_count() or 1
     limit_s = env.positive_number(env.FIND_BUILD_TIMEOUT_S)
-    outcome = call_all(lambda solver: handle.invoker(solver, problem), solvers, level, limit_s)
+    outcome = call_all(lambda solver: tuned.invoker(handle, solver, problem), solvers, level,
+                       limit_s)
     built = {}
     for solver in solvers:   # in the given (WTI) order
         invoker, error = outcome[solver]
@@ -187,20 +212,26 @@ def _dynamic_only(problem, solvers, skipped):
 
 
 def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhaustive=False,
-         mode=None, verify=None):
+         mode=None, verify=None, max_tolerance=None, deterministic=None):
     """Rank the solvers of ``problem``, fastest first, benchmarking as the find mode says.
 
     Buffers are in forward-sense roles for every direction (backward-data writes ``x``,
     backward-weights writes ``w``); find runs candidates on them, so the written buffer holds
     some candidate's result afterwards (not under CONVSOLVE_FIND_ISOLATION=process, where a
-    worker process times them on tensors of its own).  ``scratch`` is a buffer, or None to let find allocate
-    what candidates need (up to CONVSOLVE_WORKSPACE_LIMIT).  A find-db hit that lacks some
-    candidate (a solver installed since) benchmarks just the missing ones and merges them.
-    ``exhaustive=True`` ignores the find-db and benchmarks every applicable solver.  ``mode``
-    overrides CONVSOLVE_FIND_MODE.  ``verify=True`` (None: CONVSOLVE_FIND_VERIFY) compares every
-    candidate's output with sampled float64 reference values; a wrong solver is skipped and
-    recorded as failed, never as a solution.  A candidate that writes NaN or inf from finite
-    inputs is skipped that way too, verified or not.
+    worker process times them on tensors of its own).  ``scratch`` is a buffer, or None to let
+    find allocate what candidates need (up to CONVSOLVE_WORKSPACE_LIMIT).  A find-db hit that
+    lacks some candidate (a solver installed since) benchmarks just the missing ones and merges
+    them.  Tunable solvers build the perf-db's config for the problem, else their device
+    default.  ``exhaustive=True`` ignores the find-db, first searches the configs of every
+    applicable tunable solver without a perf-db entry (within the CONVSOLVE_TUNING_* budget;
+    search.py), then benchmarks every applicable solver (CONVSOLVE_FIND_ENFORCE can force the
+    same).  ``mode`` overrides CONVSOLVE_FIND_MODE.  ``verify=True`` (None:
+    CONVSOLVE_FIND_VERIFY) compares every candidate's output with sampled float64 reference
+    values; a wrong solver is skipped and recorded as failed, never as a solution.  A candidate
+    that writes NaN or inf from finite inputs is skipped that way too, verified or not.
+    ``max_tolerance`` and ``deterministic`` (None: CONVSOLVE_MAX_TOLERANCE,
+    CONVSOLVE_DETERMINISTIC) leave out the solvers whose declared numerics they exclude
+    (policy.py); a policy that is set keys its own find-db records.
 
     :returns: a list of :class:`Solution`, at most ``request_count`` long; empty for a zero batch
       and under CONVSOLVE_DEBUG_COMPILE_ONLY=1.
@@ -214,33 +245,45 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
     check_device_limits(handle, problem)
     if scratch is not None:
         check_scratch(scratch, 0, "find", handle)
-    mode = FindMode.parse(mode)
+    mode, enforce = FindMode.parse(mode), FindEnforce.parse()
+    policy = Policy.resolve(max_tolerance, deterministic)
     if problem.n == 0:
         log.info("find %s: zero batch, nothing to compute", problem.key())
         return []
-    applicable, skipped = registry().candidates(problem)
+    db, key = FindDb(), policy.db_key(problem)
+    if enforce is FindEnforce.DB_CLEAN:
+        db.keep(handle.db_key, key, [])
+        PerfDb().forget(handle.db_key, problem.key())
+    tune = exhaustive or enforce in (FindEnforce.SEARCH, FindEnforce.SEARCH_DB_UPDATE)
+    applicable, skipped = registry().candidates(problem, policy)
     solvers = applicable
-    if mode is FindMode.DYNAMIC_HYBRID and not exhaustive:
+    if mode is FindMode.DYNAMIC_HYBRID and not tune:
         solvers = _dynamic_only(problem, applicable, skipped)
-    db = FindDb()
-    recorded = db.records(handle.db_key, problem.key())   # kept unless measured again
-    consult = mode is not FindMode.NORMAL and not exhaustive
+    recorded = db.records(handle.db_key, key)   # kept unless measured again
+    consult = mode is not FindMode.NORMAL and not tune and enforce is not FindEnforce.DB_UPDATE
     known = usable_records(recorded, applicable, skipped) if consult else []
     if scratch is not None:   # a caller's buffer bounds db answers as it bounds benchmarks
         known = [s for s in known if s.workspace <= scratch.size]
+    retune, budget = enforce is FindEnforce.SEARCH_DB_UPDATE, Budget.from_env()
     if known or (consult and mode is FindMode.FAST):
         answer, solvers = _consult_db(problem, mode, known, recorded, applicable, solvers)
+        if answer is known and not _trusted(handle, problem, mode, known[0], buffers, scratch):
+            answer, solvers, tune, retune = None, applicable, True, True
+            budget = Budget.from_env(unbounded=mode is FindMode.TRUST_VERIFY_FULL)
+            known = []
         if answer is not None:
             if answer is known:
-                handle.remember_ranking(problem, known)
+                handle.remember_ranking(key, known)
             if scratch is not None:   # the WTI fallback knows no scratch either
                 answer = [s for s in answer if s.workspace <= scratch.size]
             return answer[:request_count]
+    if tune and not env.flag(env.DEBUG_COMPILE_ONLY):
+        tune_solvers(handle, problem, solvers, buffers, scratch, budget, retune)
     failed = {}
     try:
         timed = benchmark(handle, problem, solvers, buffers, scratch, skipped, failed, verify)
     except QueueBlocked as exc:   # keep what was measured, and the hung solver as failed
-        _record(db, handle, problem, exc.timed, recorded, failed, solvers)
+        _record(db, handle, key, exc.timed, recorded, failed, solvers)
         raise
     if env.flag(env.DEBUG_COMPILE_ONLY):
         return []
@@ -249,9 +292,64 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
         reasons = "; ".join(f"{name}: {why}" for name, why in sorted(skipped.items()))
         raise FindError(f"no solver works for {problem.key()} on {handle.name}: "
                         f"{reasons or 'no solver is installed'}")
-    _record(db, handle, problem, timed, recorded, failed, solvers)
-    handle.remember_ranking(problem, results)
+    _record(db, handle, key, timed, recorded, failed, solvers)
+    handle.remember_ranking(key, results)
     return results[:request_count]
+
+
+def _trusted(handle, problem, mode, winner, buffers, scratch):
+    """Whether a find-db hit stands: always, except in the TRUST_VERIFY modes, where the
+    recorded winner is timed again and must be within CONVSOLVE_TRUST_VERIFY_SLOWDOWN of its
+    record."""
+    if mode not in (FindMode.TRUST_VERIFY, FindMode.TRUST_VERIFY_FULL):
+        return True
+    solver = registry().get(winner.solver)
+    try:
+        scratch, _, _ = _scratch(handle, scratch, [winner.workspace])
+        time_ms = time_invoker(tuned.invoker(handle, solver, problem), buffers,
+                               scratch if winner.workspace else None,
+                               env.positive_number(env.FIND_SOLVER_BUDGET_MS), None,
+                               env.positive_number(env.FIND_RUN_TIMEOUT_S))
+    except ConvsolveError as exc:
+        log.info("find %s: recorded winner %r fails now (%s): searching again", problem.key(),
+                 winner.solver, exc)
+        return False
+    slowdown = env.positive_number(env.TRUST_VERIFY_SLOWDOWN)
+    if time_ms <= winner.time_ms * slowdown:
+        log.info("find %s: recorded winner %r re-timed %.4f ms (recorded %.4f): trusted",
+                 problem.key(), winner.solver, time_ms, winner.time_ms)
+        return True
+    log.info("find %s: recorded winner %r re-timed %.4f ms, over %g x its record %.4f: "
+             "searching again", problem.key(), winner.solver, time_ms, slowdown, winner.time_ms)
+    return False
+
+
+def tune_solvers(handle, problem, solvers, buffers, scratch, budget, retune, strategy="auto"):
+    """Search the configs of the tunable ``solvers`` (those without a user perf-db entry unless
+    ``retune``) and return their search.Outcomes; a search that fails is logged, and
+    benchmark() then meets the solver's default."""
+    perf_db = PerfDb()
+
+    def tuned_here(solver):   # the user perf-db has a config for it (a system one does not count)
+        trial = perf_db.tuned(handle.db_key, problem.key(), solver.name)
+        return trial is not None and trial.source == "user"
+    tunable = [s for s in solvers if is_tunable(s) and (retune or not tuned_here(s))]
+    needs = {}
+    for solver in tunable:
+        try:
+            needs[solver] = workspace_of(solver, problem)
+        except ContractError as exc:
+            log.info("not tuning %r: %s", solver.name, exc.reason)
+    scratch, available, _ = _scratch(handle, scratch, needs.values())
+    outcomes = []
+    for solver, need in needs.items():
+        if need > available:
+            continue
+        try:
+            outcomes.append(search(handle, problem, solver, buffers, scratch, budget, strategy))
+        except ConvsolveError as exc:
+            log.warning("tuning %r for %s failed: %s", solver.name, problem.key(), exc)
+    return outcomes
 
 
 def _consult_db(problem, mode, known, recorded, applicable, solvers):
@@ -278,7 +376,7 @@ def _consult_db(problem, mode, known, recorded, applicable, solvers):
     return None, untried
 
 
-def _record(db, handle, problem, timed, recorded, failed, solvers):
+def _record(db, handle, key, timed, recorded, failed, solvers):
     """Store this find's measurements and failures in the user find-db with every earlier
     record of a solver it did not measure (disabled, not fitting the scratch, recorded before);
     a db that cannot be written only warns."""
@@ -288,4 +386,4 @@ def _record(db, handle, problem, timed, recorded, failed, solvers):
     records += [Record(name, families[name], None, 0, failure=why) for name, why in failed.items()]
     records += [Record(r.solver, r.family, r.time_ms, r.workspace, failure=r.failure)
                 for r in recorded if r.solver not in measured]
-    db.keep(handle.db_key, problem.key(), records)
+    db.keep(handle.db_key, key, records)

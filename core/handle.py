@@ -11,6 +11,7 @@ from . import env
 from .calls import build_invoker, events_of
 from .errors import BuildError, DeviceError, ValidationError
 from .kernel_cache import KernelCache, cache_dir, cache_key, included_sources
+from .tuning import config_key
 
 log = logging.getLogger("convsolve")
 
@@ -177,13 +178,13 @@ class Handle:
         directory = cache_dir()
         self._kernel_cache = KernelCache(directory) if directory else None
         self._programs = {}       # cache key -> built cl.Program
-        self._invokers = {}       # (solver name, problem key) -> invoker
+        self._invokers = {}       # (solver name, problem key, config key) -> invoker
         self._hung = {}           # (solver name, problem key) -> why its build was given up
         self._scratch = None      # reusable workspace buffer for run()
         self._lock = threading.Lock()
         self._key_locks = {}
         self._enqueue_lock = threading.Lock()   # one invoker sets its kernels' arguments at a time
-        self._best = {}           # problem key -> {family: fastest solver name}, from find
+        self._best = {}           # find-db key -> {family: fastest solver name}, from find
         self._resolved = {}       # (solver or family, problem) -> (switch state, what run() needs)
         log.info("handle on %s (driver %s, %d compute units)", self.name,
                  self.identity["driver"], self.identity["compute_units"])
@@ -251,18 +252,19 @@ class Handle:
         log.debug("built %s with %s", file, " ".join(options))
         return program
 
-    def invoker(self, solver, problem):
-        """The invoker of ``solver`` for ``problem``, built on first use and kept in the handle;
-        a build find gave up on (mark_hung) raises BuildError at once."""
-        key = (solver.name, problem.key())
-        if key in self._hung:   # its thread may still hold the key's lock
-            raise BuildError(f"{solver.name!r} on {problem.key()}: {self._hung[key]}")
+    def invoker(self, solver, problem, config=None):
+        """The invoker of ``solver`` for ``problem`` (a tunable solver's built with ``config``),
+        built on first use and kept in the handle; a build find gave up on (mark_hung) raises
+        BuildError at once."""
+        key = (solver.name, problem.key(), config_key(config))
+        if key[:2] in self._hung:   # its thread may still hold the key's lock
+            raise BuildError(f"{solver.name!r} on {problem.key()}: {self._hung[key[:2]]}")
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:
             if key not in self._invokers:
-                self._invokers[key] = self._serialised(solver.name,
-                                                       build_invoker(solver, problem, self))
+                self._invokers[key] = self._serialised(
+                    solver.name, build_invoker(solver, problem, self, config))
             return self._invokers[key]
 
     def _serialised(self, name, invoker):
@@ -286,27 +288,31 @@ class Handle:
             self._hung[(solver.name, problem.key())] = f"its build never returned ({reason})"
 
     def forget_invoker(self, solver, problem):
-        """Drop a kept invoker (after it failed to run) and what run() resolved to it."""
+        """Drop the kept invokers of ``solver`` for ``problem`` (after one failed to run), every
+        config's, and what run() resolved to them."""
         with self._lock:
-            self._invokers.pop((solver.name, problem.key()), None)
+            for key in [k for k in self._invokers if k[:2] == (solver.name, problem.key())]:
+                del self._invokers[key]
             self._resolved.clear()
 
     # }}}
 
     # {{{ what find ranked and run resolved
 
-    def remember_ranking(self, problem, solutions):
-        """Keep each family's fastest solver among ``solutions`` for run(solver=family)."""
+    def remember_ranking(self, key, solutions):
+        """Keep each family's fastest solver among ``solutions`` for run(solver=family);
+        ``key`` is the problem's find-db key under the call's policy."""
         with self._lock:
             self._resolved.clear()   # a family may now mean another solver
-            best = self._best.setdefault(problem.key(), {})
+            best = self._best.setdefault(key, {})
             for solution in sorted(solutions, key=lambda s: s.time_ms, reverse=True):
                 best[solution.family] = solution.solver
 
-    def best_of_family(self, problem, family):
-        """The name of ``family``'s fastest solver for ``problem`` as find ranked it, or None."""
+    def best_of_family(self, key, family):
+        """The name of ``family``'s fastest solver for the problem of find-db key ``key`` as find
+        ranked it, or None."""
         with self._lock:
-            return self._best.get(problem.key(), {}).get(family)
+            return self._best.get(key, {}).get(family)
 
     def resolution(self, solver, problem, state, resolve):
         """What run() resolved ``solver`` (a name or family) to: kept while ``state`` holds,

@@ -4,7 +4,9 @@ Two tiers.  A plugin module implements the 1:N hook ``convsolve_solvers()`` and 
 objects.  Each solver object implements the per-solver hooks as methods decorated with
 ``@hookimpl``; the core registers every solver with pluggy, which checks each method against
 these signatures (a misspelt hook or argument fails at load time), and then calls one solver's
-methods directly.  Argument names are part of the contract: ``problem``, ``handle``.
+methods directly.  Argument names are part of the contract: ``problem``, ``handle``, ``config``;
+as in pluggy, an implementation may declare fewer arguments than its spec (``build_invoker``
+without ``config`` for a solver that is not tunable), and is called with those it declares.
 
 Words, one per idea: a solver's *workspace* is the number of bytes of device memory it needs
 besides the tensors (the ``workspace`` hook, ``Solution.workspace``); the buffer that provides
@@ -42,8 +44,8 @@ SOLVER_API_VERSION = "2.1"
 
 #: Per-solver hooks a solver must implement; the core refuses a solver that lacks one.
 REQUIRED_SOLVER_HOOKS = ("is_applicable", "get_wti", "workspace", "build_invoker")
-#: Hooks a tunable solver implements besides those (both of the first two, or none; its
-#: ``build_invoker`` then takes ``config``); ``check_config`` is optional.
+#: Hooks a tunable solver implements besides those (both of the first two, or none);
+#: ``check_config`` is optional.
 TUNING_HOOKS = ("config_space", "default_config", "check_config")
 
 
@@ -275,17 +277,19 @@ def build_invoker(problem: Problem, handle: Handle, config: Config) -> Invoker:
 # {{{ tunable solvers' hooks
 
 @hookspec
-def config_space(problem: Problem) -> ConfigSpace:
+def config_space(problem: Problem, handle: Handle) -> ConfigSpace:
     """Describe every performance config the solver accepts for ``problem``, as data.
 
     A solver that implements this hook is *tunable*: it must implement ``default_config`` too,
-    and its ``build_invoker`` takes ``config``.  ``find(..., exhaustive=True)`` and
+    and its ``build_invoker`` takes ``config``.  Leave ``handle`` out unless the space differs
+    between devices (a local-memory variant's parameters on GPUs, say).  ``find(..., exhaustive=True)`` and
     ``convsolve tune`` search the space (build, time and verify each config against the
     default's output) and keep the fastest in the perf-db; find and run then build that config.
     A config changes speed only: the output stays within the solver's ``tolerance`` and the
     ``workspace`` never depends on it (as in MIOpen).
 
     :param problem: the :class:`convsolve.Problem` (one the solver accepts).
+    :param handle: the :class:`convsolve.Handle` (optional argument).
     :returns: a :class:`convsolve.ConfigSpace`: parameters with their candidate values, sorted,
       and constraints as expressions over their names.
 

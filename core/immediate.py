@@ -1,8 +1,10 @@
 """Immediate mode: solutions from the find-db or the WTI fallback, then compile and run by name."""
+from . import tuned
 from .calls import workspace_of
 from .execute import check_handle, check_problem, resolve_solver, run
 from .find_db import FindDb
 from .plugins import registry
+from .policy import Policy
 from .solutions import usable_records, wti_fallback
 
 
@@ -13,8 +15,10 @@ def get_solutions(handle, problem, max_count=None):
     that ranks applicable solvers by WTI, time = 10 / WTI ms (``source == 'fallback'``).
     """
     check_handle(handle)
-    applicable, skipped = registry().candidates(check_problem(problem))
-    solutions = usable_records(FindDb().records(handle.db_key, problem.key()), applicable, skipped)
+    policy = Policy.resolve()
+    applicable, skipped = registry().candidates(check_problem(problem), policy)
+    solutions = usable_records(FindDb().records(handle.db_key, policy.db_key(problem)),
+                               applicable, skipped)
     if not solutions:
         solutions = wti_fallback(applicable, problem)
     return solutions[:max_count]
@@ -32,7 +36,7 @@ def get_solution_workspace_size(handle, problem, solver):
 
 def compile_solution(handle, problem, solver):
     """Build the named solver for ``problem`` now, so the first run_solution does not compile."""
-    handle.invoker(resolve_solver(handle, problem, solver), problem)
+    tuned.invoker(handle, resolve_solver(handle, problem, solver), problem)
 
 
 #: Run a solution by solver name: the same function as :func:`convsolve.run`.

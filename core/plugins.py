@@ -15,6 +15,7 @@ from packaging.version import Version
 from . import env, hookspecs
 from .errors import PluginError, SolverError
 from .problem import Direction
+from .policy import Policy
 
 log = logging.getLogger("convsolve")
 
@@ -86,18 +87,19 @@ class Registry:
                 on.append(solver)
         return on, off
 
-    def candidates(self, problem):
-        """(solvers that are on and applicable to ``problem``, {solver name: why not} for the rest)."""
+    def candidates(self, problem, policy=None):
+        """(solvers that are on, admitted by the numerical ``policy`` (None: the environment's)
+        and applicable to ``problem``, {solver name: why not} for the rest)."""
+        policy = policy or Policy.resolve()
         on, skipped = self.enabled_solvers()
         skipped = {name: f"disabled by {switch}" for name, switch in skipped.items()}
         skipped.update({f"{p.name}.*": f"plugin not loaded: disabled by {p.blocked_by}"
                         for p in self.plugins if p.blocked_by})
         applicable = []
-        reduced_ok = env.flag(env.ALLOW_REDUCED_PRECISION)
         for solver in on:
-            if solver_attribute(solver, "reduced_precision") and not reduced_ok:
-                skipped[solver.name] = ("numerical policy: reduced precision is off "
-                                        f"({env.ALLOW_REDUCED_PRECISION.name}=0)")
+            refusal = policy.refusal(solver)
+            if refusal:
+                skipped[solver.name] = refusal
                 continue
             if problem.direction not in solver.directions:
                 skipped[solver.name] = f"does not serve {problem.direction.name}"
@@ -209,14 +211,10 @@ def _register_solver(manager, solver):
         raise PluginError(f"solver {solver.name!r} ({type(solver).__qualname__} in {where}) "
                           f"does not implement {missing} as @hookimpl methods", solver)
     tuning = [hook for hook in hookspecs.TUNING_HOOKS[:2] if hook in implemented]
-    takes_config = "config" in inspect.signature(solver.build_invoker).parameters
-    if tuning and (len(tuning) < 2 or not takes_config) or takes_config and not tuning:
+    if len(tuning) == 1:
         manager.unregister(solver)
-        raise PluginError(
-            f"solver {solver.name!r}: a tunable solver implements config_space and "
-            f"default_config and its build_invoker takes config; this one implements "
-            f"{tuning or 'neither'} and its build_invoker "
-            f"{'takes' if takes_config else 'does not take'} config", solver)
+        raise PluginError(f"solver {solver.name!r}: a tunable solver implements both "
+                          f"config_space and default_config; this one only {tuning[0]}", solver)
 
 # }}}
 

@@ -19,10 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: bench 682, gemm 348 + 660 OpenCL) with room for the families still to come; the core's was
 #: raised from 2,600 to 3,200 the same day for the reliability layer (calls, parallel, verify,
 #: worker, sampled reference: ~480 lines), then to 3,500 for MIOpenDriver's command line
-#: (driver_args: ~150 lines) and room for the tuner.  Raising one is a decision a commit states
-#: and explains.
+#: (driver_args: ~150 lines) and room for the tuner, then to 5,000 for issue 11's tuning
+#: machinery (tuning spaces and device classes, the shared SQLite store and the perf-db, search,
+#: db export/import, `convsolve tune`: ~900 lines) and issue 18's crash and Oclgrind workers for
+#: check_solver.  Raising one is a decision a commit states and explains.
 BUDGETS = {
-    "core": {"python": 3500, "opencl": 100},
+    "core": {"python": 5000, "opencl": 100},
     "core/bench": {"python": 800, "opencl": 60},
 }
 PLUGIN_BUDGET = {"python": 1200, "opencl": 1500}   # each plugin

@@ -8,9 +8,9 @@ CORE = Path(__file__).resolve().parents[1] / "core"
 
 LAYERS = [
     {"errors", "arith", "text", "parallel", "env", "tensors"},
-    {"problem", "hookspecs", "reference", "driver_args", "tuning"},
+    {"problem", "hookspecs", "reference", "driver_args", "tuning", "policy"},
     {"calls", "kernel_cache", "plugins", "handle"},
-    {"sqlite_db", "find_db", "perf_db", "solutions", "timing", "verify"},
+    {"sqlite_db", "find_db", "perf_db", "tuned", "solutions", "timing", "verify"},
     {"execute", "worker", "search", "find", "immediate", "explain", "api", "db_transfer"},
     {"cli", "tune", "testing", "docgen", "new_plugin", "bench", "__init__"},
 ]

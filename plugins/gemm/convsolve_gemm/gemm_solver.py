@@ -1,7 +1,11 @@
-"""The hooks the GEMM solvers share, over matmul_conv's plans; each solver sets flags and WTI."""
-from convsolve import hookimpl
+"""The hooks the GEMM solvers share, over matmul_conv's plans; each solver sets flags and WTI.
 
-from .matmul_conv import build_plan, fits_int32, workspace_bytes
+Every GEMM solver is tunable: its config is the parameter set of its GEMM kernel (gemm.py's
+CPU_SPACE or GPU_SPACE), the default one chosen per device class and product shape."""
+from convsolve import Direction, hookimpl
+
+from . import gemm
+from .matmul_conv import build_plan, fits_int32, main_product, workspace_bytes
 
 
 class GemmSolver:
@@ -40,5 +44,19 @@ class GemmSolver:
         return workspace_bytes(problem, self.side_by_side)
 
     @hookimpl
-    def build_invoker(self, problem, handle):
-        return build_plan(problem, handle, self.uses_columns(problem), self.side_by_side)
+    def config_space(self, problem, handle):
+        return gemm.space(handle)
+
+    @hookimpl
+    def default_config(self, problem, handle):
+        m, n, batch = main_product(problem, self.uses_columns(problem), self.side_by_side)
+        return gemm.default_params(handle, m, n, batch,
+                                   problem.direction is Direction.BACKWARD_DATA)
+
+    @hookimpl
+    def check_config(self, problem, handle, config):
+        return gemm.check_params(config, handle.device)
+
+    @hookimpl
+    def build_invoker(self, problem, handle, config):
+        return build_plan(problem, handle, config, self.uses_columns(problem), self.side_by_side)

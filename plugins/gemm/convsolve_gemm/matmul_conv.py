@@ -132,7 +132,22 @@ def _batch(view, stride):
     return (view.buffer, view.offset, view.ld, stride)
 
 
-def build_plan(problem, handle, use_columns, side_by_side=False):
+def main_product(problem, use_columns, side_by_side=False):
+    """(M, N, batch) of the products a plan launches most of: what the default parameter set
+    is chosen for."""
+    p, g = problem, problem.groups
+    kg, ohow, rows = p.k // g, p.out_h * p.out_w, _columns_rows(problem)
+    images = layout(p, side_by_side).chunk if use_columns else p.n
+    if p.direction is Direction.FORWARD:
+        return kg, ohow, images * g
+    if p.direction is Direction.BACKWARD_DATA:
+        return rows, ohow, images * g
+    if use_columns and side_by_side:
+        return kg, rows, reduction_slices(p, images * ohow)[1] * g
+    return kg, rows, (images if use_columns else 1) * g
+
+
+def build_plan(problem, handle, params, use_columns, side_by_side=False):
     """The invoker computing ``problem`` with GEMMs, through column matrices when ``use_columns``
     (laid out side by side when ``side_by_side``, for backward-weights).
 
@@ -142,7 +157,7 @@ def build_plan(problem, handle, use_columns, side_by_side=False):
     kg, hw, ohow = p.k // g, p.in_h * p.in_w, p.out_h * p.out_w
     cg_rs = _columns_rows(p)
     direction = p.direction
-    gemm = Gemm(handle, trans_a=direction is Direction.BACKWARD_DATA,
+    gemm = Gemm(handle, params, trans_a=direction is Direction.BACKWARD_DATA,
                 trans_b=direction is Direction.BACKWARD_WEIGHTS)
     if use_columns:
         plan = layout(p, side_by_side)

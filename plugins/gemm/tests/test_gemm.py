@@ -1,11 +1,14 @@
 """convsolve-gemm: the solvers against the reference in each direction, chunking, switches, find."""
+import random
 import re
 
 import convsolve
 import convsolve_gemm
+import pyopencl as cl
 import pytest
 from convsolve import Direction, Problem
-from convsolve.testing import check_solver, device_buffers, random_tensors
+from convsolve.testing import (check_solver, device_buffers, random_tensors, read_output,
+                               relative_error)
 from convsolve_gemm import conv_layout, gemm, matmul_conv
 
 SOLVERS = ("gemm.Gemm1x1", "gemm.Im2ColGemm", "gemm.GemmWrwSplitK")
@@ -125,20 +128,60 @@ def test_the_split_rule_counts_the_tiles_of_the_small_gpu_set():
 
 def test_backward_data_products_take_their_own_parameters(handle):
     """TRANS_A products apply TRANS_A_PARAMS (on the CPU: NR = 4 column tiles per work-item)."""
-    plain, trans_a = (gemm.Gemm(handle, trans_a=t, trans_b=False).variants[0] for t in (0, 1))
+    plain, trans_a = (gemm.default_params(handle, 4096, 4096, 1, t) for t in (False, True))
     column_tiles = gemm.TRANS_A_PARAMS[gemm.device_kind(handle)].get("NR", 1)
-    assert trans_a.tile_n == plain.tile_n * column_tiles
+    assert gemm.tile_shape(trans_a)[1] == gemm.tile_shape(plain)[1] * column_tiles
 
 
-def test_invalid_parameter_sets_are_refused_by_the_solver(handle, monkeypatch):
-    """A parameter set the device cannot run is rejected with the reason, before any build."""
+def test_invalid_parameter_sets_are_refused_before_any_build(handle):
+    """A parameter set the device cannot run is refused with the reason by check_config, and by
+    the GEMM itself before it builds."""
     too_big = dict(gemm.PARAMS["gpu"][0], WGD_M=64, WGD_N=128, KWG=4096)
-    problems = gemm.check_params(too_big, handle.device)
-    assert any("work-group" in p for p in problems) and any("local memory" in p for p in problems)
-    monkeypatch.setitem(gemm.PARAMS, gemm.device_kind(handle), [too_big])
     problem = Problem.conv2d((1, 4, 5, 5), (4, 4, 3, 3))
+    problems = convsolve.registry().get("gemm.Im2ColGemm").check_config(problem, handle, too_big)
+    assert any("work-group" in p for p in problems) and any("local memory" in p for p in problems)
     with pytest.raises(convsolve.ConvsolveError, match="do not fit"):
-        convsolve.registry().get("gemm.Im2ColGemm").build_invoker(problem, handle)
+        gemm.Gemm(handle, too_big, trans_a=False, trans_b=False)
+
+
+@pytest.mark.parametrize("device_class", sorted(gemm.PARAMS))
+def test_every_default_set_is_in_its_tuning_space(device_class):
+    """Each device class's default sets (with TRANS_A's changes) lie in the space of their kind
+    of device, so tuning starts from them and default_config passes the core's check."""
+    for params in gemm.PARAMS[device_class]:
+        space = gemm.GPU_SPACE if params["USE_LOCAL"] else gemm.CPU_SPACE
+        kind = "gpu" if params["USE_LOCAL"] else "cpu"
+        for variant in (params, dict(params, **gemm.TRANS_A_PARAMS[kind])):
+            assert space.refusal(variant) is None, (device_class, variant)
+
+
+def test_cpu_classes_get_their_own_vector_width(handle, monkeypatch):
+    """Without tuning an AVX-512 device (native float vector width 16) gets 16-wide vectors and
+    an AVX2 one (8) 8-wide ones, through convsolve.tuning's device classes."""
+    from convsolve import tuning
+    for width, expected in ((16, 16), (8, 8)):
+        keys = ("some cpu", "cpu/unknown-arch", f"cpu/vector{width}", "cpu/acme", "cpu", "*")
+        monkeypatch.setattr(tuning, "device_keys", lambda device, keys=keys: keys)
+        assert gemm.default_params(handle, 1024, 1024, 1, False)["VW"] == expected
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+def test_sampled_configs_compute_the_same(handle, name):
+    """A few configs from the solver's space, beside the default, pass check_solver's checks on
+    a problem of the standard set's kind (the core's search rejects a wrong config anyway)."""
+    solver = convsolve.registry().get(name)
+    direction = Direction.BACKWARD_WEIGHTS if name.endswith("SplitK") else Direction.BACKWARD_DATA
+    fil = (1, 1) if name.endswith("1x1") else (3, 2)
+    problem = Problem.conv2d((2, 6, 9, 7), (4, 3, *fil), stride=(1, 2), groups=2,
+                             direction=direction)
+    host = random_tensors(problem)
+    expected = convsolve.reference.compute(problem, **host)
+    for config in solver.config_space(problem, handle).sample(3, random.Random(7)):
+        invoker = solver.build_invoker(problem, handle, config)
+        buffers = device_buffers(handle, host)
+        cl.wait_for_events(invoker(convsolve.Buffers(**buffers),
+                                   handle.scratch(solver.workspace(problem))))
+        assert relative_error(read_output(handle, problem, buffers), expected) < 1e-5, config
 
 
 def test_find_ranks_gemm_above_naive_and_switches_remove_it(handle, monkeypatch):
@@ -162,18 +205,16 @@ def test_plugin_lists_its_solvers():
 
 def test_launches_take_the_largest_tile_they_fill(handle, monkeypatch):
     """With several parameter sets, a product too small for the large tile takes the small one."""
-    large = dict(gemm.PARAMS[gemm.device_kind(handle)][0])
+    large = dict(gemm.default_params(handle, 4096, 4096, 1, False))
     if large["MR"] > 1:
-        small = dict(large, MR=1)                               # CPU: 6-row tiles, not 96
+        small = dict(large, MR=1, PF=0)                         # CPU: 6-row tiles, not 96
     else:
         small = dict(large, WGD_M=large["WGD_M"] // 2)          # GPU: half the rows
-    monkeypatch.setitem(gemm.PARAMS, gemm.device_kind(handle), [large, small])
-    product = gemm.Gemm(handle, trans_a=False, trans_b=False)
-    big, little = product.variants
-    assert big.tile_m > little.tile_m and big.tile_n == little.tile_n
-    assert product.enough_groups == gemm.FILL * handle.device.max_compute_units
-    assert product._variant(big.tile_m - 1, 4096, 1) is little   # M below the large tile
-    assert product._variant(big.tile_m * product.enough_groups, big.tile_n, 1) is big
-    assert product._variant(big.tile_m, big.tile_n, 1) is little  # one work-group: not enough
+    monkeypatch.setattr(gemm, "PARAMS", {"*": [large, small]})
+    (tile_m, tile_n), enough = gemm.tile_shape(large), gemm.FILL * handle.device.max_compute_units
+    assert gemm.tile_shape(small)[0] < tile_m
+    assert gemm.default_params(handle, tile_m - 1, 4096, 1, False) == small   # M below the tile
+    assert gemm.default_params(handle, tile_m * enough, tile_n, 1, False) == large
+    assert gemm.default_params(handle, tile_m, tile_n, 1, False) == small  # one group: too few
     problem = Problem.conv2d((2, 6, 9, 7), (5, 6, 3, 3), padding=1)
     assert check_solver(convsolve.registry().get("gemm.Im2ColGemm"), handle, [problem]) == 1
