@@ -1,0 +1,81 @@
+"""convsolve.tuning: config spaces as data, and the device-class fallback of parameter tables."""
+import random
+from types import SimpleNamespace
+
+import pyopencl as cl
+import pytest
+from convsolve import ConfigSpace, ValidationError, tuning
+
+SPACE = ConfigSpace({"TM": (2, 4, 8), "VW": (4, 8, 16)}, ["TM * VW <= 64", "VW >= TM"])
+
+
+def test_a_space_holds_exactly_the_configs_its_constraints_admit():
+    configs = list(SPACE)
+    assert configs == [{"TM": tm, "VW": vw} for tm in (2, 4, 8) for vw in (4, 8, 16)
+                       if tm * vw <= 64 and vw >= tm]
+    assert SPACE.size() == 9 and {"TM": 4, "VW": 8} in SPACE
+
+
+@pytest.mark.parametrize("config, reason", [
+    ({"TM": 8, "VW": 16}, "constraint 'TM * VW <= 64' is false"),
+    ({"TM": 3, "VW": 4}, "TM=3 is not one of [2, 4, 8]"),
+    ({"TM": 2}, "parameters ['VW'] missing"),
+    ({"TM": 2, "VW": 4, "KU": 1}, "parameters ['KU'] not in the space"),
+    ([2, 4], "is not a dict"),
+])
+def test_refusals_name_the_parameter_or_constraint(config, reason):
+    assert reason in SPACE.refusal(config)
+
+
+def test_bad_spaces_are_refused_when_made():
+    with pytest.raises(ValidationError, match="constraints"):
+        ConfigSpace({"TM": (1,)}, ["TM >"])
+    with pytest.raises(ValidationError, match="at least one value"):
+        ConfigSpace({"TM": ()})
+
+
+def test_samples_are_distinct_and_valid_and_neighbours_one_step_away():
+    big = ConfigSpace({f"P{i}": tuple(range(6)) for i in range(5)}, ["P0 + P1 < 8"])
+    drawn = big.sample(20, random.Random(1))
+    assert len(drawn) == 20 and len({tuning.config_key(c) for c in drawn}) == 20
+    assert all(c in big for c in drawn)
+    start = {"TM": 4, "VW": 8}
+    assert sorted(tuning.config_key(c) for c in SPACE.neighbours(start)) == sorted(
+        tuning.config_key(c) for c in ({"TM": 2, "VW": 8}, {"TM": 8, "VW": 8},
+                                       {"TM": 4, "VW": 4}, {"TM": 4, "VW": 16}))
+
+
+def test_config_keys_are_canonical():
+    assert tuning.config_key({"b": 1, "a": 2}) == tuning.config_key({"a": 2, "b": 1}) == \
+        '{"a":2,"b":1}'
+
+
+def _device(name, version, width, kind=cl.device_type.CPU, vendor="GenuineIntel"):
+    return SimpleNamespace(name=name, version=version, native_vector_width_float=width,
+                           type=kind, vendor=vendor)
+
+
+AVX512 = _device("pthread-skylake-avx512-Intel(R) Xeon(R)",
+                 "OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-skylake-avx512", 16)
+ZEN3 = _device("pthread-znver3-AMD EPYC", "OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-znver3",
+               8, vendor="AuthenticAMD")
+
+
+def test_device_keys_run_from_the_exact_device_to_its_type():
+    assert tuning.device_keys(AVX512) == (
+        "pthread-skylake-avx512-Intel(R) Xeon(R)", "cpu/skylake-avx512", "cpu/vector16",
+        "cpu/genuineintel", "cpu", "*")
+
+
+def test_pick_falls_back_from_device_to_architecture_to_isa_to_type():
+    table = {"pthread-znver3-AMD EPYC": "exact", "cpu/skylake-avx512": "arch",
+             "cpu/vector8": "avx2", "cpu": "cpu", "*": "any"}
+    assert tuning.pick(table, ZEN3) == "exact"
+    assert tuning.pick(table, AVX512) == "arch"
+    assert tuning.pick({k: v for k, v in table.items() if k != "pthread-znver3-AMD EPYC"},
+                       ZEN3) == "avx2"
+    assert tuning.pick({"cpu": "cpu", "*": "any"}, AVX512) == "cpu"
+    gpu = _device("NVIDIA H200", "OpenCL 3.0 CUDA", 1, cl.device_type.GPU, "NVIDIA Corporation")
+    assert tuning.pick({"cpu": "cpu", "*": "any"}, gpu) == "any"
+    with pytest.raises(KeyError, match="no entry"):
+        tuning.pick({"cpu": 1}, gpu)
