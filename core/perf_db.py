@@ -120,6 +120,22 @@ class PerfDb(SqliteDb):
             log.warning("%s; its tuned configs are not used", exc)
             return self._system_best(device, problem_key, solver)
 
+    def winners(self, device, solver, limit=8):
+        """Configs that won ``solver``'s searches on other problems of the device (user db),
+        most frequent winner first, at most ``limit``: a search times them early, as they are
+        likely good and already built.  Warns and answers [] when the db cannot be read."""
+        def read(conn):
+            return conn.execute(
+                f"SELECT config, COUNT(*) AS wins FROM (SELECT problem, config, MIN(time_ms)"
+                f" FROM {_TABLE} WHERE device = ? AND solver = ? AND failure IS NULL"
+                f" AND time_ms IS NOT NULL GROUP BY problem) GROUP BY config"
+                f" ORDER BY wins DESC LIMIT ?", (device, solver, limit)).fetchall()
+        try:
+            return [json.loads(config) for config, _ in self._run(read, write=False, empty=[])]
+        except DatabaseError as exc:
+            log.warning("%s; no earlier winners are tried first", exc)
+            return []
+
     def store(self, device, problem_key, solver, trials):
         """Record ``trials`` in one transaction, each replacing the earlier trial of its config."""
         self._upsert([{"device": device, "problem": problem_key, "solver": solver,

@@ -1,7 +1,9 @@
 """Searching a tunable solver's configs for one problem: build in parallel, time each, reject any
 whose output disagrees with the default config's, keep every trial in the perf-db.
 
-Two strategies.  ``exhaustive`` times every valid config (the default config first).
+Two strategies, after the default config and the configs that won the solver's searches on other
+problems of the device (PerfDb.winners: likely good, and already built, so they cost a few runs
+each).  ``exhaustive`` times every valid config.
 ``random-local`` (what ``auto`` picks when the space holds more valid configs than the budget)
 times the default and a random sample, then walks the neighbourhood of the best config so far
 (one parameter one step along its value list), as Kernel Tuner's and CLTune's local searches do,
@@ -205,6 +207,7 @@ def search(handle, problem, solver, buffers, scratch, budget=None, strategy="aut
                     scratch if workspace_of(solver, problem) else None, budget)
     default = default_config_of(solver, problem, handle)
     default_trial = _check_default(state, default)
+    state.run(PerfDb().winners(handle.db_key, solver.name))
     if strategy == "auto":
         small = budget.configs is None or state.space.size() <= budget.configs
         strategy = "exhaustive" if small else "random-local"

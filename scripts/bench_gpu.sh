@@ -17,7 +17,8 @@
 # With the session's device tool: run(command="bash scripts/bench_gpu.sh run",
 #                                     carry=["build/gpu_wheels"], kind="nvidia-h200")
 # Environment: BATCH (32), SUITES ("resnet50"), DIRECTIONS ("all"), EXTRA (more bench flags),
-#              OVERHEAD (1: also run --overhead on the first suite, forward only).
+#              OVERHEAD (1: also run --overhead on the first suite, forward only),
+#              PLUGIN_DIRS (the plugin folders to install; default: every plugins/*/ but _template).
 # See shared/GPU.md for the ICD registration and the wheel download this script automates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +32,7 @@ fetch() {
             --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
             --platform manylinux2014_x86_64 -d "$dir" pyopencl pytools siphash24 platformdirs \
             pluggy typing_extensions packaging setuptools wheel pytest iniconfig hypothesis \
-            attrs sortedcontainers exceptiongroup tomli
+            attrs sortedcontainers exceptiongroup tomli tqdm
     done
     du -sh "$WHEELS"
 }
@@ -70,7 +71,7 @@ setup_python() {
     export PYTHONPATH="$site/deps${PYTHONPATH:+:$PYTHONPATH}"
     rm -rf "$site/convsolve"
     python3 -m pip install --quiet --no-index --no-deps --no-build-isolation --target \
-        "$site/convsolve" . $(ls -d plugins/*/ | grep -v _template)
+        "$site/convsolve" . ${PLUGIN_DIRS:-$(ls -d plugins/*/ | grep -v _template)}
     export PYTHONPATH="$site/convsolve:$PYTHONPATH"
 }
 

@@ -14,7 +14,7 @@ FASTEST = {"SPIN": 0, "WRONG": 0}
 
 @pytest.fixture
 def tunable(monkeypatch):
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_tunable")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_tunable")   # alone: records stay complete
     plugins.reset()
     return convsolve.registry().get("tunable.Spin")
 
@@ -70,7 +70,7 @@ def test_random_local_search_reaches_the_fastest_config(handle, tunable, buffers
 def test_find_uses_the_tuned_config_after_an_exhaustive_find(handle, tunable, buffers):
     """find(exhaustive=True) tunes, records both dbs; then run builds the tuned config."""
     ranked = convsolve.find(handle, PROBLEM, **buffers, exhaustive=True)
-    assert "tunable.Spin" in [s.solver for s in ranked]
+    assert [s.solver for s in ranked] == ["tunable.Spin"]
     assert PerfDb().best(handle.db_key, PROBLEM.key(), "tunable.Spin").config == FASTEST
     built = []
     original = handle.invoker
@@ -100,8 +100,7 @@ def test_trust_verify_searches_again_only_when_the_winner_got_slower(
     """TRUST_VERIFY re-times the recorded winner: within its record the hit stands (nothing is
     tuned); far slower than recorded, find tunes and benchmarks again."""
     FindDb().store(handle.db_key, PROBLEM.key(),
-                   [Record("tunable.Spin", "tunable", recorded_ms, 0),
-                    Record("direct.NaiveFwd", "direct", 2e9, 0)])
+                   [Record("tunable.Spin", "tunable", recorded_ms, 0)])
     ranked = convsolve.find(handle, PROBLEM, **buffers, mode="TRUST_VERIFY")
     tried = PerfDb().trials(handle.db_key, PROBLEM.key(), "tunable.Spin")
     assert bool(tried) is searched
@@ -113,3 +112,15 @@ def test_a_half_tunable_solver_is_refused(tunable):
     half = type("Half", (type(tunable),), {"name": "tunable.Half", "default_config": None,
                                            "__module__": type(tunable).__module__})
     assert "implements both config_space and default_config" in plugins.contract_refusal(half())
+
+
+def test_winners_on_other_problems_are_timed_right_after_the_default(handle, tunable, buffers):
+    """A search starts from the configs that won the solver's earlier searches on the device, so
+    a second layer finds the fast config within two trials."""
+    _search(handle, tunable, buffers, strategy="exhaustive")
+    other = Problem.conv2d((2, 2, 6, 6), (4, 2, 1, 1))
+    outcome = search(handle, other, tunable,
+                     convsolve.Buffers(**device_buffers(handle, random_tensors(other))), None,
+                     Budget(2, None, None), "random-local")
+    assert [t.config for t in outcome.trials] == [tunable.default, FASTEST]
+    assert outcome.best.config == FASTEST
