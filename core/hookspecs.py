@@ -157,7 +157,7 @@ def convsolve_solvers() -> list[Solver]:
 
         @hookimpl
         def convsolve_solvers():
-            return [TiledDirect()]
+            return [Pointwise(), Im2Col()]
 
     .. versionadded:: 1.0
     """
@@ -222,7 +222,7 @@ def workspace(problem: Problem) -> int:
     Example::
 
         @hookimpl
-        def workspace(self, problem):
+        def workspace(self, problem):   # one image's columns: C*R*S rows of OH*OW floats
             return problem.c * problem.fil_h * problem.fil_w * problem.out_h * problem.out_w * 4
 
     .. versionadded:: 1.0
@@ -257,14 +257,21 @@ def build_invoker(problem: Problem, handle: Handle, config: Config) -> Invoker:
         KERNELS = resources.files(__package__) / "kernels"
 
         @hookimpl
-        def build_invoker(self, problem, handle):
-            kernel = handle.build(KERNELS / "tiled.cl", "conv_fwd",
-                                  defines={"TILE": 8, **problem.defines()})
-            size = (problem.n * problem.k * problem.out_h * problem.out_w,)
+        def build_invoker(self, problem, handle):   # not tunable: no config argument
+            im2col = handle.build(KERNELS / "im2col.cl", "im2col")   # dynamic: sizes as arguments
+            gemm = handle.build(KERNELS / "im2col.cl", "columns_gemm")
+            columns = (problem.c * problem.fil_h * problem.fil_w * problem.out_h * problem.out_w,)
+            outputs = (problem.k * problem.out_h * problem.out_w,)
+            sizes = problem.kernel_args()
 
-            def invoker(buffers, scratch):
-                kernel.set_args(buffers.x, buffers.w, buffers.y)
-                return [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, None)]
+            def invoker(buffers, scratch):   # the queue runs them in order, one image at a time
+                events = []
+                for image in range(problem.n):
+                    im2col.set_args(buffers.x, scratch, np.int32(image), *sizes)
+                    gemm.set_args(scratch, buffers.w, buffers.y, np.int32(image), *sizes)
+                    events += [cl.enqueue_nd_range_kernel(handle.queue, im2col, columns, None),
+                               cl.enqueue_nd_range_kernel(handle.queue, gemm, outputs, None)]
+                return events
             return invoker
 
     .. versionadded:: 1.0
@@ -297,8 +304,8 @@ def config_space(problem: Problem, handle: Handle) -> ConfigSpace:
 
         @hookimpl
         def config_space(self, problem):
-            return ConfigSpace({"TILE_K": (1, 2, 4, 8), "VW": (1, 4, 8, 16)},
-                               constraints=["TILE_K * VW <= 64"])
+            return ConfigSpace({"TILE_K": (1, 2, 4, 8), "TILE_P": (1, 2, 4, 8)},
+                               constraints=["TILE_K * TILE_P <= 16"])   # accumulators per work-item
 
     .. versionadded:: 2.1
     """
@@ -319,8 +326,8 @@ def default_config(problem: Problem, handle: Handle) -> Config:
 
     Example::
 
-        DEFAULTS = {"cpu/vector16": {"TILE_K": 4, "VW": 16}, "cpu": {"TILE_K": 4, "VW": 8},
-                    "*": {"TILE_K": 2, "VW": 4}}
+        DEFAULTS = {"cpu/vector16": {"TILE_K": 4, "TILE_P": 4}, "cpu": {"TILE_K": 4, "TILE_P": 2},
+                    "*": {"TILE_K": 2, "TILE_P": 1}}
 
         @hookimpl
         def default_config(self, problem, handle):

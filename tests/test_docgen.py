@@ -1,5 +1,13 @@
-"""docgen: reST docstrings as Markdown, spliced between the markers of a docs page."""
+"""docgen: reST docstrings as Markdown, spliced between the markers of a docs page; the docs'
+examples are files that work."""
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
 from convsolve import docgen
+from convsolve.new_plugin import stamp
+from convsolve.testing import check_solver
 
 
 def test_docstring_fields_become_a_list():
@@ -35,3 +43,78 @@ def test_every_problem_member_a_solver_may_read_is_documented():
                if not name.startswith("_") and not isinstance(member, classmethod)]
     members += ["direction", "x", "w", "y", "conv"]
     assert all(f"`problem.{name}" in table for name in members)
+
+
+# {{{ the docs' examples are real files
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+EXAMPLES = DOCS / "examples"
+
+
+def _parts(block):
+    """A code block's top-level parts: it is cut before each unindented line after a blank one,
+    so a module-level part and a method each match at their own indentation."""
+    return re.split(r"\n\n(?=\S)", block.strip("\n"))
+
+
+def _shown(part, text):
+    """Whether ``part`` is text of ``text`` as it is, or indented one level (a method)."""
+    return part in text or textwrap.indent(part, "    ") in text
+
+
+def _sources(root):
+    return "\n".join(path.read_text() for path in sorted(root.rglob("*"))
+                     if path.suffix in (".py", ".cl", ".toml") and "__pycache__" not in path.parts)
+
+
+@pytest.fixture(scope="module")
+def stamped(tmp_path_factory):
+    """The template as `convsolve new-plugin acme` stamps it: what writing_a_solver.md shows."""
+    return stamp("acme", tmp_path_factory.mktemp("docs"))
+
+
+def test_hooks_examples_are_text_of_the_examples_plugin():
+    """Every example of docs/hooks.md (from hookspecs.py's docstrings) is text of docs/examples."""
+    hooks = (DOCS / "hooks.md").read_text()
+    examples = re.findall(r"Example:\n\n```python\n(.*?)```", hooks, re.DOTALL)
+    sources = _sources(EXAMPLES)
+    assert len(examples) >= 6
+    assert [part for block in examples for part in _parts(block) if not _shown(part, sources)] == []
+
+
+def test_hooks_header_snippets_are_lines_of_a_stamped_plugin(stamped):
+    """The pyproject and __init__ snippets atop docs/hooks.md are lines of a stamped plugin
+    (comments aside)."""
+    hooks = (DOCS / "hooks.md").read_text()
+    head = hooks[:hooks.index("<!-- generated")]
+    lines = set(_sources(stamped).splitlines())
+    blocks = re.findall(r"```(?:python|toml)\n(.*?)```", head, re.DOTALL)
+    shown = [re.sub(r"\s+#.*$", "", line) for block in blocks for line in block.splitlines()]
+    assert [line for line in shown if line and not line.startswith("#")
+            and line not in lines] == []
+
+
+def test_writing_a_solver_examples_are_text_of_the_template_or_examples(stamped):
+    """Every Python and OpenCL block of docs/writing_a_solver.md is text of the stamped template
+    or of docs/examples, and the files it lists are what new-plugin stamps."""
+    page = (DOCS / "writing_a_solver.md").read_text()
+    sources = _sources(stamped) + _sources(EXAMPLES)
+    blocks = re.findall(r"```(?:python|c)\n(.*?)```", page, re.DOTALL)
+    assert len(blocks) >= 4
+    assert [part for block in blocks for part in _parts(block) if not _shown(part, sources)] == []
+    listing = re.search(r"What you get:\n\n```\n(.*?)```", page, re.DOTALL).group(1)
+    assert [line.split()[0] for line in listing.splitlines()
+            if not (stamped / line.split()[0]).is_file()] == []
+
+
+@pytest.mark.parametrize("name", ["Pointwise", "Im2Col"])
+def test_examples_pass_check_solver(handle, monkeypatch, name):
+    """Each solver of docs/examples passes check_solver on the standard set (the tunable one
+    with its default and a random config on each problem)."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    import convsolve_examples
+    solver = getattr(convsolve_examples, name)()
+    assert solver.name in [s.name for s in convsolve_examples.convsolve_solvers()]
+    assert check_solver(solver, handle) > 0
+
+# }}}

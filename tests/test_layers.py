@@ -12,7 +12,7 @@ LAYERS = [
     {"calls", "kernel_cache", "plugins", "handle"},
     {"sqlite_db", "find_db", "perf_db", "tuned", "solutions", "timing", "verify"},
     {"execute", "worker", "search", "find", "immediate", "explain", "api", "db_transfer"},
-    {"cli", "tune", "testing", "docgen", "new_plugin", "bench", "__init__"},
+    {"cli", "tune", "testing", "check_worker", "docgen", "new_plugin", "bench", "__init__"},
 ]
 LEVEL = {name: level for level, names in enumerate(LAYERS) for name in names}
 #: Imports that run later than load time, inside a function, on purpose (see the module).

@@ -1,5 +1,5 @@
-"""Test-only plugin: forward solvers with right results and a fault only a sanitiser catches
-(tests/test_sanitized.py runs them under Oclgrind; never on a real device)."""
+"""Test-only plugin: forward solvers with right results and a memory fault that Oclgrind or
+check_solver's guard zones catch (on a real device, run them only through check_solver)."""
 from pathlib import Path
 
 import pyopencl as cl
@@ -27,6 +27,23 @@ class WritesPastOutput(FakeSolver):
         return invoker
 
 
+class PairsPastOddOutput(FakeSolver):
+    """Two outputs per work-item and no check of the second: one element past y on odd sizes."""
+
+    name = "unsafe.PairsPastOddOutput"
+    family = "unsafe"
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        kernel = handle.build(UNSAFE, "pairs_fwd")
+        size = ((problem.y.size + 1) // 2,)
+
+        def invoker(buffers, scratch):
+            kernel.set_args(buffers.x, buffers.w, buffers.y, *problem.kernel_args())
+            return [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, None)]
+        return invoker
+
+
 class LocalRace(FakeSolver):
     """Its work-items race on one __local int (a result every value leaves right)."""
 
@@ -46,4 +63,4 @@ class LocalRace(FakeSolver):
 
 @hookimpl
 def convsolve_solvers():
-    return [WritesPastOutput(), LocalRace()]
+    return [WritesPastOutput(), PairsPastOddOutput(), LocalRace()]

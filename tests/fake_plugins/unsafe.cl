@@ -1,8 +1,11 @@
-/* unsafe.cl: forward kernels with right results and a memory-safety fault that only a sanitiser
- * (Oclgrind, tests/test_sanitized.py) sees; never run them on a real device.
+/* unsafe.cl: forward kernels with right results and a memory-safety fault that a sanitiser
+ * (Oclgrind) or check_solver's guard zones see; on a real device, run them only through
+ * check_solver, whose guard zone after each buffer takes their one stray element.
  * off_by_one_fwd:  the naive forward with the classic `>` for `>=` tail guard, launched over one
  *                  work-item more than the output has: that one reads x past its end and writes
  *                  y[N*K*OH*OW], one element past the output.
+ * pairs_fwd:       the naive forward with two outputs per work-item over ceil(size / 2) work-items,
+ *                  without a check of the second: on an odd output size, one element past y.
  * local_race_fwd:  the naive forward whose work-items all write their id to one __local int
  *                  before a barrier (a write-write data race), then read it back in a test that
  *                  every value passes. Launch: work-groups of 64, the range rounded up to them. */
@@ -44,4 +47,13 @@ __kernel void local_race_fwd(__global const float *x, __global const float *w, _
     if (index < (size_t)N * K * OH * OW && last >= 0)
         y[index] = naive_fwd_at(x, w, index, N, C, H, W, K, R, S, OH, OW, G, PAD_T, PAD_L,
                                 STRIDE_H, STRIDE_W, DIL_H, DIL_W);
+}
+
+__kernel void pairs_fwd(__global const float *x, __global const float *w, __global float *y,
+                        CS_CONV_PARAMS)
+{
+    const size_t index = 2 * get_global_id(0);   /* the fault: index + 1 may be the size */
+    for (size_t i = index; i < index + 2; ++i)
+        y[i] = naive_fwd_at(x, w, i % ((size_t)N * K * OH * OW), N, C, H, W, K, R, S, OH, OW, G,
+                            PAD_T, PAD_L, STRIDE_H, STRIDE_W, DIL_H, DIL_W);
 }

@@ -1,0 +1,74 @@
+"""Test-only solvers whose is_applicable accepts strided problems their invokers get wrong, fatally:
+check_solver must name the solver and the problem although the process dies (issue 18)."""
+import os
+from pathlib import Path
+
+import pyopencl as cl
+from convsolve import hookimpl
+from cs_fake import FakeSolver
+
+CONVSOLVE_SOLVER_API = ">=2.0,<3"
+LIES = Path(__file__).parent / "lies.cl"
+#: The problems AbortsLater ran in this process.
+RAN = set()
+
+
+class StrideLie(FakeSolver):
+    """A 1x1 kernel that ignores the stride, accepting strided problems: writes far past y."""
+
+    name = "lies.StrideLie"
+    family = "lies"
+
+    @hookimpl
+    def is_applicable(self, problem):   # the lie: the stride is not checked
+        return (problem.fil_h == problem.fil_w == 1 and problem.groups == 1
+                and problem.conv.pads == ((0, 0), (0, 0)) and problem.conv.dilations == (1, 1))
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        kernel = handle.build(LIES, "pointwise_unstrided_fwd")
+        size = (problem.n * problem.k * problem.in_h * problem.in_w,)
+
+        def invoker(buffers, scratch):
+            kernel.set_args(buffers.x, buffers.w, buffers.y, *problem.kernel_args())
+            return [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, None)]
+        return invoker
+
+
+class AbortsOnStride(FakeSolver):
+    """Right on unstrided problems; on a strided one its invoker aborts the process, as glibc
+    does on finding its heap corrupted by a kernel such as StrideLie's (deterministically)."""
+
+    name = "lies.AbortsOnStride"
+    family = "lies"
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        invoker = super().build_invoker(problem, handle)
+        if problem.conv.strides != (1, 1):
+            return lambda buffers, scratch: os.abort()
+        return invoker
+
+
+class AbortsLater(FakeSolver):
+    """Aborts on the second problem it runs in a process, as a kernel whose corruption of the
+    heap another problem's run finds: checked alone, that problem passes."""
+
+    name = "lies.AbortsLater"
+    family = "lies"
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        invoker = super().build_invoker(problem, handle)
+
+        def run(buffers, scratch):
+            RAN.add(problem.key())
+            if len(RAN) > 1:
+                os.abort()
+            return invoker(buffers, scratch)
+        return run
+
+
+@hookimpl
+def convsolve_solvers():
+    return [StrideLie(), AbortsOnStride(), AbortsLater()]
