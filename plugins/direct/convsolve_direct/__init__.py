@@ -1,13 +1,17 @@
-"""convsolve-direct: direct-convolution solvers (the naive ones are the always-correct fallback)."""
+"""convsolve-direct: direct convolutions: register-tiled (Tiled), depthwise (Depthwise), a
+deterministic two-stage backward-weights (Wrw), and the naive reference solvers."""
 from convsolve import hookimpl
 
+from .depthwise import Depthwise
 from .naive import NaiveBwdData, NaiveBwdWeights, NaiveFwd
+from .tiled import Tiled
+from .wrw import Wrw
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 #: Solver API versions this plugin supports.
 CONVSOLVE_SOLVER_API = ">=2.1,<3"
 
 
 @hookimpl
 def convsolve_solvers():
-    return [NaiveFwd(), NaiveBwdData(), NaiveBwdWeights()]
+    return [Tiled(), Depthwise(), Wrw(), NaiveFwd(), NaiveBwdData(), NaiveBwdWeights()]

@@ -2,10 +2,13 @@
 from importlib import resources
 
 import pyopencl as cl
-from convsolve import Direction, hookimpl, round_up
+from convsolve import ConfigSpace, Direction, hookimpl, round_up, tuning
 
 KERNELS = resources.files(__package__) / "kernels"
-WORK_GROUP = 64   # work-items per group; the range is rounded up to it (kernels guard the tail)
+#: The one tunable: work-items per group (WG); the range is rounded up to it (kernels guard the
+#: tail).  64 suits PoCL's CPU device, 256 a GPU.
+SPACE = ConfigSpace({"WG": (32, 64, 128, 256)})
+DEFAULTS = {"gpu": {"WG": 256}, "*": {"WG": 64}}
 
 #: Estimated fraction of peak: a scalar loop with no reuse reaches a few percent of it.
 NAIVE_WTI = 0.01
@@ -35,17 +38,34 @@ class _Naive:
         return 0
 
     @hookimpl
-    def build_invoker(self, problem, handle):
+    def config_space(self, problem):
+        return SPACE
+
+    @hookimpl
+    def default_config(self, problem, handle):
+        wanted = tuning.pick(DEFAULTS, handle.device)["WG"]
+        return {"WG": min(wanted, max(32, handle.device.max_work_group_size))}
+
+    @hookimpl
+    def check_config(self, problem, handle, config):
+        limit = handle.device.max_work_group_size
+        if config["WG"] > limit:
+            return [f"work-group of {config['WG']} > the device's {limit}"]
+        return []
+
+    @hookimpl
+    def build_invoker(self, problem, handle, config):
         kernel = handle.build(KERNELS / "naive.cl", self.kernel)
         count = getattr(problem, self.direction.output).size
-        global_size = (round_up(count, WORK_GROUP),)
+        local = (config["WG"],)
+        global_size = (round_up(count, local[0]),)
         for index, value in enumerate(problem.kernel_args(), start=3):
             kernel.set_arg(index, value)   # sizes once; a call sets only the buffers (fast)
 
         def invoker(buffers, scratch):
             for index, buffer in enumerate(buffers):
                 kernel.set_arg(index, buffer)
-            return [cl.enqueue_nd_range_kernel(handle.queue, kernel, global_size, (WORK_GROUP,))]
+            return [cl.enqueue_nd_range_kernel(handle.queue, kernel, global_size, local)]
         return invoker
 
 

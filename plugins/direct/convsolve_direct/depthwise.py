@@ -1,0 +1,179 @@
+"""direct.Depthwise: depthwise convolutions (groups = C, any multiplier), all three directions,
+from zero-padded windows staged in local memory (kernels/depthwise.cl)."""
+import numpy as np
+from convsolve import ConfigSpace, Direction, ceil_div, hookimpl, round_up
+
+from .common import (
+    KERNELS,
+    enqueue,
+    filter_defines,
+    fixed_choices,
+    fixed_default,
+    pick_default,
+    set_sizes,
+    work_group_reasons,
+)
+from .wrw import Partials
+
+#: Floats of local memory for the staged window (depthwise.cl's LDS): at most 32 KiB (inside an
+#: L1 data cache of 48 KiB and a GPU's 48 KiB of local memory), less where the device has less
+#: (lds_floats).  is_applicable declines problems whose smallest tile (one row, one vector)
+#: needs more than MIN_LDS: the 32 KiB every OpenCL device has, less the group's sums.
+LDS = 8192
+MIN_LDS = 4096
+#: Outputs a work-group computes at least: on small images it takes its tile of several
+#: channel planes in turn (PG), so that groups are not mostly launch overhead.
+GROUP_OUTPUTS = 4096
+#: Rows per partial tile of backward-weights at least: each tile re-reads (R - 1) * DIL_H rows.
+MIN_PARTIAL_ROWS = 8
+#: Tuning spaces as data: tile rows (TH), vectors per tile row (TWV), vector width, work-group
+#: size (WG) and, for backward-weights, taps accumulated at once (TB).  CPUs: one work-item per
+#: group running through the tile with 8- or 16-wide vectors; GPUs: groups of 64-256 items.
+CPU_PARAMS = {"VW": (8, 16), "WG": (1,), "TH": (1, 2, 4, 8, 16), "TWV": (1, 2, 4, 8, 16)}
+GPU_PARAMS = {"VW": (1, 2, 4), "WG": (64, 128, 256), "TH": (2, 4, 8, 16, 32),
+              "TWV": (1, 2, 4, 8, 16, 32, 64)}
+GPU_CONSTRAINTS = ["TH * TWV >= WG // 2",   # a cell for most work-items
+                   "WG * TB <= 2048"]       # the group's sums of dw_wrw: 8 KiB at most
+TAP_BLOCKS = (4, 9, 16)
+DEFAULTS = {"cpu/vector16": {"VW": 16, "WG": 1, "TH": 8, "TWV": 8, "TB": 9, "FIXED": 1},
+            "cpu": {"VW": 8, "WG": 1, "TH": 8, "TWV": 16, "TB": 9, "FIXED": 1},
+            "gpu": {"VW": 1, "WG": 128, "TH": 8, "TWV": 32, "TB": 9, "FIXED": 1},
+            "*": {"VW": 4, "WG": 64, "TH": 4, "TWV": 16, "TB": 9, "FIXED": 1}}
+#: Estimated efficiency: the fraction of the device's copy bandwidth it reaches (it is
+#: bandwidth-bound), which puts it first among the solvers of a depthwise problem (README).
+WTI = 0.6
+KERNEL = {Direction.FORWARD: "dw_fwd", Direction.BACKWARD_DATA: "dw_bwd",
+          Direction.BACKWARD_WEIGHTS: "dw_wrw"}
+
+
+def columns(problem):
+    """Output columns a tile row spans: of y (forward, backward-weights) or of one phase of dx
+    (backward-data)."""
+    if problem.direction is Direction.BACKWARD_DATA:
+        return ceil_div(problem.in_w, problem.conv.strides[1])
+    return problem.out_w
+
+
+def window(problem, th, twv, vw):
+    """(rows, pitch, floats) of the window a tile of ``th`` rows x ``twv`` vectors of ``vw``
+    pixels stages; the pitch is a whole number of vectors."""
+    (sh, sw), (dh, dw) = problem.conv.strides, problem.conv.dilations
+    if problem.direction is Direction.BACKWARD_DATA:   # dy offsets of all phases' taps
+        (pt, _), (pl, _) = problem.conv.pads
+        rows = th + (sh - 1 + pt) // sh - (pt - (problem.fil_h - 1) * dh) // sh
+        pitch = round_up(twv * vw + (sw - 1 + pl) // sw - (pl - (problem.fil_w - 1) * dw) // sw,
+                         vw)
+        return rows, pitch, problem.k // problem.c * rows * pitch
+    rows = (th - 1) * sh + (problem.fil_h - 1) * dh + 1
+    pitch = round_up(twv * vw * sw + (problem.fil_w - 1) * dw, vw)
+    return rows, pitch, rows * pitch
+
+
+def lds_floats(handle, config):
+    """Floats of the staged window on ``handle``'s device: LDS, or what its local memory holds
+    beside the work-group's sums (a multiple of 64)."""
+    room = handle.device.local_mem_size // 4 - config["WG"] * config["TB"]
+    return max(64, min(LDS, room // 64 * 64))
+
+
+class Depthwise:
+    name = "direct.Depthwise"
+    family = "direct"
+    directions = tuple(Direction)
+    dynamic = True
+    deterministic = True
+
+    @hookimpl
+    def is_applicable(self, problem):
+        return (problem.dtype == "float32" and problem.groups == problem.c
+                and window(problem, 1, 1, max(CPU_PARAMS["VW"]))[2] <= MIN_LDS)
+
+    @hookimpl
+    def get_wti(self, problem):
+        return WTI
+
+    @hookimpl
+    def workspace(self, problem):
+        if problem.direction is not Direction.BACKWARD_WEIGHTS:
+            return 0
+        return self._partials(problem).workspace
+
+    def _partials(self, problem):
+        return Partials.plan(problem, problem.c, MIN_PARTIAL_ROWS)
+
+    @hookimpl
+    def config_space(self, problem, handle):
+        params = dict(GPU_PARAMS if handle.is_gpu else CPU_PARAMS)
+        wrw = problem.direction is Direction.BACKWARD_WEIGHTS
+        params.update(TB=TAP_BLOCKS if wrw else (9,), FIXED=fixed_choices(problem))
+        constraints = [f"(TWV - 1) * VW < {columns(problem)}"]   # no wholly idle vector column
+        return ConfigSpace(params, constraints + (GPU_CONSTRAINTS if handle.is_gpu else []))
+
+    @hookimpl
+    def default_config(self, problem, handle):
+        def shrink(config):   # fewer rows, then fewer vectors, until tile and space agree
+            if self.check_config(problem, handle, config) and config["TH"] > 1:
+                return dict(config, TH=config["TH"] // 2)
+            if config["TWV"] > 1:
+                return dict(config, TWV=config["TWV"] // 2)
+            return None
+        space = self.config_space(problem, handle)
+        narrowest = min(space.params["VW"])
+
+        def fitted(entry):   # FIXED by the work; narrower vectors for narrow images
+            vw = entry["VW"]
+            while vw > narrowest and 2 * columns(problem) <= vw:
+                vw //= 2
+            return dict(entry, VW=vw, FIXED=fixed_default(problem, entry["FIXED"]))
+        table = {key: fitted(entry) for key, entry in DEFAULTS.items()}
+        config = pick_default(table, handle, space, shrink)
+        while config and self.check_config(problem, handle, config):
+            config = shrink(config)
+        return config or next(c for c in space if not self.check_config(problem, handle, c))
+
+    @hookimpl
+    def check_config(self, problem, handle, config):
+        floats = window(problem, config["TH"], config["TWV"], config["VW"])[2]
+        lds = lds_floats(handle, config)
+        reasons = work_group_reasons(handle, config["WG"], 4 * (lds + config["WG"] * config["TB"]))
+        if floats > lds:
+            reasons.append(f"the tile's window of {floats} floats > the {lds} staged in local "
+                           "memory")
+        return reasons
+
+    @hookimpl
+    def build_invoker(self, problem, handle, config):
+        defines = {"VW": config["VW"], "WG": config["WG"], "TB": config["TB"],
+                   "LDS": lds_floats(handle, config),
+                   **filter_defines(problem, config)}
+        kernel = handle.build(KERNELS / "depthwise.cl", KERNEL[problem.direction], defines)
+        th, twv, vw, wg = config["TH"], config["TWV"], config["VW"], config["WG"]
+        pitch = window(problem, th, twv, vw)[1]
+        (sh, _), n = problem.conv.strides, problem.n
+        if problem.direction is Direction.BACKWARD_WEIGHTS:
+            plan = self._partials(problem)
+            set_sizes(kernel, 3, problem, th, twv, pitch, plan.rows, plan.tiles_per_image)
+            fold = plan.reducer(handle)
+
+            def invoker(buffers, scratch):
+                events = []
+                for first, images in plan.chunks(n):
+                    kernel.set_arg(3 + 16 + 5, np.int32(first))
+                    size = (wg * plan.tiles_per_image, images * problem.c)
+                    events.append(enqueue(handle, kernel, size, (wg, 1), buffers.x, buffers.y,
+                                          scratch))
+                    events.append(fold(buffers.w, scratch, images * plan.tiles_per_image,
+                                       first == 0))
+                return events
+            return invoker
+        rows = problem.out_h if problem.direction is Direction.FORWARD else ceil_div(
+            problem.in_h, sh)
+        outputs = min(rows, th) * min(columns(problem), twv * vw) * (problem.k // problem.c)
+        planes = max(1, min(n * problem.c, GROUP_OUTPUTS // outputs))   # small images
+        set_sizes(kernel, 3, problem, th, twv, pitch, planes)
+        size = (wg * ceil_div(rows, th) * ceil_div(columns(problem), twv * vw),
+                ceil_div(n * problem.c, planes))
+
+        def invoker(buffers, scratch):   # dw_fwd(x, w, y), dw_bwd(dx, w, dy) alike
+            return [enqueue(handle, kernel, size, (wg, 1), buffers.x, buffers.w, buffers.y)]
+        return invoker

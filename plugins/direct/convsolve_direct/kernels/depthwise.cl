@@ -1,0 +1,240 @@
+/* depthwise.cl: depthwise convolution (groups = C, K = C * M, multiplier M >= 1), all three
+ * directions, with the borders handled inside the tile: no padding pass.
+ *
+ * Layouts: x NCHW, w K x 1 x R x S, y N K OH OW; all packed, float32.  Bandwidth-bound: each
+ * work-group copies the input window of one channel's output tile into local memory once, zero
+ * padded (tile_fill), then computes every output vector of the tile (VW pixels along the width;
+ * work-items take the tile's cells in turn) from local memory with no bounds checks, for all M
+ * outputs of the channel.  Tile sizes are arguments: TH rows x TWV vectors, the window's rows
+ * PITCH floats apart, a multiple of VW (the host keeps rows * PITCH <= LDS).  Dynamic: sizes
+ * are kernel arguments; -D FIL_H / FIL_W compile the filter size in (3x3, 7x7).
+ *
+ * dw_fwd(x, w, y, CS_CONV_PARAMS, TH, TWV, PITCH, PG)
+ *   global (WG * tiles, ceil(N * C / PG)), local (WG, 1); tiles = ceil(OH / TH) *
+ *   ceil(OW / (TWV * VW)); a group takes the same tile of PG planes in turn (small images).
+ * dw_bwd(dx, w, dy, CS_CONV_PARAMS, TH, TWV, PITCH, PG)
+ *   Phase decomposition as in tiled.cl: a tile is TH x TWV vectors of each of the SH * SW phases
+ *   of dx; the dy window of all M channels is staged (M * rows * PITCH floats).  Positions
+ *   outside dy contribute nothing: with finite filters their zeros add nothing, and a channel
+ *   whose filter holds inf or NaN takes a masked path that drops those products.
+ *   global (WG * tiles, ceil(N * C / PG)); tiles = ceil(ceil(H / SH) / TH) *
+ *   ceil(ceil(W / SW) / (TWV * VW)).
+ * dw_wrw(x, dy, partial, CS_CONV_PARAMS, TH, TWV, PITCH, PR, TPI, n_first)
+ *   Stage 1 of wrw.cl's two-stage reduction: work-group (p, image, channel) reduces output rows
+ *   [p * PR, p * PR + PR) of one image for the channel's M * R * S taps, TB at a time (sub-tiles
+ *   of TH x TWV vectors staged as in dw_fwd; each work-item sums its cells, then the group sums
+ *   the work-items in order), into partial[slot][k][0][r][s], slot = (n - n_first) * TPI + p.
+ *   wrw.cl's wrw_reduce adds the slots up in order.  global (WG * TPI, images * C).
+ *
+ * Defines read: VW, WG, LDS, TB, FIL_H, FIL_W (below), CS_PRECISION.
+ */
+#ifndef VW
+#define VW 16     /* output pixels per vector, along the output width: 1, 2, 4, 8 or 16 */
+#endif
+#ifndef WG
+#define WG 1      /* work-items per work-group (the launch's local size) */
+#endif
+#ifndef LDS
+#define LDS 8192  /* floats of local memory for the staged window */
+#endif
+#ifndef TB
+#define TB 9      /* taps (of M * R * S) dw_wrw accumulates at once, one vector each */
+#endif
+
+#include "direct.h"
+
+#ifdef FIL_H
+#define FR FIL_H  /* filter rows: compiled in, or the argument R */
+#else
+#define FR R
+#endif
+#ifdef FIL_W
+#define UNROLL_TAPS _Pragma("unroll")   /* unroll the tap loops of a compiled-in filter */
+#define FS FIL_W  /* filter columns: compiled in, or the argument S */
+#else
+#define UNROLL_TAPS
+#define FS S
+#endif
+
+/* tile[rr * pitch + col] = t[plane + (ih0 + rr) * W + iw0 + col] for rr < rows, col < pitch
+ * (a multiple of VW), 0 outside the H x W plane at offset `plane` of the tensor t of `total`
+ * elements; the work-group's items share the copy, one vector (dc_load) at a time. */
+inline void tile_fill(__local float *tile, __global const real *t, size_t total, size_t plane,
+                      int ih0, int iw0, int rows, int pitch, int H, int W)
+{
+    const int chunks = pitch / VW;
+    for (int u = get_local_id(0); u < rows * chunks; u += WG) {
+        const int rr = u / chunks, col = u % chunks * VW, ih = ih0 + rr;
+        const bool valid = ih >= 0 && ih < H;
+        LSTORE(dc_load(t, total, plane + (valid ? (size_t)ih * W : 0), iw0 + col, 1, W,
+                       valid ? VW : 0), tile + rr * pitch + col);
+    }
+}
+
+__kernel void dw_fwd(__global const real *x, __global const real *w, __global real *y,
+                     CS_CONV_PARAMS, const int TH, const int TWV, const int PITCH,
+                     const int PG)
+{
+    __local float tile[LDS];
+    const int M = K / C, taps = FR * FS;
+    const int tiles_w = CS_DIV_UP(OW, TWV * VW), id = get_group_id(0);
+    const int oh0 = id / tiles_w * TH, ow0 = id % tiles_w * TWV * VW;
+    const int nc_end = min(N * C, (int)(get_group_id(1) + 1) * PG);
+    for (int nc = get_group_id(1) * PG; nc < nc_end; ++nc) {   /* PG planes per group */
+        const int n = nc / C, c = nc % C;
+        barrier(CLK_LOCAL_MEM_FENCE);   /* the previous plane's cells are done with the tile */
+        tile_fill(tile, x, (size_t)N * C * H * W, (size_t)nc * H * W, oh0 * STRIDE_H - PAD_T,
+                  ow0 * STRIDE_W - PAD_L, (TH - 1) * STRIDE_H + (FR - 1) * DIL_H + 1, PITCH,
+                  H, W);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int cell = get_local_id(0); cell < TH * TWV; cell += WG) {
+            const int j = cell / TWV, v = cell % TWV, oh = oh0 + j, ow = ow0 + v * VW;
+            if (oh >= OH || ow >= OW)
+                continue;
+            __local const float *base = tile + j * STRIDE_H * PITCH + v * VW * STRIDE_W;
+            for (int m = 0; m < M; ++m) {
+                __global const real *wk = w + (size_t)(c * M + m) * taps;
+                vec acc = (vec)0.0f;
+                UNROLL_TAPS
+                for (int r = 0; r < FR; ++r)
+                    UNROLL_TAPS
+                    for (int s = 0; s < FS; ++s)
+                        acc = fma(dc_local_load(base + r * DIL_H * PITCH + s * DIL_W, STRIDE_W),
+                                  (vec)((float)wk[r * FS + s]), acc);
+                dc_store(y + CS_NCHW(n, c * M + m, oh, 0, K, OH, OW), ow, 1, OW, acc);
+            }
+        }
+    }
+}
+
+/* One tap of dw_bwd: the dy vector at window position (tr, tc) of channel m times w[k][r][s];
+ * `exact` drops the lanes outside dy instead of adding their zeros (non-finite filters). */
+#define DW_BWD_TAPS(exact)                                                                  \
+    for (int m = 0; m < M; ++m)                                                             \
+        for (int r = 0; r < FR; ++r) {                                                      \
+            const int dh = qh + PAD_T - r * DIL_H;                                          \
+            if (dh % STRIDE_H != 0)                                                         \
+                continue;                                                                   \
+            const int tr = j + dh / STRIDE_H - dlo_h;                                       \
+            for (int s = 0; s < FS; ++s) {                                                  \
+                const int dw = qw + PAD_L - s * DIL_W;                                      \
+                if (dw % STRIDE_W != 0)                                                     \
+                    continue;                                                               \
+                const int tc = v * VW + dw / STRIDE_W - dlo_w;                              \
+                const vec d = LLOAD(tile + (m * rows + tr) * PITCH + tc);                   \
+                const float wv = (float)w[(size_t)(c * M + m) * taps + r * FS + s];         \
+                if (exact) {                                                                \
+                    const int oh = oh_org + tr;                                             \
+                    const ivec in = (oh >= 0 && oh < OH) ? DC_LANE_MASK(ow_org + tc, OW)    \
+                                                         : (ivec)0;                          \
+                    acc += select((vec)0.0f, d * wv, in);                                   \
+                } else {                                                                    \
+                    acc = fma(d, (vec)wv, acc);                                             \
+                }                                                                           \
+            }                                                                               \
+        }
+
+__kernel void dw_bwd(__global real *dx, __global const real *w, __global const real *dy,
+                     CS_CONV_PARAMS, const int TH, const int TWV, const int PITCH,
+                     const int PG)
+{
+    __local float tile[LDS];
+    const int M = K / C, taps = FR * FS;
+    const int tiles_w = CS_DIV_UP(CS_DIV_UP(W, STRIDE_W), TWV * VW), id = get_group_id(0);
+    const int ih0 = id / tiles_w * TH * STRIDE_H, iw0 = id % tiles_w * TWV * VW * STRIDE_W;
+    /* dy rows of phase row t of phase qh: ih0 / SH + t + (qh + PAD_T - r * DIL_H) / SH, the
+     * offsets lying in [dlo_h, dhi_h]; likewise for columns */
+    const int dlo_h = CS_FLOOR_DIV(PAD_T - (FR - 1) * DIL_H, STRIDE_H);
+    const int dlo_w = CS_FLOOR_DIV(PAD_L - (FS - 1) * DIL_W, STRIDE_W);
+    const int rows = TH + CS_FLOOR_DIV(STRIDE_H - 1 + PAD_T, STRIDE_H) - dlo_h;
+    const int oh_org = ih0 / STRIDE_H + dlo_h, ow_org = iw0 / STRIDE_W + dlo_w;
+    const int nc_end = min(N * C, (int)(get_group_id(1) + 1) * PG);
+    for (int nc = get_group_id(1) * PG; nc < nc_end; ++nc) {   /* PG planes per group */
+        const int n = nc / C, c = nc % C;
+        barrier(CLK_LOCAL_MEM_FENCE);   /* the previous plane's cells are done with the tile */
+        for (int m = 0; m < M; ++m)
+            tile_fill(tile + m * rows * PITCH, dy, (size_t)N * K * OH * OW,
+                      (size_t)(n * K + c * M + m) * OH * OW, oh_org, ow_org, rows, PITCH, OH, OW);
+        bool finite = true;
+        for (int i = 0; i < M * taps; ++i)
+            finite = finite && isfinite((float)w[(size_t)c * M * taps + i]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int cell = get_local_id(0); cell < STRIDE_H * STRIDE_W * TH * TWV; cell += WG) {
+            const int v = cell % TWV, j = cell / TWV % TH, q = cell / (TWV * TH);
+            const int qw = q % STRIDE_W, qh = q / STRIDE_W;
+            const int ih = ih0 + qh + STRIDE_H * j, iw = iw0 + qw + STRIDE_W * v * VW;
+            if (ih >= H || iw >= W)
+                continue;
+            vec acc = (vec)0.0f;
+            if (finite) {
+                DW_BWD_TAPS(false)
+            } else {
+                DW_BWD_TAPS(true)
+            }
+            dc_store(dx + CS_NCHW(n, c, ih, 0, C, H, W), iw, STRIDE_W, W, acc);
+        }
+    }
+}
+
+__kernel void dw_wrw(__global const real *x, __global const real *dy, __global float *partial,
+                     CS_CONV_PARAMS, const int TH, const int TWV, const int PITCH, const int PR,
+                     const int TPI, const int n_first)
+{
+    __local float tile[LDS];
+    __local float sums[WG * TB];
+    const int M = K / C, taps = FR * FS, all = M * taps;
+    const int p = get_group_id(0), lid = get_local_id(0);
+    const int images = get_global_id(1) / C, c = get_global_id(1) % C, n = n_first + images;
+    const int slot = images * TPI + p;
+    const int oh_end = min(OH, (p + 1) * PR);
+    const size_t plane = CS_NCHW(n, c, 0, 0, C, H, W);
+    const size_t dysize = (size_t)N * K * OH * OW;
+    for (int t0 = 0; t0 < all; t0 += TB) {
+        int offset[TB], channel[TB];   /* tap t0 + t: window offset and dy channel */
+#pragma unroll
+        for (int t = 0; t < TB; ++t) {
+            const int tap = min(t0 + t, all - 1), rs = tap % taps;
+            offset[t] = rs / FS * DIL_H * PITCH + rs % FS * DIL_W;
+            channel[t] = c * M + tap / taps;
+        }
+        vec acc[TB];
+#pragma unroll
+        for (int t = 0; t < TB; ++t)
+            acc[t] = (vec)0.0f;
+        for (int oh0 = p * PR; oh0 < oh_end; oh0 += TH) {
+            const int th = min(TH, oh_end - oh0);
+            for (int ow0 = 0; ow0 < OW; ow0 += TWV * VW) {
+                barrier(CLK_LOCAL_MEM_FENCE);
+                tile_fill(tile, x, (size_t)N * C * H * W, plane, oh0 * STRIDE_H - PAD_T,
+                          ow0 * STRIDE_W - PAD_L, (th - 1) * STRIDE_H + (FR - 1) * DIL_H + 1,
+                          PITCH, H, W);
+                barrier(CLK_LOCAL_MEM_FENCE);
+                for (int cell = lid; cell < th * TWV; cell += WG) {
+                    const int j = cell / TWV, v = cell % TWV, ow = ow0 + v * VW;
+                    if (ow >= OW)
+                        continue;
+                    const int lanes = min(VW, OW - ow);
+                    const ivec live = DC_LANE_MASK(0, lanes);
+                    __local const float *base = tile + j * STRIDE_H * PITCH + v * VW * STRIDE_W;
+#pragma unroll
+                    for (int t = 0; t < TB; ++t) {
+                        const vec d = dc_load(dy, dysize, CS_NCHW(n, channel[t], oh0 + j, 0, K,
+                                                                  OH, OW), ow, 1, OW, lanes);
+                        const vec in = dc_local_load(base + offset[t], STRIDE_W);
+                        acc[t] = fma(d, select((vec)0.0f, in, live), acc[t]);
+                    }
+                }
+            }
+        }
+        for (int t = 0; t < TB; ++t)   /* the group's sum of each tap, work-items in order */
+            sums[lid * TB + t] = dc_hsum(acc[t]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int t = lid; t < TB && t0 + t < all; t += WG) {
+            float sum = sums[t];
+            for (int i = 1; i < WG; ++i)
+                sum += sums[i * TB + t];
+            partial[(size_t)slot * K * taps + (size_t)c * all + t0 + t] = sum;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}

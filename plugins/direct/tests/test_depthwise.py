@@ -1,0 +1,75 @@
+"""direct.Depthwise: the contract, a sweep over multipliers, strides, dilations, asymmetric
+padding and tiles that do not divide the image in all three directions, the masked path of
+non-finite filters, and its configs."""
+import numpy as np
+import pytest
+from convsolve import Direction, Problem, registry
+from convsolve.testing import check_solver, expected_output, random_tensors
+from direct_helpers import assert_matches_reference, equal_bits, run_config
+
+# (x_shape, w_shape, stride, padding, dilation, groups): groups = C, K = C * multiplier
+SHAPES = [
+    ((2, 3, 17, 19), (3, 1, 3, 3), 1, 1, 1, 3),                   # multiplier 1, odd sizes
+    ((1, 2, 13, 37), (6, 1, 3, 3), 2, 1, 1, 2),                   # multiplier 3, stride 2
+    ((1, 4, 16, 21), (8, 1, 5, 3), 3, ((2, 0), (1, 2)), 1, 4),    # stride 3, asymmetric pads
+    ((2, 2, 15, 14), (2, 1, 3, 3), 1, 3, (3, 2), 2),              # dilation 3 and 2
+    ((1, 1, 9, 33), (2, 1, 3, 3), (1, 2), 1, 1, 1),               # C = 1, multiplier 2
+]
+#: Small tiles (several per image, partial at the edges), narrow vectors, few taps per pass (so
+#: several passes), and the default besides.
+WISHES = [{"TH": 2, "TWV": 1, "VW": 8, "TB": 4, "FIXED": 0}]
+
+
+def test_check_solver(handle):
+    """direct.Depthwise honours the contract on the standard problems it accepts."""
+    assert check_solver(registry().get("direct.Depthwise"), handle, configs=0) > 0
+
+
+@pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
+@pytest.mark.parametrize("shape", SHAPES, ids=[str(i) for i in range(len(SHAPES))])
+def test_sweep(handle, shape, direction):
+    """Each direction agrees with the reference with each config chosen."""
+    assert_matches_reference(handle, "direct.Depthwise",
+                             Problem.conv2d(*shape, direction=direction), WISHES)
+
+
+def test_non_finite_filters_in_backward_data(handle):
+    """A channel whose filter holds inf takes the masked path: dx is non-finite exactly where
+    the reference's is (positions outside dy are dropped, not multiplied by 0)."""
+    solver = registry().get("direct.Depthwise")
+    problem = Problem.conv2d((1, 2, 9, 10), (4, 1, 3, 3), stride=2, padding=1, groups=2,
+                             direction="bwd")
+    host = random_tensors(problem, 1)
+    host["w"][1, 0, 0, 0] = np.inf
+    with np.errstate(invalid="ignore"):
+        expected = expected_output(problem, host)
+    result = run_config(handle, solver, problem, solver.default_config(problem, handle), host)
+    assert np.array_equal(np.isposinf(result), np.isposinf(expected))
+    assert np.array_equal(np.isnan(result), np.isnan(expected))
+    finite = np.isfinite(expected)
+    assert np.allclose(result[finite], expected[finite], rtol=1e-5, atol=1e-5)
+
+
+def test_backward_weights_deterministic(handle):
+    """Backward-weights (two-stage reduction) gives bitwise-equal results run after run."""
+    solver = registry().get("direct.Depthwise")
+    problem = Problem.conv2d((3, 4, 20, 18), (8, 1, 3, 3), padding=1, groups=4, direction="wrw")
+    host = random_tensors(problem, 2)
+    config = solver.default_config(problem, handle)
+    assert equal_bits(run_config(handle, solver, problem, config, host),
+                      run_config(handle, solver, problem, config, host))
+
+
+def test_applicability_and_defaults(handle, fake_handle):
+    """Only groups = C; the defaults fit each device class's space and local memory; a tile
+    too large for local memory is refused by check_config."""
+    solver = registry().get("direct.Depthwise")
+    assert not solver.is_applicable(Problem.conv2d((1, 4, 8, 8), (4, 2, 3, 3), groups=2))
+    problem = Problem.conv2d((8, 32, 112, 112), (32, 1, 3, 3), padding=1, groups=32)
+    for kind, width in (("avx512", 16), ("avx2", 8), ("gpu", 1)):
+        config = solver.default_config(problem, fake_handle(kind))
+        assert config["VW"] == width
+        assert solver.check_config(problem, fake_handle(kind), config) == []
+    huge = dict(solver.default_config(problem, handle), TH=64, TWV=16)
+    assert solver.check_config(problem, handle, huge)
+    assert solver.workspace(problem) == 0

@@ -1,0 +1,71 @@
+"""fft.Fft2d: the contract on the standard set, and a sweep of awkward shapes in every direction."""
+import numpy as np
+import pytest
+from convsolve import Direction, Problem
+from convsolve.testing import check_solver, random_tensors
+from convsolve_fft import Fft2d, fft2d, layout
+from fft_checks import assert_matches, compare, run
+
+#: (x, w, stride, padding, dilation, groups): filters 1 to 11, even and odd, non-square images
+#: and filters, strides (polyphase), dilation, groups, depthwise, asymmetric and large padding.
+SHAPES = [
+    ((1, 3, 12, 13), (5, 3, 2, 7), 1, ((1, 2), (3, 0)), 1, 1),
+    ((2, 4, 16, 9), (3, 4, 4, 4), 1, 0, 1, 1),
+    ((1, 2, 11, 11), (2, 2, 11, 11), 1, 5, 1, 1),
+    ((3, 5, 10, 14), (4, 5, 6, 6), 2, 2, 1, 1),
+    ((2, 6, 9, 8), (6, 2, 5, 5), 1, 4, 2, 3),
+    ((2, 3, 19, 17), (4, 3, 7, 7), (3, 2), 3, 1, 1),
+    ((1, 4, 7, 30), (3, 4, 1, 9), 1, (0, 4), 1, 1),
+    ((2, 8, 8, 8), (8, 1, 5, 5), 1, 2, 1, 8),
+    ((1, 1, 25, 26), (2, 1, 3, 3), 1, 0, (4, 5), 1),
+    ((2, 3, 33, 41), (2, 3, 9, 10), 1, (4, 5), 1, 1),
+    ((1, 2, 3, 3), (2, 2, 3, 3), 1, ((3, 0), (0, 2)), 1, 1),
+    ((1, 3, 9, 9), (2, 3, 3, 3), (4, 3), 1, (3, 2), 1),
+    ((2, 2, 8, 9), (3, 2, 2, 3), 3, ((2, 1), (0, 2)), (2, 1), 1),
+]
+
+
+def test_conformance_on_the_standard_set(handle, fft_semantics):
+    """Fft2d passes check_solver (correct, whole output, honest workspace, deterministic, the
+    FFT non-finite semantics) on every standard problem, with its default config."""
+    assert check_solver(Fft2d(), handle, configs=0) == 36
+
+
+def test_awkward_shapes_match_the_reference(handle):
+    """Every shape of the sweep, in every direction, is within the tolerance."""
+    assert assert_matches(handle, Fft2d(), SHAPES) == 3 * len(SHAPES)
+
+
+@pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
+def test_chunks(handle, monkeypatch, fft_semantics, direction):
+    """With a budget of two images a chunk, 5 images run as 2, 2 and 1 (backward-weights
+    accumulating its spectra over chunks), correctly and within the reported workspace."""
+    problem = Problem.conv2d((5, 4, 9, 7), (6, 2, 3, 4), stride=(1, 2), padding=((2, 0), (1, 2)),
+                             groups=2, direction=direction)
+    per_image = layout.Layout(problem).workspace // 5   # rough: the weights come on top
+    monkeypatch.setattr(layout, "CHUNK_BUDGET_BYTES", 2 * per_image)
+    fft2d._whole_image.cache_clear()
+    try:
+        assert Fft2d().layout(problem).chunks() == [(0, 2), (2, 2), (4, 1)]
+        assert check_solver(Fft2d(), handle, [problem], configs=0) == 1
+    finally:
+        fft2d._whole_image.cache_clear()
+
+
+def test_images_too_large_are_declined():
+    """A transform longer than the kernels' buffers (256 points) is TiledFft's, not Fft2d's."""
+    assert Fft2d().is_applicable(Problem.conv2d((1, 1, 200, 250), (1, 1, 5, 5), padding=2))
+    assert not Fft2d().is_applicable(Problem.conv2d((1, 1, 200, 300), (1, 1, 5, 5), padding=2))
+
+
+def test_nonfinite_inputs_spoil_only_their_reach(handle):
+    """A NaN in one image's input spoils that image's outputs (of the group) and no other; an
+    inf weight spoils its output channel; everything finite stays right."""
+    problem = Problem.conv2d((3, 4, 10, 11), (4, 2, 5, 5), padding=2, groups=2)
+    host = random_tensors(problem, 3)
+    host["x"][1, 3, 4, 4] = np.nan
+    host["w"][0, 1, 2, 2] = np.inf
+    result, expected = run(handle, Fft2d(), problem, host=host)
+    assert not compare(result, expected, host, problem, Fft2d.tolerance)
+    assert np.isfinite(result[0, 1:]).all() and np.isfinite(result[2, 1:]).all()
+    assert not np.isfinite(result[1, 2:]).all()

@@ -1,0 +1,143 @@
+"""A problem as the kernels' GEMMs: their shapes, backward data's stride phases, backward weights'
+split rule, the workspace, the launch sizes and the WTI."""
+from convsolve import Direction, ceil_div
+
+DIRECTION_CODES = {Direction.FORWARD: 0, Direction.BACKWARD_DATA: 1,
+                   Direction.BACKWARD_WEIGHTS: 2}
+
+# {{{ backward weights' split rule: it reads the problem only, so the workspace does not depend on
+# the config or the device.  A reduction over N * OH * OW splits until the splits hold SPLIT_TILES
+# GEMM tiles of SPLIT_TILE x SPLIT_TILE (enough work-groups for a large GPU; the values the gemm
+# plugin's GemmWrwSplitK measured on the H200), each split at least MIN_SPLIT_DEPTH deep, at most
+# MAX_SPLITS of them, and their partial dw within SPLIT_BUDGET_BYTES.
+SPLIT_TILE = 64
+SPLIT_TILES = 512
+MIN_SPLIT_DEPTH = 256
+MAX_SPLITS = 64
+SPLIT_BUDGET_BYTES = 64 << 20
+# }}}
+
+#: WTI: the fraction of peak a full tile reaches, by direction (README.md: the measurements), times
+#: the fraction of the tile grid that is useful work for the problem, counted in tiles of WTI_TILE
+#: (m, p, j): 32 rows (the CPU's two 16-wide vectors; half a GPU block), 64 columns, 8 deep;
+#: times depth / (depth + WTI_DEPTH), the share of a tile's time spent on its reduction rather
+#: than on writing C (1x1 layers of 64 channels spend half of it on the stores).
+BASE_WTI = {Direction.FORWARD: 0.6, Direction.BACKWARD_DATA: 0.55,
+            Direction.BACKWARD_WEIGHTS: 0.5}
+WTI_TILE = (32, 64, 8)
+WTI_DEPTH = 128
+#: ... and times this for 1x1 convolutions without stride or padding: a plain GEMM, which the gemm
+#: family runs without the gather's index work (measured here at half gemm.Gemm1x1's speed).
+WTI_PLAIN_GEMM = 0.8
+
+
+def useful(size, tile):
+    """The fraction of ``ceil(size / tile)`` tiles that ``size`` fills."""
+    return size / (ceil_div(size, tile) * tile) if size else 1.0
+
+
+def phase(a, stride, dilation, pad, filt, size):
+    """Backward data along one dimension (igemm_common.cl's ig_phase): the dx positions
+    a + i * stride of phase a and the filter taps that reach them, as (extent, taps)."""
+    extent = ceil_div(size - a, stride) if a < size else 0
+    first = next((r for r in range(min(filt, stride)) if (a + pad - r * dilation) % stride == 0),
+                 None)
+    step = next(t for t in range(1, stride + 1) if t * dilation % stride == 0)
+    return extent, 0 if first is None else ceil_div(filt - first, step)
+
+
+def phases(problem):
+    """Backward data's stride phases as (rows, row taps, columns, column taps); one phase (the
+    whole problem) for the other directions."""
+    (sh, sw), (dh, dw) = problem.conv.strides, problem.conv.dilations
+    (pt, _), (pl, _) = problem.conv.pads
+    if problem.direction is not Direction.BACKWARD_DATA:
+        return [(problem.out_h, problem.fil_h, problem.out_w, problem.fil_w)]
+    return [phase(ah, sh, dh, pt, problem.fil_h, problem.in_h)
+            + phase(aw, sw, dw, pl, problem.fil_w, problem.in_w)
+            for ah in range(sh) for aw in range(sw)]
+
+
+def b_along_j(problem):
+    """Whether B is loaded along the reduction (backward weights: pixels of dy and x)."""
+    return problem.direction is Direction.BACKWARD_WEIGHTS
+
+
+def gemm_m(problem):
+    """Rows of C: output channels per group (backward data: input channels per group)."""
+    g = problem.groups
+    return (problem.c if problem.direction is Direction.BACKWARD_DATA else problem.k) // g
+
+
+def gemm_p(problem):
+    """Columns of C in the largest slice: output pixels (backward data: those of the largest
+    phase; backward weights: the filter taps C/G * R * S)."""
+    if problem.direction is Direction.BACKWARD_WEIGHTS:
+        return problem.c // problem.groups * problem.fil_h * problem.fil_w
+    return problem.n * max(rows * cols for rows, _, cols, _ in phases(problem))
+
+
+def tile_width(problem):
+    """What igemm_vector.cl cuts into TP-wide tiles: a row of output pixels (backward data: of the
+    widest phase), or all filter taps for backward weights."""
+    if problem.direction is Direction.BACKWARD_WEIGHTS:
+        return gemm_p(problem)
+    return max(cols for _, _, cols, _ in phases(problem))
+
+
+def vector_tiles(problem, tp):
+    """igemm_vector.cl's tiles of TP columns in the largest slice: TP-wide runs of each row of
+    output pixels (a shorter one ending each row), or of all the filter taps."""
+    width = tile_width(problem)
+    if problem.direction is Direction.BACKWARD_WEIGHTS or not width:
+        return ceil_div(width, tp)
+    return gemm_p(problem) // width * ceil_div(width, tp)
+
+
+def depth(problem):
+    """The reduction of backward weights: N * OH * OW."""
+    return problem.n * problem.out_h * problem.out_w
+
+
+def splits(problem):
+    """How many parts backward weights' reduction is split into (1 for the other directions)."""
+    if problem.direction is not Direction.BACKWARD_WEIGHTS:
+        return 1
+    m, p = gemm_m(problem), gemm_p(problem)
+    tiles = problem.groups * ceil_div(m, SPLIT_TILE) * ceil_div(p, SPLIT_TILE)
+    return max(1, min(MAX_SPLITS, ceil_div(SPLIT_TILES, tiles),
+                      depth(problem) // MIN_SPLIT_DEPTH, SPLIT_BUDGET_BYTES // problem.w.nbytes))
+
+
+def slices(problem):
+    """The launches' third dimension: groups, times phases or splits."""
+    if problem.direction is Direction.BACKWARD_DATA:
+        return problem.groups * problem.conv.strides[0] * problem.conv.strides[1]
+    return problem.groups * splits(problem)
+
+
+def workspace(problem):
+    """Bytes of workspace: backward weights' partial dw when it splits; else none."""
+    count = splits(problem)
+    return count * problem.w.nbytes if count > 1 else 0
+
+
+def wti(problem):
+    """BASE_WTI times the useful share of the tile grid and of the tiles' time (every phase's,
+    for backward data), in (0, 1]."""
+    tm, tp, tj = WTI_TILE
+    m, g = gemm_m(problem), problem.groups
+    other = (problem.k if problem.direction is Direction.BACKWARD_DATA else problem.c) // g
+    work = padded = 0
+    for rows, row_taps, cols, col_taps in phases(problem):
+        if problem.direction is Direction.BACKWARD_WEIGHTS:
+            p, j = gemm_p(problem), ceil_div(depth(problem), splits(problem))
+        else:
+            p, j = problem.n * rows * cols, other * row_taps * col_taps
+        work += m * p * j
+        padded += (m * p * j / (useful(m, tm) * useful(p, tp) * useful(j, tj))
+                   * (j + WTI_DEPTH) / max(j, 1))
+    plain = (problem.fil_h == problem.fil_w == 1 and problem.conv.strides == (1, 1)
+             and problem.conv.pads == ((0, 0), (0, 0)))
+    return (BASE_WTI[problem.direction] * (work / padded if padded else 1.0)
+            * (WTI_PLAIN_GEMM if plain else 1.0))

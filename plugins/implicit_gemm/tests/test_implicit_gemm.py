@@ -1,0 +1,206 @@
+"""convsolve-implicit-gemm: the three solvers against the reference with both kernels, the config
+space and its defaults, the phases of backward data, the split rule and the workspace."""
+import re
+from importlib import resources
+from types import SimpleNamespace
+
+import convsolve
+import numpy as np
+import pyopencl as cl
+import pytest
+from convsolve import Direction, Problem
+from convsolve import Buffers
+from convsolve.testing import check_solver, device_buffers, random_tensors, read_output
+from convsolve_implicit_gemm import configs, plan
+
+SOLVERS = {Direction.FORWARD: "implicit_gemm.Fwd", Direction.BACKWARD_DATA: "implicit_gemm.BwdData",
+           Direction.BACKWARD_WEIGHTS: "implicit_gemm.Wrw"}
+KERNELS = resources.files("convsolve_implicit_gemm") / "kernels"
+
+#: (x, w, stride, padding, dilation, groups): what tiled implicit GEMMs get wrong.
+SWEEP = [
+    ((2, 5, 11, 13), (7, 5, 3, 3), 2, ((1, 0), (2, 1)), 1, 1),      # stride 2, odd sizes, asym.
+    ((1, 4, 12, 10), (6, 2, 3, 2), (2, 3), 1, (2, 3), 2),           # strides, dilation, groups
+    ((3, 3, 9, 17), (70, 3, 5, 1), (3, 1), ((2, 0), (0, 0)), (2, 1), 1),  # M past a 64 tile
+    ((2, 20, 9, 9), (33, 20, 1, 1), 1, 0, 1, 1),                    # 1x1, reduction not k-steps
+    ((2, 6, 8, 8), (6, 1, 3, 3), 1, 1, 1, 6),                       # depthwise
+    ((1, 3, 20, 19), (5, 3, 3, 3), 1, 1, 1, 1),                     # rows end in a short tile
+    ((1, 2, 9, 9), (3, 2, 2, 2), 2, 0, 2, 1),                       # gcd(stride, dilation) > 1
+]
+#: Configs of both kernels that tests build besides the defaults: a GPU block with one buffer, one
+#: whose work-group (128) exceeds its 32 columns, and an AVX2-wide CPU tile with small chunks
+#: (stride 2 stages rows of two float16).
+OTHER_CONFIGS = [
+    {"LOCAL": 1, "BM": 32, "BN": 128, "BK": 8, "TM": 4, "TN": 8, "VW": 4, "DOUBLE_BUF": 0},
+    {"LOCAL": 1, "BM": 64, "BN": 32, "BK": 16, "TM": 4, "TN": 4, "VW": 2, "DOUBLE_BUF": 1},
+    {"LOCAL": 0, "VW": 8, "VK": 1, "TP": 12, "MR": 16, "JB": 32},
+]
+
+
+def sweep(direction):
+    return [Problem.conv2d(*shape, direction=direction) for shape in SWEEP]
+
+
+def solver(direction):
+    return convsolve.registry().get(SOLVERS[direction])
+
+
+def fake_device(keys_name, width, gpu=False, units=2, local=1 << 20, group=4096):
+    """A device that convsolve.tuning reads as ``keys_name`` of the given vector width."""
+    return SimpleNamespace(name=keys_name, version="OpenCL 3.0", vendor="NVIDIA" if gpu else "X",
+                           type=cl.device_type.GPU if gpu else cl.device_type.CPU,
+                           native_vector_width_float=width, max_compute_units=units,
+                           local_mem_size=local, max_work_group_size=group)
+
+
+def run(handle, problem, config):
+    """The solver's output for ``problem`` built with ``config`` (random inputs, seed 1)."""
+    s = solver(problem.direction)
+    host = random_tensors(problem, 1)
+    buffers = device_buffers(handle, host)
+    size = s.workspace(problem)
+    scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, size) if size else None
+    invoker = s.build_invoker(problem, handle, configs.complete(config))
+    cl.wait_for_events(invoker(Buffers(**buffers), scratch))
+    return read_output(handle, problem, buffers)
+
+
+@pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
+def test_conformance_on_the_standard_set(handle, direction):
+    """Each solver passes check_solver with its default config (the CPU kernel on PoCL)."""
+    assert check_solver(solver(direction), handle, configs=0) == 12
+
+
+@pytest.mark.parametrize("config", OTHER_CONFIGS, ids=["local-1buf", "local-2buf", "vector8"])
+@pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
+def test_sweep_with_both_kernels(handle, monkeypatch, direction, config):
+    """The GPU kernel (local memory, on PoCL) and a CPU config other than the default pass
+    check_solver on odd strides, dilations, groups, asymmetric padding and tile edges."""
+    monkeypatch.setattr(configs, "default", lambda problem, device: configs.complete(config))
+    assert check_solver(solver(direction), handle, sweep(direction), configs=0) == len(SWEEP)
+
+
+def test_a_nonfinite_weight_in_backward_data_takes_the_exact_path(handle):
+    """Backward data of a strided problem with an inf weight: NaN and inf land where the
+    reference has them with both kernels (zeros standing for dy's border would give 0 * inf)."""
+    problem = Problem.conv2d((1, 3, 9, 8), (4, 3, 3, 3), stride=2, padding=1, direction="bwd")
+    host = random_tensors(problem, 2)
+    host["w"].flat[5] = np.inf
+    expected = convsolve.reference.compute(problem, **host)
+    for config in (OTHER_CONFIGS[0], configs.default(problem, handle.device)):
+        buffers = device_buffers(handle, host)
+        s = solver(problem.direction)
+        invoker = s.build_invoker(problem, handle, configs.complete(config))
+        cl.wait_for_events(invoker(Buffers(**buffers), None))
+        result = read_output(handle, problem, buffers)
+        assert np.array_equal(np.isnan(result), np.isnan(expected))
+        assert np.array_equal(np.isinf(result), np.isinf(expected))
+
+
+def test_split_backward_weights_is_exact_and_repeatable(handle, monkeypatch):
+    """A reduction split 5 ways (uneven parts) fills exactly its workspace and gives
+    bit-identical dw on every run."""
+    monkeypatch.setattr(plan, "MIN_SPLIT_DEPTH", 40)
+    problem = Problem.conv2d((3, 4, 11, 9), (5, 4, 3, 3), padding=1, direction="wrw")
+    assert plan.splits(problem) == 7 and plan.depth(problem) % 7
+    assert solver(problem.direction).workspace(problem) == 7 * problem.w.nbytes
+    assert check_solver(solver(problem.direction), handle, [problem], configs=0) == 1
+    first = run(handle, problem, OTHER_CONFIGS[1])
+    assert np.array_equal(first, run(handle, problem, OTHER_CONFIGS[1]))
+
+
+def test_workspace():
+    """Forward and backward data need none; backward weights one partial dw per split."""
+    big = Problem.conv2d((32, 64, 56, 56), (64, 64, 3, 3), padding=1)
+    for direction in (Direction.FORWARD, Direction.BACKWARD_DATA):
+        assert solver(direction).workspace(big.with_direction(direction)) == 0
+    wrw = big.with_direction("wrw")     # dw is 1 x 9 tiles of 64 x 64: 57 splits make 512 tiles
+    assert plan.splits(wrw) == 57
+    assert solver(Direction.BACKWARD_WEIGHTS).workspace(wrw) == 57 * 64 * 64 * 9 * 4
+    deep = Problem.conv2d((8, 512, 7, 7), (2048, 512, 1, 1), direction="wrw")
+    assert plan.splits(deep) == 1 and solver(Direction.BACKWARD_WEIGHTS).workspace(deep) == 0
+
+
+@pytest.mark.parametrize("stride, dilation, pad, filt, size",
+                         [(2, 1, 1, 3, 9), (3, 2, 2, 5, 11), (2, 2, 0, 3, 7), (1, 3, 4, 3, 6)])
+def test_phases_cover_every_tap_once(stride, dilation, pad, filt, size):
+    """Each dx position of each phase receives exactly the taps whose dy position is a whole
+    number, as the brute force finds them."""
+    covered = 0
+    for a in range(stride):
+        extent, taps = plan.phase(a, stride, dilation, pad, filt, size)
+        rows = range(a, size, stride)
+        assert extent == len(rows)
+        for h in rows:
+            brute = [r for r in range(filt) if (h + pad - r * dilation) % stride == 0]
+            assert len(brute) == taps
+            covered += len(brute)
+    assert covered == sum(1 for h in range(size) for r in range(filt)
+                          if (h + pad - r * dilation) % stride == 0)
+
+
+def test_config_space_and_device_defaults():
+    """The space is modest and each kernel's tunables are pinned in the other's configs; an
+    AVX-512 CPU gets 16-wide vectors, an AVX2 CPU 8-wide ones, an NVIDIA GPU the local kernel
+    with 128-row blocks where M fills them and smaller blocks where the grid would be thin."""
+    space = configs.space()
+    all_configs = list(space)
+    assert 100 <= len(all_configs) <= 400
+    assert all(c["LOCAL"] or c["VK"] * c["TP"] <= 24 for c in all_configs)
+    layer = Problem.conv2d((8, 256, 28, 28), (256, 256, 3, 3), padding=1)
+    avx512 = configs.default(layer, fake_device("x", 16))
+    avx2 = configs.default(layer, fake_device("x", 8))
+    assert (avx512["LOCAL"], avx512["VW"], avx2["VW"]) == (0, 16, 8)
+    assert avx512 in space and avx2 in space
+    h200 = fake_device("NVIDIA H200", 1, gpu=True, units=132, local=48 << 10, group=1024)
+    big = configs.default(Problem.conv2d((32, 256, 56, 56), (256, 256, 3, 3), padding=1), h200)
+    assert (big["LOCAL"], big["BM"], big["BN"]) == (1, 128, 128)
+    small = configs.default(Problem.conv2d((32, 512, 7, 7), (512, 512, 3, 3), padding=1), h200)
+    assert (small["BM"], small["BN"]) == (64, 64) and small in space
+    thin = fake_device("tiny", 1, gpu=True, local=8 << 10, group=128)
+    assert configs.default(layer, thin) == configs.complete(configs.SMALLEST_LOCAL)
+    assert configs.refusals(layer, big, thin)
+
+
+def test_kernel_defaults_equal_the_default_configs():
+    """Each .cl file's #ifndef tunables equal a default parameter set: the GPU kernel the "gpu"
+    class's, the CPU kernel the "cpu/vector16" class's before the register tile is fitted."""
+    for name, table, keys in (("igemm_local.cl", "gpu", configs.LOCAL_PARAMS),
+                              ("igemm_vector.cl", "cpu/vector16", configs.VECTOR_PARAMS)):
+        source = (KERNELS / name).read_text()
+        found = dict(re.findall(r"#ifndef (\w+)\n#define \1 (\d+)", source))
+        assert {k: int(found[k]) for k in keys} == {k: configs.DEFAULTS[table][k] for k in keys}
+
+
+def test_wti_follows_tile_efficiency():
+    """WTI is in (0, 1], highest for dense layers that fill the tiles, low for depthwise."""
+    dense = Problem.conv2d((8, 64, 56, 56), (64, 64, 3, 3), padding=1)
+    depthwise = Problem.conv2d((8, 64, 56, 56), (64, 1, 3, 3), padding=1, groups=64)
+    for direction in Direction:
+        s = solver(direction)
+        high, low = s.get_wti(dense.with_direction(direction)), s.get_wti(
+            depthwise.with_direction(direction))
+        assert 0 < low < high / 10 < high <= 1
+
+
+def test_find_benchmarks_it_in_the_default_mode(handle, monkeypatch):
+    """Dynamic, workspace-free and applicable to a 3x3 layer: the default find mode benchmarks
+    implicit_gemm.Fwd beside the gemm family and ranks it by its time."""
+    for family in ("WINOGRAD", "DIRECT", "FFT"):
+        monkeypatch.setenv(f"CONVSOLVE_DEBUG_CONV_{family}", "0")
+    problem = Problem.conv2d((1, 32, 28, 28), (32, 32, 3, 3), padding=1)
+    found = convsolve.find(handle, problem, **device_buffers(handle, random_tensors(problem, 0)))
+    ours = [s for s in found if s.solver == "implicit_gemm.Fwd"]
+    assert ours and ours[0].source == "benchmark" and ours[0].workspace == 0
+    assert [s.time_ms for s in found] == sorted(s.time_ms for s in found)
+
+
+@pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
+def test_both_kernels_give_the_same_bits(handle, direction):
+    """The GPU kernel and two CPU configs sum the same products in the same order: their
+    outputs are bit-identical (a strided, padded problem)."""
+    problem = Problem.conv2d((2, 6, 9, 11), (7, 6, 3, 3), stride=(2, 1), padding=1,
+                             direction=direction)
+    first = run(handle, problem, OTHER_CONFIGS[0])
+    for config in (OTHER_CONFIGS[2], configs.default(problem, handle.device)):
+        assert np.array_equal(run(handle, problem, config), first)

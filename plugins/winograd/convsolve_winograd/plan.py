@@ -1,0 +1,283 @@
+"""A Winograd convolution as kernel launches: tile geometry, chunks, workspace layout, invokers."""
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+import pyopencl as cl
+from convsolve import Direction, ceil_div, round_up
+
+KERNELS = resources.files(__package__) / "kernels"
+
+#: Transformed rows are `pitch` elements apart: the chunk's tiles rounded up to this (every GEMM
+#: panel width TN in the config space divides it, so the GEMM never reads past a row and the
+#: workspace does not depend on the config), plus ROW_SKEW.
+TILE_ALIGN = 32
+#: Extra elements per transformed row: rows then start an odd number of 64-byte lines apart and
+#: spread over the L1 sets (a pitch of a multiple of 4 KiB would put every row in one set).
+ROW_SKEW = 16
+#: Rows per panel of the transformed filter U (UPACK in the kernels): the GEMM's TM divides it.
+U_PANEL = 16
+#: Bytes the per-tile buffers of one chunk may take (transformed input and output, or for
+#: backward-weights transformed x and dy); the batch is processed in chunks of as many whole tile
+#: rows as fit (at least one), so the workspace stays bounded whatever the batch.  8 MiB holds
+#: about one ResNet-50 image of a 56x56 layer, so a chunk's data stays in the CPU's caches
+#: between the transform, GEMM and output stages.
+CHUNK_BYTES = 8 << 20
+FLOAT = 4
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The stride-1 correlation a problem is computed as, in the transform's terms.
+
+    Forward and backward-data are  out[n][g * rows + row] = sum_d in[n][g * depth + d] (*) f,
+    over `tiles_h x tiles_w` output tiles of m x m per image; backward-weights correlates x with
+    dy over the tiles of dy.
+    """
+
+    m: int
+    direction: Direction
+    rows: int          # GEMM rows per group: output channels of the correlation
+    depth: int         # GEMM reduction per group: input channels (forward, backward-data)
+    groups: int
+    in_shape: tuple    # (channels, height, width) of the tensor the input transform reads
+    out_shape: tuple   # (channels, height, width) of the tensor the output transform writes
+    pads: tuple        # (top, left) of the correlation; negative crops
+    tiles_h: int
+    tiles_w: int
+    batch: int
+
+    @property
+    def alpha(self):
+        return self.m + 2
+
+    @property
+    def positions(self):
+        return self.alpha ** 2
+
+    @property
+    def tiles(self):
+        """Tiles of the whole batch."""
+        return self.batch * self.tiles_h * self.tiles_w
+
+    @property
+    def read_limits(self):
+        """Rows and columns of the input tensor the valid outputs read: from -pad on, up to
+        out + 2 - pad (at most the tensor's); the transforms read the rest as zero."""
+        (_, h, w), (_, ho, wo), (pt, pl) = self.in_shape, self.out_shape, self.pads
+        return min(h, ho + 2 - pt), min(w, wo + 2 - pl)
+
+    @property
+    def wrw(self):
+        return self.direction is Direction.BACKWARD_WEIGHTS
+
+    @property
+    def cg_pad(self):
+        """Backward-weights: input channels per group rounded up to TILE_ALIGN, the row length
+        of a group in the tile-major transformed x and in the weight-gradient sum S."""
+        return round_up(self.depth, TILE_ALIGN)
+
+    @property
+    def x_row(self):
+        """Backward-weights: elements per tile of the tile-major transformed x."""
+        return self.groups * self.cg_pad + ROW_SKEW
+
+    @property
+    def tile_bytes(self):
+        """Workspace bytes one tile takes in a chunk: its transformed input and output (or x
+        and dy)."""
+        width = self.x_row if self.wrw else self.in_shape[0]
+        return self.positions * (width + self.out_shape[0]) * FLOAT
+
+    @property
+    def chunk_rows(self):
+        """Tile rows per chunk: the batch's tile rows in as few chunks as CHUNK_BYTES allows
+        (at least one row each), spread evenly over them."""
+        total = self.batch * self.tiles_h
+        fit = max(1, CHUNK_BYTES // (self.tile_bytes * self.tiles_w))
+        return ceil_div(total, ceil_div(total, fit))
+
+    @property
+    def pitch(self):
+        """Elements between two transformed rows (TILE_ALIGN, ROW_SKEW)."""
+        return round_up(self.chunk_rows * self.tiles_w, TILE_ALIGN) + ROW_SKEW
+
+    @property
+    def position_floats(self):
+        """Elements of one transform position of the part that does not grow with the chunk:
+        the transformed filter U (forward, backward-data; rows padded to panels of U_PANEL) or
+        the transformed weight-gradient sum S (backward-weights)."""
+        if self.wrw:
+            return self.groups * self.rows * self.cg_pad
+        return self.groups * round_up(self.rows, U_PANEL) * self.depth
+
+    @property
+    def plane(self):
+        """Elements between two positions of that part: a position's, plus ROW_SKEW."""
+        return self.position_floats + ROW_SKEW
+
+    @property
+    def fixed_floats(self):
+        """Floats of that part, up to the end of its last position."""
+        return (self.positions - 1) * self.plane + self.position_floats
+
+    @property
+    def row_count(self):
+        """Transformed rows of a chunk: the input's channels, then the output's, per position."""
+        return self.positions * (self.in_shape[0] + self.out_shape[0])
+
+    def workspace(self):
+        """Exact workspace bytes.  Forward and backward-data: a chunk's transformed input and
+        output rows, then U (last, so that whole-vector reads past a row's tiles stay inside
+        the workspace).  Backward-weights: S, the chunk's tile-major x, then its transformed dy
+        rows, the last one ending at the chunk's last tile."""
+        if self.wrw:
+            tiles = self.chunk_rows * self.tiles_w
+            return (self.fixed_floats + self.positions * tiles * self.x_row
+                    + (self.positions * self.out_shape[0] - 1) * self.pitch + tiles) * FLOAT
+        return (self.row_count * self.pitch + self.fixed_floats) * FLOAT
+
+    def chunks(self):
+        """(first tile row, tile rows) of each chunk, in order."""
+        total, step = self.batch * self.tiles_h, self.chunk_rows
+        return [(r0, min(step, total - r0)) for r0 in range(0, total, step)]
+
+
+def geometry(problem, m):
+    """The Geometry of ``problem`` computed with F(m x m, 3 x 3)."""
+    (pt, _), (pl, _) = problem.conv.pads
+    n, c, h, w = problem.x.shape
+    k, oh, ow, g = problem.k, problem.out_h, problem.out_w, problem.groups
+    tiles = (ceil_div(oh, m), ceil_div(ow, m))
+    if problem.direction is Direction.BACKWARD_DATA:   # dy (*) rotated, transposed filter
+        return Geometry(m, problem.direction, c // g, k // g, g, (k, oh, ow), (c, h, w),
+                        (2 - pt, 2 - pl), ceil_div(h, m), ceil_div(w, m), n)
+    if problem.direction is Direction.FORWARD:
+        return Geometry(m, problem.direction, k // g, c // g, g, (c, h, w), (k, oh, ow),
+                        (pt, pl), *tiles, n)
+    # backward-weights: S[k][c] per group and position; x tiles in, dy tiles "out" (read)
+    return Geometry(m, problem.direction, k // g, c // g, g, (c, h, w), (k, oh, ow),
+                    (pt, pl), *tiles, n)
+
+
+def fits_int32(geo):
+    """Whether every element index the kernels form in int stays below 2**31 (size_t is used
+    for buffer offsets, int for tile, channel and pixel counts)."""
+    limit = 2 ** 31 - 1
+    return geo.tiles + geo.pitch <= limit and geo.workspace() // FLOAT <= limit
+
+
+# {{{ invokers
+
+#: Work-items per work-group of the GEMMs on CPUs: one, so that PoCL's threads share out heavy
+#: work-items evenly (groups of 16 left a thread idle at the end of small launches).
+CPU_GEMM_GROUP = 1
+
+
+def _launch(queue, kernel, items, local):
+    """Enqueue a 1-D range of at least ``items`` work-items in groups of ``local``."""
+    return cl.enqueue_nd_range_kernel(queue, kernel, (round_up(max(items, 1), local),), (local,))
+
+
+def _i32(*values):
+    return [np.int32(v) for v in values]
+
+
+#: WINO_KERNEL of each kernel of wino_data.cl: built one at a time (a build of the whole file
+#: costs PoCL seconds for m = 6).
+DATA_KERNELS = {"wino_input": 1, "wino_grad": 2, "wino_output": 3, "wino_filter": 4,
+                "wino_filter_out": 5}
+
+
+def _data_kernel(handle, name, m, lanes):
+    """A kernel of wino_data.cl for F(m, 3) with ``lanes`` tiles (or filters) per work-item."""
+    return handle.build(KERNELS / "wino_data.cl", name,
+                        {"WINO_M": m, "TT": lanes, "WINO_KERNEL": DATA_KERNELS[name]})
+
+
+def build(problem, handle, m, config):
+    """The invoker of ``problem`` with F(m x m, 3 x 3) and ``config``."""
+    geo = geometry(problem, m)
+    local = config["WG"]
+    gemm_local = local if handle.is_gpu else CPU_GEMM_GROUP
+    if geo.direction is Direction.BACKWARD_WEIGHTS:
+        return _build_wrw(geo, handle, config, local, gemm_local)
+    lanes = config["VW"]     # filters per work-item: the GEMM's vector width
+    filt = _data_kernel(handle, "wino_filter", m, lanes)
+    inp = _data_kernel(handle, "wino_input", m, config["TT"])
+    out = _data_kernel(handle, "wino_output", m, config["TT"])
+    gemm = handle.build(KERNELS / "wino_gemm.cl", "wino_gemm",
+                        {"WINO_KERNEL": 1, **{k: config[k] for k in ("TM", "VW", "NV", "MR")}})
+    tn, tt = config["VW"] * config["NV"], config["TT"]
+    row_groups = ceil_div(geo.rows, config["TM"] * config["MR"])
+    (ci, hi, wi), (co, ho, wo) = geo.in_shape, geo.out_shape
+    v, mm, u = 0, geo.positions * ci * geo.pitch, geo.row_count * geo.pitch
+    flip = int(geo.direction is Direction.BACKWARD_DATA)
+    runs = ceil_div(geo.tiles_w, tt)
+    queue = handle.queue
+
+    def invoker(buffers, scratch):
+        src, w, dst = ((buffers.y, buffers.w, buffers.x) if flip
+                       else (buffers.x, buffers.w, buffers.y))
+        filt.set_args(w, scratch, *_i32(u, geo.plane, geo.rows, geo.depth, geo.groups, flip))
+        events = [_launch(queue, filt, round_up(geo.rows, U_PANEL) // lanes * geo.depth
+                          * geo.groups, local)]
+        for r0, rows in geo.chunks():
+            tiles = rows * geo.tiles_w
+            inp.set_args(src, scratch, *_i32(v, geo.batch, ci, hi, wi, *geo.read_limits,
+                                             *geo.pads, geo.tiles_h, geo.tiles_w, r0, rows,
+                                             geo.pitch, 0, 1, 1))
+            events.append(_launch(queue, inp, runs * rows * ci, local))
+            gemm.set_args(scratch, np.int32(u), np.int32(geo.plane), scratch, np.int32(v), scratch,
+                          *_i32(mm, geo.rows, geo.depth, geo.groups, tiles, geo.pitch,
+                                geo.positions))
+            events.append(_launch(queue, gemm, ceil_div(tiles, tn) * row_groups * geo.positions
+                                  * geo.groups, gemm_local))
+            out.set_args(scratch, np.int32(mm), dst,
+                         *_i32(co, ho, wo, geo.tiles_h, geo.tiles_w, r0, rows, geo.pitch))
+            events.append(_launch(queue, out, runs * rows * co, local))
+        return events
+    return invoker
+
+
+def _build_wrw(geo, handle, config, local, gemm_local):
+    """Backward-weights: S = sum over chunks of E X per position and group, then G^T S G."""
+    grad = _data_kernel(handle, "wino_grad", geo.m, config["TT"])
+    inp = _data_kernel(handle, "wino_input", geo.m, config["TT"])
+    gemm = handle.build(KERNELS / "wino_gemm.cl", "wino_gemm_wrw",
+                        {"WINO_KERNEL": 2, **{k: config[k] for k in ("TM", "VW", "NV", "MR")}})
+    lanes = config["VW"]     # filters per work-item: the GEMM's vector width
+    final = _data_kernel(handle, "wino_filter_out", geo.m, lanes)
+    (c, h, w), (k, oh, ow) = geo.in_shape, geo.out_shape
+    chunk = geo.chunk_rows * geo.tiles_w
+    xt, et = geo.fixed_floats, geo.fixed_floats + geo.positions * chunk * geo.x_row
+    tn = config["VW"] * config["NV"]
+    blocks = ceil_div(geo.depth, tn) * ceil_div(geo.rows, config["TM"] * config["MR"])
+    runs = ceil_div(geo.tiles_w, config["TT"])
+    queue = handle.queue
+
+    def invoker(buffers, scratch):
+        events = []
+        for index, (r0, rows) in enumerate(geo.chunks()):
+            tiles = rows * geo.tiles_w
+            inp.set_args(buffers.x, scratch, *_i32(xt, geo.batch, c, h, w, *geo.read_limits,
+                                                   *geo.pads, geo.tiles_h, geo.tiles_w, r0,
+                                                   rows, geo.pitch, geo.x_row, geo.depth,
+                                                   geo.cg_pad))
+            events.append(_launch(queue, inp, runs * rows * c, local))
+            grad.set_args(buffers.y, scratch, *_i32(et, geo.batch, k, oh, ow, geo.tiles_h,
+                                                    geo.tiles_w, r0, rows, geo.pitch))
+            events.append(_launch(queue, grad, runs * rows * k, local))
+            gemm.set_args(scratch, *_i32(et, geo.pitch), scratch,
+                          *_i32(xt, geo.x_row, tiles * geo.x_row), scratch,
+                          *_i32(0, geo.plane, geo.rows, geo.depth, geo.cg_pad, geo.groups,
+                                tiles, geo.positions, int(index > 0)))
+            events.append(_launch(queue, gemm, blocks * geo.positions * geo.groups,
+                                  gemm_local))
+        final.set_args(scratch, *_i32(0, geo.plane), buffers.w,
+                       *_i32(k, geo.depth, geo.cg_pad))
+        events.append(_launch(queue, final, k * ceil_div(geo.depth, lanes), local))
+        return events
+    return invoker
+
+# }}}

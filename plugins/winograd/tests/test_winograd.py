@@ -1,0 +1,281 @@
+"""convsolve-winograd: the solvers against the reference in every direction, chunks, workspace,
+configs, numerics and the tile-local non-finite behaviour."""
+import functools
+import random
+
+import convsolve
+import numpy as np
+import pyopencl as cl
+import pytest
+from convsolve import Direction, Problem, testing
+from convsolve.testing import check_solver, device_buffers, random_tensors, read_output
+from convsolve_winograd import F2x3, F4x3, F6x3, convsolve_solvers, plan, winograd_solver
+
+SOLVERS = [F2x3(), F4x3(), F6x3()]
+IDS = [s.name for s in SOLVERS]
+
+
+# {{{ the tile-local non-finite semantics (README.md, "Non-finite values")
+
+def may_be_nonfinite(problem, m, expected, weights):
+    """Output elements a Winograd solver may leave non-finite where the reference leaves
+    ``expected``: the whole m x m output tile (aligned to the output's origin; backward-weights:
+    the whole 3 x 3 filter) of each non-finite element of the reference, in the same image and
+    channel; and for backward-data the whole input channel of a non-finite weight (the reference
+    multiplies a weight by real dy only, the rotated-filter correlation by dy's zero padding
+    too).  The rule needs only the tile size, so the core could check it for any solver that
+    declares one (README.md, "Non-finite values")."""
+    bad = ~np.isfinite(expected)
+    if problem.direction is Direction.BACKWARD_WEIGHTS:
+        return np.broadcast_to(bad.any(axis=(2, 3), keepdims=True), bad.shape)
+    if problem.direction is Direction.BACKWARD_DATA:
+        bad_w = ~np.isfinite(weights).all(axis=(2, 3))                      # (K, C/G)
+        cg, kg = problem.c // problem.groups, problem.k // problem.groups
+        for k, c in zip(*np.nonzero(bad_w)):
+            bad[:, (k // kg) * cg + c] = True
+    n, c, h, w = bad.shape
+    th, tw = -(-h // m), -(-w // m)
+    grid = np.zeros((n, c, th * m, tw * m), bool)
+    grid[:, :, :h, :w] = bad
+    tiles = grid.reshape(n, c, th, m, tw, m).any(axis=(3, 5), keepdims=True)
+    return np.broadcast_to(tiles, (n, c, th, m, tw, m)).reshape(n, c, th * m, tw * m)[
+        :, :, :h, :w]
+
+
+def tile_local_check(handle, problem, invoker, host, scratch, tolerance, where="", mode=None, *,
+                     m):
+    """check_solver's non-finite check under the tile-local semantics: with an inf and a NaN
+    planted (where check_solver plants them), the output is non-finite wherever the reference's
+    is, non-finite nowhere outside the tiles of those (may_be_nonfinite), and the finite rest
+    is within tolerance."""
+    planted = {name: array.copy() for name, array in host.items()}
+    for name, index, value in testing._PLANTED[problem.direction]:
+        if planted[name].size:
+            planted[name].flat[index] = value
+    buffers = device_buffers(handle, planted)
+    cl.wait_for_events(invoker(convsolve.Buffers(**buffers), scratch))
+    result = read_output(handle, problem, buffers)
+    with np.errstate(invalid="ignore"):
+        expected = convsolve.reference.compute(problem, **planted)
+    ours, theirs = ~np.isfinite(result), ~np.isfinite(expected)
+    may = may_be_nonfinite(problem, m, expected, planted["w"])
+    failures = []
+    if (theirs & ~ours).any():
+        failures.append(f"{where or problem.key()}: {int((theirs & ~ours).sum())} outputs "
+                        "finite where the reference's are not")
+    if (ours & ~may).any():
+        failures.append(f"{where or problem.key()}: {int((ours & ~may).sum())} non-finite "
+                        "outputs outside the tiles of the reference's non-finite outputs")
+    finite = ~ours & ~theirs
+    if finite.any() and not testing.relative_error(result[finite], expected[finite]) < tolerance:
+        failures.append(f"{where or problem.key()}: finite outputs off")
+    return failures
+
+
+@pytest.fixture
+def tile_local(monkeypatch):
+    """check_solver with the tile-local non-finite check for solvers of tile size m."""
+    def check(solver, handle, problems=None, **kwargs):
+        monkeypatch.setattr(testing, "_check_nonfinite",
+                            functools.partial(tile_local_check, m=solver.m))
+        return check_solver(solver, handle, problems, isolate=False, sanitize=False, **kwargs)
+    return check
+
+# }}}
+
+
+def _sweep(directions=tuple(Direction)):
+    """Odd, non-square and tile-unaligned sizes, pads 0-3 (asymmetric, and larger than the
+    filter: negative correlation pads), groups, batch 1 and 3, channels not multiples of any
+    vector width, an image wider than a 16-lane run."""
+    shapes = [((1, 3, 5, 7), (2, 3, 3, 3), 0, 1), ((3, 5, 11, 9), (7, 5, 3, 3), 1, 1),
+              ((2, 6, 13, 19), (9, 2, 3, 3), ((2, 0), (1, 3)), 3),
+              ((1, 4, 7, 6), (5, 4, 3, 3), ((3, 2), (0, 3)), 1),
+              ((2, 9, 6, 37), (6, 9, 3, 3), 2, 1), ((1, 8, 9, 9), (16, 2, 3, 3), 1, 4),
+              ((2, 4, 7, 8), (8, 1, 3, 3), 1, 4)]                  # one input channel a group
+    return [Problem.conv2d(x, w, padding=pad, groups=g, direction=d)
+            for d in directions for x, w, pad, g in shapes]
+
+
+@pytest.mark.parametrize("solver", SOLVERS, ids=IDS)
+def test_conformance_on_the_standard_set(handle, tile_local, solver):
+    """check_solver (tile-local non-finite check) on the standard set and the sweep, with the
+    default config and random ones from the space."""
+    assert tile_local(solver, handle, testing.standard_problems() + _sweep(), configs=1) >= 20
+
+
+@pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
+def test_chunks_of_tile_rows(handle, tile_local, monkeypatch, direction):
+    """With a budget of two tile rows, a batch runs in chunks of 2, 2, ... rows (the last one
+    shorter, chunks crossing images), correctly and within its exact workspace."""
+    problem = Problem.conv2d((3, 5, 10, 10), (6, 5, 3, 3), padding=((1, 0), (2, 1)),
+                             direction=direction)
+    geo = plan.geometry(problem, 4)
+    monkeypatch.setattr(plan, "CHUNK_BYTES", 2 * geo.tile_bytes * geo.tiles_w + 1)
+    assert geo.chunk_rows == 2 and len(geo.chunks()) == 5           # 9 tile rows: 2,2,2,2,1
+    assert tile_local(F4x3(), handle, [problem], configs=1) == 1
+
+
+def test_workspace_is_exact_and_bounded():
+    """Transformed rows of one chunk (pitch = its tiles rounded up to 32, plus 16), then the
+    transformed filter (or weight-gradient sum); a large batch stays within the chunk budget."""
+    problem = Problem.conv2d((8, 64, 56, 56), (64, 64, 3, 3), padding=1)
+    geo = plan.geometry(problem, 4)
+    assert (geo.tiles_h, geo.tiles_w, geo.tile_bytes) == (14, 14, 36 * 128 * 4)
+    fit = plan.CHUNK_BYTES // (36 * 128 * 4 * 14)          # tile rows a chunk may hold
+    rows = -(-112 // -(-112 // fit))                          # 112 tile rows in even chunks
+    pitch = -(-rows * 14 // 32) * 32 + 16
+    u_plane = 64 * 64 + 16                                    # U: 64 rows (4 panels of 16)
+    assert F4x3().workspace(problem) == (36 * 128 * pitch + 35 * u_plane + 64 * 64) * 4
+    huge = Problem.conv2d((4096, 64, 56, 56), (64, 64, 3, 3), padding=1)
+    geo = plan.geometry(huge, 4)
+    assert geo.chunk_rows * geo.tiles_w * geo.tile_bytes <= plan.CHUNK_BYTES
+    slack = 36 * 128 * (32 + 16) * 4                          # row padding and skew
+    assert F4x3().workspace(huge) <= plan.CHUNK_BYTES + geo.fixed_floats * 4 + slack
+    # backward-weights, 2 groups: S (4 rows of 32 per position), tile-major x (32 tiles of
+    # 2 x 32 + 16), then dy's transformed rows (pitch 48), the last ending at tile 32
+    wrw = Problem.conv2d((2, 6, 8, 8), (4, 3, 3, 3), padding=1, groups=2, direction="wrw")
+    assert F2x3().workspace(wrw) == (15 * (4 * 32 + 16) + 4 * 32 + 16 * 32 * 80
+                                     + (16 * 4 - 1) * 48 + 32) * 4
+
+
+def test_applicability():
+    """3x3, stride 1, dilation 1, float32, any padding and groups; depthwise declined."""
+    base = {"x_shape": (1, 4, 8, 8), "w_shape": (4, 4, 3, 3), "padding": 1}
+    for solver in SOLVERS:
+        assert solver.is_applicable(Problem.conv2d(**base))
+        assert solver.is_applicable(Problem.conv2d(**{**base, "padding": ((0, 3), (2, 0))}))
+        assert solver.is_applicable(Problem.conv2d((1, 4, 8, 8), (6, 2, 3, 3), groups=2))
+        assert not solver.is_applicable(Problem.conv2d(**base, stride=2))
+        assert not solver.is_applicable(Problem.conv2d(**base, dilation=2))
+        assert not solver.is_applicable(Problem.conv2d((1, 4, 8, 8), (4, 4, 5, 5)))
+        assert not solver.is_applicable(Problem.conv2d((1, 4, 8, 8), (4, 4, 3, 1)))
+        assert not solver.is_applicable(Problem.conv2d((1, 4, 8, 8), (4, 1, 3, 3), groups=4))
+        assert not solver.is_applicable(Problem.conv2d((0, 4, 8, 8), (4, 4, 3, 3)))
+        assert 0 < solver.get_wti(Problem.conv2d(**base)) <= 1
+
+
+@pytest.mark.parametrize("key", ["cpu/vector16", "cpu", "gpu"])
+def test_device_defaults_lie_in_the_space(handle, monkeypatch, key):
+    """Each device class's default config is in the space of each direction and passes the
+    solver's own check; AVX-512 gets 16-wide vectors and AVX2 8-wide ones, untuned."""
+    from convsolve import tuning
+    keys = ("some device", f"{key.split('/')[0]}/arch", key, key.split("/")[0], "*")
+    monkeypatch.setattr(tuning, "device_keys", lambda device: keys)
+    space = convsolve.ConfigSpace(winograd_solver.SPACES[key.split("/")[0]],
+                                  winograd_solver.CONSTRAINTS)
+    for direction in Direction:
+        problem = Problem.conv2d((2, 32, 56, 56), (32, 32, 3, 3), padding=1,
+                                 direction=direction)
+        config = F4x3().default_config(problem, handle)
+        assert space.refusal(config) is None, (direction, config)
+        assert config["VW"] == {"cpu/vector16": 16, "cpu": 8, "gpu": 1}[key]
+    small = Problem.conv2d((2, 32, 7, 7), (32, 32, 3, 3), padding=1)
+    assert F4x3().default_config(small, handle)["TT"] <= 4       # 2 tiles per tile row
+
+
+def test_avx512_defaults_equal_the_kernels_defaults():
+    """DEFAULTS['cpu/vector16'] is what the .cl files compile to on their own (their #ifndef
+    defaults), WG aside (a launch parameter)."""
+    import re
+    from pathlib import Path
+    kernels = Path(plan.KERNELS)
+    text = (kernels / "wino_gemm.cl").read_text() + (kernels / "wino_data.cl").read_text()
+    found = dict(re.findall(r"#ifndef (\w+)\n#define \1 (\d+)", text))
+    for name, value in winograd_solver.DEFAULTS["cpu/vector16"].items():
+        if name != "WG":
+            assert int(found[name]) == value, name
+
+
+def test_config_space_is_modest_and_consistent(handle):
+    """Tens to hundreds of configs, each within the register, lane and panel limits."""
+    problem = Problem.conv2d((1, 4, 8, 8), (4, 4, 3, 3))
+    configs = list(F2x3().config_space(problem, handle))
+    assert 20 <= len(configs) <= 600, len(configs)
+    for config in configs:
+        tn = config["VW"] * config["NV"]
+        assert plan.TILE_ALIGN % tn == 0 and tn % config["TT"] == 0
+        assert config["TM"] * config["NV"] <= 24 and plan.U_PANEL % config["TM"] == 0
+
+
+@pytest.mark.parametrize("solver", SOLVERS, ids=IDS)
+def test_error_within_tolerance_on_large_and_positive_inputs(handle, solver):
+    """The declared tolerance holds for inputs of large magnitude (1e4) and for all-positive
+    inputs (ReLU activations), in every direction, on a layer 64 channels deep."""
+    rng = np.random.default_rng(1)
+    for direction in Direction:
+        problem = Problem.conv2d((2, 64, 14, 14), (64, 64, 3, 3), padding=1,
+                                 direction=direction)
+        invoker = solver.build_invoker(problem, handle, solver.default_config(problem, handle))
+        scratch = handle.scratch(solver.workspace(problem))
+        for scale, low in ((1e4, -1.0), (1.0, 0.0)):
+            host = {name: (scale * rng.uniform(low, 1.0, getattr(problem, name).shape))
+                    .astype(np.float32) for name in "xwy"}
+            buffers = device_buffers(handle, host)
+            cl.wait_for_events(invoker(convsolve.Buffers(**buffers), scratch))
+            error = testing.relative_error(read_output(handle, problem, buffers),
+                                           convsolve.reference.compute(problem, **host))
+            assert error < solver.tolerance, (direction, scale, low, error)
+
+
+@pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
+def test_tile_local_semantics_hold_at_the_edges(handle, direction):
+    """A NaN in each corner of the input (and in the rows past the last window that a partial
+    tile reads, with padding 3: read as zero) stays within the tiles of the reference's
+    non-finite outputs; the other image stays finite."""
+    problem = Problem.conv2d((2, 3, 13, 11), (4, 3, 3, 3), padding=((1, 3), (0, 3)),
+                             direction=direction)
+    host = random_tensors(problem)
+    src = "y" if direction is Direction.BACKWARD_DATA else "x"
+    for i, j in ((0, 0), (0, -1), (-1, 0), (-1, -1)):
+        host[src][1, 2, i, j] = np.nan
+    for solver in SOLVERS:
+        invoker = solver.build_invoker(problem, handle, solver.default_config(problem, handle))
+        buffers = device_buffers(handle, host)
+        cl.wait_for_events(invoker(convsolve.Buffers(**buffers), handle.scratch(
+            solver.workspace(problem))))
+        out = read_output(handle, problem, buffers)
+        with np.errstate(invalid="ignore"):
+            expected = convsolve.reference.compute(problem, **host)
+        ours, theirs = ~np.isfinite(out), ~np.isfinite(expected)
+        assert (theirs <= ours).all() and (ours <= may_be_nonfinite(problem, solver.m,
+                                                                    expected, host["w"])).all()
+        if direction is not Direction.BACKWARD_WEIGHTS:
+            assert np.isfinite(out[0]).all()
+
+
+def test_plugin_lists_its_solvers_and_declares_its_semantics():
+    """The entry point yields the three solvers, tile-local, deterministic, with tolerances
+    growing with the tile."""
+    solvers = convsolve_solvers()
+    assert [s.name for s in solvers] == ["winograd.F2x3", "winograd.F4x3", "winograd.F6x3"]
+    assert all(s.nonfinite == "spread" and s.deterministic for s in solvers)
+    assert solvers[0].tolerance <= solvers[1].tolerance <= solvers[2].tolerance
+
+
+def test_sampled_configs_give_the_same_numbers(handle):
+    """Configs drawn from the space compute what the default does, within the tolerance (F2x3:
+    its kernels build fastest)."""
+    solver = F2x3()
+    for direction in Direction:
+        problem = Problem.conv2d((2, 5, 10, 21), (7, 5, 3, 3), padding=1, direction=direction)
+        host = random_tensors(problem)
+        expected = convsolve.reference.compute(problem, **host)
+        scratch = handle.scratch(solver.workspace(problem))
+        for config in solver.config_space(problem, handle).sample(2, random.Random(3)):
+            buffers = device_buffers(handle, host)
+            invoker = solver.build_invoker(problem, handle, config)
+            cl.wait_for_events(invoker(convsolve.Buffers(**buffers), scratch))
+            error = testing.relative_error(read_output(handle, problem, buffers), expected)
+            assert error < solver.tolerance, (direction, config)
+
+
+def test_find_ranks_winograd_first_on_a_resnet_layer(handle, monkeypatch):
+    """On a real-sized 3x3 layer a Winograd solver wins find over im2col + GEMM."""
+    for family in ("DIRECT", "FFT", "IMPLICIT_GEMM"):     # only gemm to beat: a shorter test
+        monkeypatch.setenv(f"CONVSOLVE_DEBUG_CONV_{family}", "0")
+    problem = Problem.conv2d((4, 64, 28, 28), (64, 64, 3, 3), padding=1)
+    buffers = device_buffers(handle, random_tensors(problem))
+    ranked = [s.solver for s in convsolve.find(handle, problem, **buffers, mode="NORMAL")]
+    assert ranked[0].startswith("winograd."), ranked
+    assert winograd_solver.WinogradSolver.family == "winograd"
