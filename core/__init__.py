@@ -4,12 +4,15 @@ from . import reference, tuning
 from .api import (
                   applicable_solvers,
                   conv2d,
+                  conv2d_backward_bias,
                   conv2d_backward_data,
                   conv2d_backward_weights,
                   conv_transpose2d,
                   default_handle,
 )
 from .arith import ceil_div, round_up
+from .bias_grad import backward_bias, backward_bias_workspace
+from .epilogue import Activation, Epilogue, EpilogueArgs, fold_batch_norm
 from .errors import (
                   BuildError,
                   ContractError,
@@ -44,6 +47,7 @@ _env.configure_logging()
 
 __all__ = [
                   "SOLVER_API_VERSION",
+                  "Activation",
                   "Buffers",
                   "BuildError",
                   "ConfigSpace",
@@ -53,6 +57,8 @@ __all__ = [
                   "DatabaseError",
                   "DeviceError",
                   "Direction",
+                  "Epilogue",
+                  "EpilogueArgs",
                   "FindError",
                   "FindMode",
                   "Handle",
@@ -66,14 +72,18 @@ __all__ = [
                   "TensorDesc",
                   "ValidationError",
                   "applicable_solvers",
+                  "backward_bias",
+                  "backward_bias_workspace",
                   "ceil_div",
                   "compile_solution",
                   "conv2d",
+                  "conv2d_backward_bias",
                   "conv2d_backward_data",
                   "conv2d_backward_weights",
                   "conv_transpose2d",
                   "default_handle",
                   "find",
+                  "fold_batch_norm",
                   "get_solution_count",
                   "get_solution_workspace_size",
                   "get_solutions",

@@ -75,6 +75,23 @@ def events_of(solver_name, events):
     return list(events)
 
 
+def fused_stages_of(solver, problem):
+    """How many leading stages of ``problem.epilogue`` the solver fuses: 0 without the
+    ``fused_epilogue`` hook; ContractError when the hook raises or answers other than an int in
+    [0, len(problem.epilogue.stages)]."""
+    if not callable(getattr(solver, "fused_epilogue", None)):
+        return 0
+    try:
+        value = solver.fused_epilogue(problem)
+    except Exception as exc:  # noqa: BLE001
+        raise ContractError(solver.name, f"fused_epilogue() raised {exc!r}") from exc
+    most = len(problem.epilogue.stages)
+    if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= value <= most:
+        raise ContractError(solver.name, f"fused_epilogue() returned {value!r}, not a count of "
+                                         f"stages in [0, {most}]")
+    return int(value)
+
+
 # {{{ tunable solvers
 
 def is_tunable(solver):

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pyopencl as cl
 
-from . import db_transfer, docgen, env
+from . import cli_epilogue, db_transfer, docgen, env
 from .bench.command import add_parser as add_bench_parser
 from .tune import add_parser as add_tune_parser
 from .driver_args import flags_help, parse_args, parse_file, strip_driver
@@ -28,7 +28,6 @@ from .tensors import device_buffers, random_tensors, read_output
 from .text import format_bytes, table
 from .timing import elapsed_ms
 from .tuning import config_key
-from .verify import error_against_reference
 
 _VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
                  Direction.BACKWARD_DATA: "Backward Convolution Data",
@@ -142,6 +141,7 @@ def _solve_one(handle, problem, args, command, rng, requested):
     trans, ``requested`` is the transposed convolution's direction that ``problem`` computes)."""
     host = random_tensors(problem, rng)
     buffers = device_buffers(handle, host)
+    values, values_host = cli_epilogue.values(handle, problem, args, rng)
     report = {"direction": problem.direction.value, "problem": problem.key(),
               "gflop": problem.flops / 1e9}
     if command.transposed:
@@ -150,8 +150,8 @@ def _solve_one(handle, problem, args, command, rng, requested):
     if solver in registry().solvers:
         solutions, chosen = [], solver
     elif solver:   # a family: its fastest solver, as a find of every candidate ranks them
-        solutions = [s for s in find(handle, problem, **buffers, mode=FindMode.HYBRID)
-                     if s.family == solver]
+        solutions = [s for s in find(handle, problem, **buffers, **values,
+                                     mode=FindMode.HYBRID) if s.family == solver]
         chosen = solutions[0].solver if solutions else None
         if chosen is None:
             raise SolverError(f"no {solver!r} solver works for {problem.key()}")
@@ -159,23 +159,28 @@ def _solve_one(handle, problem, args, command, rng, requested):
         solutions = get_solutions(handle, problem)
         chosen = solutions[0].solver if solutions else None
     else:
-        solutions = find(handle, problem, **buffers, exhaustive=command.exhaustive)
+        solutions = find(handle, problem, **buffers, **values, exhaustive=command.exhaustive)
         chosen = solutions[0].solver if solutions else None
     report["solutions"] = [{"solver": s.solver, "family": s.family, "time_ms": s.time_ms,
                             "gflops": problem.flops / s.time_ms / 1e6 if s.time_ms else None,
                             "workspace": s.workspace, "source": s.source} for s in solutions]
     report["source"] = solutions[0].source if solutions else "named"
     report["solver"] = chosen
+    if command.bias and problem.direction is not Direction.FORWARD and problem.n and (
+            requested is command.requested[-1]):   # -b 1: db once, after the last direction
+        report["backward_bias"] = cli_epilogue.bias_report(handle, problem, host, buffers,
+                                                           command)
     if chosen is None or problem.n == 0:
         return report
     compile_solution(handle, problem, chosen)
     if command.time:
-        times = [elapsed_ms(run(handle, problem, chosen, **buffers))
+        times = [elapsed_ms(run(handle, problem, chosen, **buffers, **values))
                  for _ in range(command.iterations)]
         report["time_ms"] = statistics.median(times)
     if command.verify:
-        run(handle, problem, chosen, **buffers)
-        error = error_against_reference(problem, host, read_output(handle, problem, buffers))
+        run(handle, problem, chosen, **buffers, **values)
+        error = cli_epilogue.error(problem, host, values_host,
+                                   read_output(handle, problem, buffers))
         tolerance = solver_attribute(resolve_solver(handle, problem, chosen), "tolerance")
         report["verify"] = {"ok": bool(error < tolerance), "error": error,
                             "tolerance": tolerance}
@@ -186,9 +191,10 @@ def _solve_command(handle, command, args, rng):
     """Reports of every problem of one DriverCommand."""
     for name in filter(None, (args.solver, command.solver)):
         _check_solver_name(name)
-    check_device_limits(handle, *command.problems)   # before host tensors are made
+    problems = [cli_epilogue.structure(problem, args) for problem in command.problems]
+    check_device_limits(handle, *problems)   # before host tensors are made
     return [_solve_one(handle, problem, args, command, rng, requested)
-            for problem, requested in zip(command.problems, command.requested)]
+            for problem, requested in zip(problems, command.requested)]
 
 
 def _name(report):
@@ -222,6 +228,7 @@ def _print_report(report, device=None):
               f"({verify['error']:.3g} < {verify['tolerance']:g})")
     elif verify:
         print(f"{_name(report)} FAILED: {verify['error']:.3g} > {verify['tolerance']:g}")
+    cli_epilogue.print_bias(report.get("backward_bias", {}))
 
 
 def _check_solver_name(name):
@@ -235,7 +242,8 @@ def _check_solver_name(name):
 
 
 def _failed(reports):
-    return any(not r.get("verify", {"ok": True})["ok"] for r in reports)
+    return any(not part.get("verify", {"ok": True})["ok"]
+               for r in reports for part in (r, r.get("backward_bias", {})))
 
 
 def cmd_conv(args):
@@ -298,6 +306,7 @@ def _add_conv_flags(parser):
     flag("--solver", help="run this solver (or the best of this family) instead of choosing; "
          "as -S NAME")
     flag("--file", help="run every command line of this file: one table at the end")
+    cli_epilogue.add_flags(parser)
     _add_seed_and_json(parser)
 
 
@@ -318,15 +327,17 @@ def _natural(text):
 # {{{ convsolve explain / new-plugin
 
 def cmd_explain(args):
-    problems = ([Problem.from_key(args.key)] if args.key
-                else list(parse_args(args.driver_flags).problems))
+    problems = [cli_epilogue.structure(problem, args) for problem in (
+        [Problem.from_key(args.key)] if args.key else parse_args(args.driver_flags).problems)]
     handle = Handle()
     if not args.no_run:
         check_device_limits(handle, *problems)   # before host tensors are made
     rng = np.random.default_rng(args.seed)
     reports = []
     for problem in problems:
-        buffers = None if args.no_run else device_buffers(handle, random_tensors(problem, rng))
+        buffers = None if args.no_run else {
+            **device_buffers(handle, random_tensors(problem, rng)),
+            **cli_epilogue.values(handle, problem, args, rng)[0]}
         reports.append({"problem": problem.key(), "solvers": explain(handle, problem, buffers)})
     if args.json:
         print(json.dumps({"device": handle.name, "reports": reports}, indent=2))
@@ -382,6 +393,7 @@ def build_parser():
     explain_parser = sub.add_parser("explain", help="what became of every solver for a problem",
                                     allow_abbrev=False)
     _add_seed_and_json(explain_parser)
+    cli_epilogue.add_flags(explain_parser)
     explain_parser.add_argument("--key", help="the problem as a key (instead of the flags)")
     explain_parser.add_argument("--no-run", action="store_true",
                                 help="do not build or time anything")

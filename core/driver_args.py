@@ -5,6 +5,7 @@ from collections import namedtuple
 from itertools import takewhile
 from pathlib import PurePath
 
+from .epilogue import Epilogue
 from .errors import ValidationError
 from .problem import Direction, Problem
 
@@ -17,7 +18,8 @@ _FILE = "empty only: convsolve reads no files, inputs are random (--seed)"
 _CAST = "-1 only: casts are not supported (float32 only)"
 _VECTOR = "vectorized tensors are not supported"
 _LAYOUT = "NCHW only: other layouts are not supported"
-_BIAS = "0 only: a bias needs epilogues, which convsolve does not have yet"
+_BIAS = ("0 or 1: forward adds a bias (epilogue), the backward directions compute its "
+         "gradient db (backward-bias); not with -m trans")
 
 
 #: One flag of MIOpenDriver conv: names, MIOpen's default and meaning, what convsolve does with it
@@ -62,7 +64,7 @@ FLAGS = tuple(Flag(*row) for row in (
     ("dump_output", "o", "0", "dump buffers to files", "0 only: convsolve writes no files", ("0",)),
     ("in_data", "d", "", "input data file", _FILE, ("",)),
     ("weights", "e", "", "weights file", _FILE, ("",)),
-    ("bias", "b", "", "add a bias", _BIAS, ("", "0")),
+    ("bias", "b", "", "add a bias", _BIAS, ("", "0", "1")),
     ("mode", "m", "conv", "conv, or trans (transposed convolution)"),
     ("pad_mode", "z", "default", "padding: default (-p -q), same or valid"),
     ("tensor_vect", "Z", "0", "tensor vectorization", f"0 only: {_VECTOR}", ("0",)),
@@ -94,9 +96,10 @@ _DIRECTION_BITS = {1: Direction.FORWARD, 2: Direction.BACKWARD_DATA, 4: Directio
 #: One MIOpenDriver conv command: ``problems`` (one per direction of -F) and how to run them.
 #: ``requested`` holds the directions -F asked for; with -m trans (``transposed``) they are the
 #: transposed convolution's, each computed by the Problem at the same index.  ``exhaustive`` is
-#: -s 1, ``immediate`` -S 0, ``solver`` the name -S gives (None for a number).
+#: -s 1, ``immediate`` -S 0, ``solver`` the name -S gives (None for a number), ``bias`` -b 1
+#: (the forward problem then has a bias epilogue; the backward ones compute db too).
 DriverCommand = namedtuple("DriverCommand", "problems requested transposed verify time iterations "
-                           "exhaustive immediate solver")
+                           "exhaustive immediate solver bias", defaults=(False,))
 
 
 def strip_driver(tokens):
@@ -145,10 +148,17 @@ def parse_args(tokens):
     """The DriverCommand of MIOpenDriver conv's flags ``tokens`` (the words after ``conv``)."""
     f = _values(list(tokens))
     requested = tuple(d for bit, d in _DIRECTION_BITS.items() if not f["forw"] or f["forw"] & bit)
-    return DriverCommand(tuple(_problem(f, d) for d in requested), requested,
+    bias = f["bias"] == "1"
+    if bias and f["mode"] == "trans":
+        raise ValidationError("-b", 1, "a bias with -m trans is not supported")
+    problems = tuple(_problem(f, d) for d in requested)
+    if bias:
+        problems = tuple(p.with_epilogue(Epilogue(bias=True)) if p.direction is
+                         Direction.FORWARD else p for p in problems)
+    return DriverCommand(problems, requested,
                          f["mode"] == "trans", bool(f["verify"]), bool(f["time"]), f["iter"],
                          bool(f["search"]), f["solution"] == "0",
-                         None if f["solution"].lstrip("-").isdigit() else f["solution"])
+                         None if f["solution"].lstrip("-").isdigit() else f["solution"], bias)
 
 
 def _problem(f, direction):

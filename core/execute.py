@@ -3,7 +3,7 @@ import logging
 
 import pyopencl as cl
 
-from . import env, tuned
+from . import env, fusion, tuned
 from .calls import workspace_of
 from .errors import SolverError, ValidationError
 from .find_db import FindDb
@@ -129,12 +129,12 @@ def resolve_solver(handle, problem, solver, policy=None):
     policy = policy or Policy.resolve()
     reg = registry()
     name = solver
-    if solver not in reg.solvers:
+    if solver.removesuffix(fusion.UNFUSED) not in reg.solvers:
         name = handle.best_of_family(policy.db_key(problem), solver)
         if name is None:
             family_records = [r for r in FindDb().records(handle.db_key, policy.db_key(problem))
-                              if r.family == solver and r.solver in reg.solvers
-                              and not r.failure]
+                              if r.family == solver and not r.failure
+                              and r.solver.removesuffix(fusion.UNFUSED) in reg.solvers]
             if not family_records:
                 families = {s.family for s in reg.solvers.values()}
                 if solver in families:
@@ -142,6 +142,9 @@ def resolve_solver(handle, problem, solver, policy=None):
                                       "run find first, or name a solver")
                 reg.get(solver)  # raises: neither a solver nor a family
             name = family_records[0].solver
+    if problem.epilogue is not None:
+        reg.enabled(name.removesuffix(fusion.UNFUSED))   # says which switch turned it off
+        return fusion.resolve(problem, name, policy)
     chosen = reg.enabled(name)
     applicable, skipped = reg.candidates(problem, policy)
     if chosen not in applicable:
@@ -150,7 +153,8 @@ def resolve_solver(handle, problem, solver, policy=None):
 
 
 def run(handle, problem, solver, *, x, w, y, scratch=None, max_tolerance=None,
-        deterministic=None):
+        deterministic=None, scale=None, bias=None, z=None, alpha=1.0, beta=0.0, z_scale=1.0,
+        activation=None):
     """Enqueue ``solver`` (a name, or a family find has ranked) on ``problem``; returns its events.
 
     Nothing waits: synchronise with ``handle.queue.finish()`` or the events.  ``scratch`` is a
@@ -159,10 +163,15 @@ def run(handle, problem, solver, *, x, w, y, scratch=None, max_tolerance=None,
     ranks the problem again, so repeated calls cost little more than the enqueue.
     ``max_tolerance`` and ``deterministic`` are find's numerical policy (policy.py): a family
     resolves to its best solver that the policy admits, and a named solver it leaves out is
-    refused.
+    refused.  A problem with an epilogue takes its values as find does (``scale``, ``bias``,
+    ``z``, ``alpha``, ``beta``, ``z_scale``, ``activation``); ``solver`` may then name a
+    solver's unfused variant, ``<name>/unfused``.
     """
     check_handle(handle)
     buffers = check_buffers(problem, x, w, y, handle)
+    buffers = buffers.with_epilogue(fusion.values(
+        problem, buffers, handle, scale=scale, bias=bias, z=z, alpha=alpha, beta=beta,
+        z_scale=z_scale, activation=activation))
     check_solver_argument(solver)   # before it keys the handle's resolutions
     policy = Policy.resolve(max_tolerance, deterministic)
 
@@ -174,10 +183,13 @@ def run(handle, problem, solver, *, x, w, y, scratch=None, max_tolerance=None,
     chosen, needed, invoker = handle.resolution(
         solver, problem, (env.switch_state(), generation(), policy), resolve)
     if problem.n == 0:
-        if problem.direction is Direction.BACKWARD_WEIGHTS:  # the sum over an empty batch
-            return [cl.enqueue_fill_buffer(handle.queue, buffers.w, b"\0\0\0\0", 0,
-                                           problem.w.nbytes)]
-        return []
+        if problem.direction is not Direction.BACKWARD_WEIGHTS:
+            return []
+        if problem.epilogue is not None:   # alpha * (the sum over an empty batch) + beta * w
+            finish = fusion.EpiloguePass(handle, problem)
+            return [finish(buffers.w, buffers.w, buffers.epilogue._replace(alpha=0.0))]
+        return [cl.enqueue_fill_buffer(handle.queue, buffers.w, b"\0\0\0\0", 0,
+                                       problem.w.nbytes)]
     if scratch is None:
         scratch = handle.scratch(needed, chosen.name)
     check_scratch(scratch, needed, chosen.name, handle)

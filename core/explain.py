@@ -1,4 +1,5 @@
 """`convsolve explain`: for one problem, what became of every installed solver and why."""
+from . import fusion
 from .calls import workspace_of, wti_of
 from .errors import ContractError
 from .execute import check_buffers
@@ -24,18 +25,25 @@ def explain(handle, problem, buffers=None):
     CONVSOLVE_DETERMINISTIC, CONVSOLVE_ALLOW_REDUCED_PRECISION), direction, not applicable, workspace, failed
     build (with the log's first lines) or failed run.  With ``buffers`` (forward-sense device
     buffers) the applicable solvers are built and timed as find would, without recording
-    anything; without them, only what needs no device is reported.
+    anything; without them, only what needs no device is reported.  For a problem with an
+    epilogue, the rows are find's candidates (a fusing solver's ``<name>/unfused`` too) and the
+    solvers left out; ``buffers`` then also holds the epilogue's values as find takes them.
     """
     reg, policy = registry(), Policy.resolve()
-    applicable, skipped = reg.candidates(problem, policy)
+    applicable, skipped = fusion.candidates(problem, policy)
     records = {r.solver: r for r in FindDb().records(handle.db_key, policy.db_key(problem))}
     timed = {}
     if buffers is not None:
-        results = benchmark(handle, problem, applicable, check_buffers(problem, **buffers), None,
-                            skipped)
+        checked = check_buffers(problem, *(buffers[name] for name in "xwy"))
+        checked = checked.with_epilogue(fusion.values(problem, checked, handle, **{
+            name: value for name, value in buffers.items() if name not in "xwy"}))
+        results = benchmark(handle, problem, applicable, fusion.bench_buffers(
+            handle, problem, checked), None, skipped)
         timed = {r.solver: (rank, r) for rank, r in enumerate(results, 1)}
     rows = []
-    for solver in reg.solvers.values():
+    shown = reg.solvers.values() if problem.epilogue is None else [*applicable, *(
+        s for s in reg.solvers.values() if s.name in skipped)]
+    for solver in shown:
         record = records.get(solver.name)
         usable = solver in applicable
         row = {"solver": solver.name, "family": solver.family,

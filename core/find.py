@@ -5,20 +5,19 @@ import os
 
 import pyopencl as cl
 
-from . import env, tuned, worker
+from . import env, fusion, tuned, worker
 from .calls import is_tunable, workspace_of, wti_of
 from .errors import ContractError, ConvsolveError, FindError, ValidationError
 from .execute import check_buffers, check_device_limits, check_handle, check_scratch
 from .find_db import FindDb, Record
 from .parallel import Overdue, call_all
 from .perf_db import PerfDb
-from .plugins import registry, solver_attribute
+from .plugins import solver_attribute
 from .policy import Policy
 from .search import Budget, search
 from .solutions import Solution, usable_records, wti_fallback
 from .text import format_bytes
 from .timing import RunTimeout, time_invoker
-from .verify import OutputCheck
 
 log = logging.getLogger("convsolve")
 
@@ -145,7 +144,10 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, 
         except ContractError as exc:
             skipped[solver.name] = failed[solver.name] = exc.reason
             log.info("skip %r: %s", solver.name, exc.reason)
-    isolated = _isolation() == "process"
+    isolated = _isolation() == "process" and problem.epilogue is None
+    if _isolation() == "process" and not isolated:
+        log.info("find %s: benchmarking in process (the worker does not take epilogues)",
+                 problem.key())
     scratch, available, how = _scratch(handle, scratch, needs.values(), allocate=not isolated)
     fitting = []
     for solver, need in needs.items():
@@ -166,14 +168,17 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, 
         return []
     budget = env.positive_number(env.FIND_SOLVER_BUDGET_MS)
     limit_s = env.positive_number(env.FIND_RUN_TIMEOUT_S)
-    check = OutputCheck(handle, problem, buffers, verify)
+    check = fusion.output_check(handle, problem, buffers, verify)
     results = []
     for solver, invoker in built.items():
         best = min([r.time_ms for r in results] + ([best_ms] if best_ms else []), default=None)
+        given = scratch if needs[solver] else None
         try:
-            time_ms = time_invoker(invoker, buffers, scratch if needs[solver] else None, budget,
+            time_ms = time_invoker(invoker, buffers, given, budget,
                                    None if best is None else best * CUTOFF_FACTOR, limit_s)
-            fault = check.fault(solver_attribute(solver, "tolerance"))
+            fault = check.fault(solver_attribute(solver, "tolerance"), *(
+                [lambda run=invoker, given=given: run(buffers, given)]
+                if problem.epilogue is not None else []))
         except RunTimeout as exc:
             failed[solver.name] = f"failed to run: {exc}"
             raise QueueBlocked(f"{solver.name!r} on {problem.key()}: {exc}; the device queue of "
@@ -212,7 +217,8 @@ def _dynamic_only(problem, solvers, skipped):
 
 
 def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhaustive=False,
-         mode=None, verify=None, max_tolerance=None, deterministic=None):
+         mode=None, verify=None, max_tolerance=None, deterministic=None, scale=None, bias=None,
+         z=None, alpha=1.0, beta=0.0, z_scale=1.0, activation=None):
     """Rank the solvers of ``problem``, fastest first, benchmarking as the find mode says.
 
     Buffers are in forward-sense roles for every direction (backward-data writes ``x``,
@@ -233,6 +239,15 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
     CONVSOLVE_DETERMINISTIC) leave out the solvers whose declared numerics they exclude
     (policy.py); a policy that is set keys its own find-db records.
 
+    A problem with an epilogue (Problem.with_epilogue) takes its values here: ``scale``,
+    ``bias`` (buffers of K floats), ``z`` (a buffer of y's size, which may be ``y`` itself),
+    ``alpha``, ``beta``, ``z_scale`` and ``activation`` (a name or a convsolve.Activation with
+    its parameters), each only where the epilogue has that part (docs/epilogues.md).  Every
+    solver is a candidate: fused as far as its ``fused_epilogue`` says, and unfused
+    (``<name>/unfused``: the bare convolution, then the core's pass), the faster winning.
+    When candidates read y's prior contents (beta, or z being y), find runs them on a copy, so
+    y keeps what it held.
+
     :returns: a list of :class:`Solution`, at most ``request_count`` long; empty for a zero batch
       and under CONVSOLVE_DEBUG_COMPILE_ONLY=1.
     :raises FindError: when no solver works, listing why each was skipped.
@@ -242,6 +257,9 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
         raise ValidationError("request_count", request_count, "must be a positive integer or None")
     check_handle(handle)
     buffers = check_buffers(problem, x, w, y, handle)
+    buffers = buffers.with_epilogue(fusion.values(
+        problem, buffers, handle, scale=scale, bias=bias, z=z, alpha=alpha, beta=beta,
+        z_scale=z_scale, activation=activation))
     check_device_limits(handle, problem)
     if scratch is not None:
         check_scratch(scratch, 0, "find", handle)
@@ -255,8 +273,9 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
         db.keep(handle.db_key, key, [])
         PerfDb().forget(handle.db_key, problem.key())
     tune = exhaustive or enforce in (FindEnforce.SEARCH, FindEnforce.SEARCH_DB_UPDATE)
-    applicable, skipped = registry().candidates(problem, policy)
+    applicable, skipped = fusion.candidates(problem, policy)
     solvers = applicable
+    buffers = fusion.bench_buffers(handle, problem, buffers)   # the caller's y survives
     if mode is FindMode.DYNAMIC_HYBRID and not tune:
         solvers = _dynamic_only(problem, applicable, skipped)
     recorded = db.records(handle.db_key, key)   # kept unless measured again
@@ -267,7 +286,8 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
     retune, budget = enforce is FindEnforce.SEARCH_DB_UPDATE, Budget.from_env()
     if known or (consult and mode is FindMode.FAST):
         answer, solvers = _consult_db(problem, mode, known, recorded, applicable, solvers)
-        if answer is known and not _trusted(handle, problem, mode, known[0], buffers, scratch):
+        if answer is known and not _trusted(handle, problem, mode, known[0], buffers, scratch,
+                                            policy):
             answer, solvers, tune, retune = None, applicable, True, True
             budget = Budget.from_env(unbounded=mode is FindMode.TRUST_VERIFY_FULL)
             known = []
@@ -277,8 +297,10 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
             if scratch is not None:   # the WTI fallback knows no scratch either
                 answer = [s for s in answer if s.workspace <= scratch.size]
             return answer[:request_count]
-    if tune and not env.flag(env.DEBUG_COMPILE_ONLY):
-        tune_solvers(handle, problem, solvers, buffers, scratch, budget, retune)
+    if tune and not env.flag(env.DEBUG_COMPILE_ONLY):   # an epilogue's: the bare convolution's
+        tunable = list({getattr(s, "solver", s).name: getattr(s, "solver", s)
+                        for s in solvers}.values())
+        tune_solvers(handle, problem, tunable, buffers, scratch, budget, retune)
     failed = {}
     try:
         timed = benchmark(handle, problem, solvers, buffers, scratch, skipped, failed, verify)
@@ -297,14 +319,14 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
     return results[:request_count]
 
 
-def _trusted(handle, problem, mode, winner, buffers, scratch):
+def _trusted(handle, problem, mode, winner, buffers, scratch, policy=None):
     """Whether a find-db hit stands: always, except in the TRUST_VERIFY modes, where the
     recorded winner is timed again and must be within CONVSOLVE_TRUST_VERIFY_SLOWDOWN of its
     record."""
     if mode not in (FindMode.TRUST_VERIFY, FindMode.TRUST_VERIFY_FULL):
         return True
-    solver = registry().get(winner.solver)
     try:
+        solver = fusion.resolve(problem, winner.solver, policy)
         scratch, _, _ = _scratch(handle, scratch, [winner.workspace])
         time_ms = time_invoker(tuned.invoker(handle, solver, problem), buffers,
                                scratch if winner.workspace else None,
@@ -327,8 +349,9 @@ def _trusted(handle, problem, mode, winner, buffers, scratch):
 def tune_solvers(handle, problem, solvers, buffers, scratch, budget, retune, strategy="auto"):
     """Search the configs of the tunable ``solvers`` (those without a user perf-db entry unless
     ``retune``) and return their search.Outcomes; a search that fails is logged, and
-    benchmark() then meets the solver's default."""
-    perf_db = PerfDb()
+    benchmark() then meets the solver's default.  A problem with an epilogue tunes its bare
+    convolution (a config changes speed only; fused builds take the bare problem's)."""
+    problem, buffers, perf_db = problem.with_epilogue(None), buffers.with_epilogue(None), PerfDb()
 
     def tuned_here(solver):   # the user perf-db has a config for it (a system one does not count)
         trial = perf_db.tuned(handle.db_key, problem.key(), solver.name)

@@ -29,6 +29,7 @@ import pluggy
 if TYPE_CHECKING:
     import pyopencl as cl
 
+    from .epilogue import EpilogueArgs
     from .handle import Handle
     from .problem import Direction, Problem
     from .tuning import ConfigSpace
@@ -39,14 +40,17 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 #: Version of this contract.  Added hooks or opt-in arguments raise the minor number; a renamed
 #: or removed hook or attribute raises the major one (2.0: ``algorithm`` became ``family`` and
-#: the invoker's buffer is called ``scratch`` everywhere; 2.1: tunable solvers' hooks).
-SOLVER_API_VERSION = "2.1"
+#: the invoker's buffer is called ``scratch`` everywhere; 2.1: tunable solvers' hooks; 2.2:
+#: epilogues, ``fused_epilogue`` and ``Buffers.epilogue``).
+SOLVER_API_VERSION = "2.2"
 
 #: Per-solver hooks a solver must implement; the core refuses a solver that lacks one.
 REQUIRED_SOLVER_HOOKS = ("is_applicable", "get_wti", "workspace", "build_invoker")
 #: Hooks a tunable solver implements besides those (both of the first two, or none);
 #: ``check_config`` is optional.
 TUNING_HOOKS = ("config_space", "default_config", "check_config")
+#: The optional hook of a solver that computes (part of) an output epilogue itself.
+EPILOGUE_HOOKS = ("fused_epilogue",)
 
 
 # {{{ types a solver touches
@@ -57,11 +61,38 @@ class Buffers(NamedTuple):
     Forward reads ``x`` and ``w`` and writes ``y``; backward-data reads ``y`` (dy) and ``w`` and
     writes ``x`` (dx); backward-weights reads ``x`` and ``y`` (dy) and writes ``w`` (dw), as
     MIOpen's ConvTensors do.  ``x`` and ``y`` are None for a zero batch.
+
+    ``buffers.epilogue`` holds the run-time values of the problem's epilogue (a
+    ``convsolve.EpilogueArgs``: alpha, beta, z_scale, the activation's parameters, the ``scale``,
+    ``bias`` and ``z`` buffers; ``args.kernel_args()`` gives them as ``CS_EPILOGUE_PARAMS`` of
+    ``convsolve_epilogue.h`` take them) when the problem a solver was built for has one, that is
+    when its ``fused_epilogue`` said it computes that much; else None.  Iterating Buffers gives
+    x, w and y only.
     """
 
     x: cl.Buffer | None
     w: cl.Buffer
     y: cl.Buffer | None
+
+    @property
+    def epilogue(self) -> EpilogueArgs | None:
+        """The epilogue's run-time values, or None."""
+        return getattr(self, "_args", None)
+
+    def with_epilogue(self, args):
+        """These buffers carrying the epilogue values ``args`` (None: plain Buffers)."""
+        if args is None:
+            return Buffers(*self)
+        carrier = _EpilogueBuffers(*self)
+        carrier._args = args
+        return carrier
+
+
+class _EpilogueBuffers(Buffers):
+    """Buffers with an epilogue's values (an attribute: the tuple stays x, w, y)."""
+
+    def _replace(self, **changes):
+        return Buffers._replace(self, **changes).with_epilogue(self._args)
 
 
 class Invoker(Protocol):
@@ -113,7 +144,14 @@ SOLVER_ATTRIBUTES = (
     Attribute("reduced_precision", "bool", False,
               "computes with less than float32 precision (e.g. TF32); off unless "
               "``CONVSOLVE_ALLOW_REDUCED_PRECISION=1``"),
+    Attribute("nonfinite", "str", "exact",
+              "``exact``: non-finite inputs give NaN and +-inf exactly where the reference has "
+              "them; ``spread`` (transform algorithms: Winograd, FFT): every output the reference "
+              "makes non-finite is non-finite, others near them may be too, the finite rest is "
+              "within tolerance"),
 )
+#: The values the ``nonfinite`` attribute may take.
+NONFINITE_MODES = ("exact", "spread")
 
 #: Optional solver attributes and their defaults when absent.
 OPTIONAL_SOLVER_ATTRIBUTES = {a.name: a.default for a in SOLVER_ATTRIBUTES
@@ -276,6 +314,47 @@ def build_invoker(problem: Problem, handle: Handle, config: Config) -> Invoker:
 
     .. versionadded:: 1.0
     .. versionchanged:: 2.1 the ``config`` argument, for tunable solvers.
+    """
+
+# }}}
+
+
+# {{{ epilogues
+
+@hookspec
+def fused_epilogue(problem: Problem) -> int:
+    """Say how many leading stages of ``problem.epilogue`` the solver computes itself (optional).
+
+    An epilogue (``convsolve.Epilogue``, docs/epilogues.md) is what the output carries besides
+    the convolution, forward ``y = act(alpha * conv * scale[k] + bias[k] + z_scale * z) + beta *
+    y_prior``, backward ``alpha * conv + beta * prior``; its present stages, in order, are
+    ``problem.epilogue.stages`` (``alpha`` first, then ``scale``, ``bias``, ``residual``,
+    ``activation``, ``blend``).  Called by find, ``run`` and immediate mode for a problem with
+    an epilogue that the solver ``is_applicable`` to (is_applicable sees the bare problem: every
+    solver serves every epilogue).  For an answer ``n > 0`` the core builds the solver (every
+    hook then gets it) for ``problem.with_epilogue(problem.epilogue.prefix(n))`` and runs it
+    with ``buffers.epilogue`` holding the values; it applies the remaining stages itself in one
+    pass of ``convsolve_epilogue.h``, the header the solver's kernels include too (``#include
+    "convsolve_epilogue.h"``, ``CS_EPILOGUE_PARAMS``, ``CS_EPILOGUE``; ``problem.defines()``
+    gives its ``CS_EPI_*`` defines), so the fused and the unfused arithmetic are the same code.
+    Find also times the solver unfused (named ``<name>/unfused``: the bare convolution, then the
+    core's pass), and the faster wins.  Without this hook, or for 0, the solver only ever sees
+    bare problems.  A fused kernel must read ``z[i]`` and the prior ``y[i]`` before writing
+    ``y[i]``, in the same work-item: z may be the output's own buffer, and the prior output is
+    read only where ``beta != 0`` (a NaN-filled output with ``beta == 0`` stays harmless).  A
+    coefficient of 0 means its operand is never read (``CS_EPILOGUE`` does that).
+
+    :param problem: the :class:`convsolve.Problem`, with its full epilogue.
+    :returns: an int in ``[0, len(problem.epilogue.stages)]``.  Raising or answering anything
+      else counts as 0 and is logged.
+
+    Example::
+
+        @hookimpl
+        def fused_epilogue(self, problem):   # all of it: one work-item stores each y element once
+            return len(problem.epilogue.stages)
+
+    .. versionadded:: 2.2
     """
 
 # }}}

@@ -1,9 +1,8 @@
 """Immediate mode: solutions from the find-db or the WTI fallback, then compile and run by name."""
-from . import tuned
+from . import fusion, tuned
 from .calls import workspace_of
 from .execute import check_handle, check_problem, resolve_solver, run
 from .find_db import FindDb
-from .plugins import registry
 from .policy import Policy
 from .solutions import usable_records, wti_fallback
 
@@ -12,11 +11,13 @@ def get_solutions(handle, problem, max_count=None):
     """Ranked solutions for ``problem`` without benchmarking.
 
     From the find-db when it has usable records (``source == 'find-db'``), else from the fallback
-    that ranks applicable solvers by WTI, time = 10 / WTI ms (``source == 'fallback'``).
+    that ranks applicable solvers by WTI, time = 10 / WTI ms (``source == 'fallback'``).  For a
+    problem with an epilogue, the candidates are find's: each solver fused as far as it says,
+    and a fusing solver's ``<name>/unfused`` variant.
     """
     check_handle(handle)
     policy = Policy.resolve()
-    applicable, skipped = registry().candidates(check_problem(problem), policy)
+    applicable, skipped = fusion.candidates(check_problem(problem), policy)
     solutions = usable_records(FindDb().records(handle.db_key, policy.db_key(problem)),
                                applicable, skipped)
     if not solutions:

@@ -132,6 +132,9 @@ def _check_attributes(solver):
         problems.append(f"directions={directions!r} is not a non-empty collection of Direction")
     if not isinstance(getattr(solver, "dynamic", None), bool):
         problems.append(f"dynamic={getattr(solver, 'dynamic', None)!r} is not a bool")
+    if getattr(solver, "nonfinite", "exact") not in hookspecs.NONFINITE_MODES:
+        problems.append(f"nonfinite={solver.nonfinite!r} is not one of "
+                        f"{list(hookspecs.NONFINITE_MODES)}")
     for attribute, default in hookspecs.OPTIONAL_SOLVER_ATTRIBUTES.items():
         value = getattr(solver, attribute, default)
         if type(value) is not type(default) or (isinstance(value, float) and not value > 0):

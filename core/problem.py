@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .epilogue import Epilogue
 from .errors import ValidationError
 
 DTYPE_SIZES = {"float32": 4}  # float16 follows once a solver supports it
@@ -155,7 +156,8 @@ class ConvDesc:
 _KEY_RE = re.compile(
     r"^(?P<dir>fwd|bwd|wrw)-n(?P<n>\d+)-c(?P<c>\d+)-h(?P<h>\d+)-w(?P<w>\d+)-k(?P<k>\d+)"
     r"-y(?P<y>\d+)-x(?P<x>\d+)-p(?P<pt>\d+)\.(?P<pb>\d+)-q(?P<pl>\d+)\.(?P<pr>\d+)"
-    r"-u(?P<u>\d+)-v(?P<v>\d+)-l(?P<l>\d+)-j(?P<j>\d+)-g(?P<g>\d+)-(?P<dtype>\w+)-(?P<layout>\w+)$")
+    r"-u(?P<u>\d+)-v(?P<v>\d+)-l(?P<l>\d+)-j(?P<j>\d+)-g(?P<g>\d+)-(?P<dtype>\w+)-(?P<layout>\w+)"
+    r"(?:-(?P<epilogue>epi[\w.]*))?$")
 
 
 @dataclass(frozen=True, eq=True)
@@ -177,19 +179,27 @@ class Problem:
     w: TensorDesc
     y: TensorDesc
     conv: ConvDesc
+    _epilogue: Epilogue = None   # read as `epilogue`; set with with_epilogue()
+
+    def __post_init__(self):
+        if self._epilogue is not None:
+            if not isinstance(self._epilogue, Epilogue):
+                raise ValidationError("epilogue", self._epilogue, "expected a convsolve.Epilogue")
+            self._epilogue.check(self.direction)
 
     def __hash__(self):  # cached: run() looks problems up on every call
         try:
             return self.__dict__["_hash"]
         except KeyError:
             value = self.__dict__["_hash"] = hash((self.direction, self.x, self.w, self.y,
-                                                   self.conv))
+                                                   self.conv, self._epilogue))
             return value
 
     @classmethod
     def conv2d(cls, x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1,
-               direction=Direction.FORWARD, dtype="float32"):
-        """The problem of convolving an NCHW ``x_shape`` with a KCRS ``w_shape`` (C per group)."""
+               direction=Direction.FORWARD, dtype="float32", epilogue=None):
+        """The problem of convolving an NCHW ``x_shape`` with a KCRS ``w_shape`` (C per group),
+        its output carrying ``epilogue`` (a convsolve.Epilogue) if given."""
         direction = Direction.parse(direction)
         x = TensorDesc.make("x_shape", x_shape, dtype)
         w = TensorDesc.make("w_shape", w_shape, dtype, allow_zero_batch=False)
@@ -222,7 +232,7 @@ class Problem:
                                       f"dilated filter {span}; the output must be at least 1")
             out.append(extent // u + 1)
         y = TensorDesc.make("y_shape (output)", (n, k, out[0], out[1]), dtype)
-        return cls(direction, x, w, y, ConvDesc(pads, strides, dilations, groups))
+        return cls(direction, x, w, y, ConvDesc(pads, strides, dilations, groups), epilogue)
 
     @classmethod
     def conv_transpose2d(cls, x_shape, w_shape, stride=1, padding=0, output_padding=0, groups=1,
@@ -283,21 +293,34 @@ class Problem:
         return (2 * self.n * self.k * self.out_h * self.out_w
                 * (self.c // self.groups) * self.fil_h * self.fil_w)
 
+    @property
+    def epilogue(self):
+        """The output's epilogue structure (a `convsolve.Epilogue`: scale, bias, residual,
+        activation, blend), or None for the bare convolution.  A solver sees one only in the
+        problems the core gives it after its `fused_epilogue` said it computes that much; the
+        values come with the buffers (`buffers.epilogue`)."""
+        return self._epilogue
+
     def with_direction(self, direction):
-        """The same convolution in another direction."""
+        """The same convolution, without epilogue, in another direction."""
         return Problem(Direction.parse(direction), self.x, self.w, self.y, self.conv)
+
+    def with_epilogue(self, epilogue):
+        """The same problem whose output carries ``epilogue`` (an Epilogue; None: bare)."""
+        return Problem(self.direction, self.x, self.w, self.y, self.conv, epilogue)
 
     # }}}
 
     # {{{ keys and kernel defines
 
     def key(self):
-        """Stable, readable key naming every field, e.g. 'fwd-n8-c64-h56-w56-k64-y3-x3-p1.1-q1.1-u1-v1-l1-j1-g1-float32-NCHW'."""
+        """Stable, readable key naming every field, e.g. 'fwd-n8-c64-h56-w56-k64-y3-x3-p1.1-q1.1-u1-v1-l1-j1-g1-float32-NCHW', and an epilogue's parts after it ('-epi.bias.relu')."""
         (pt, pb), (pl, pr) = self.conv.pads
         (u, v), (l, j) = self.conv.strides, self.conv.dilations
+        tail = f"-{self._epilogue.key()}" if self._epilogue is not None else ""
         return (f"{self.direction.value}-n{self.n}-c{self.c}-h{self.in_h}-w{self.in_w}"
                 f"-k{self.k}-y{self.fil_h}-x{self.fil_w}-p{pt}.{pb}-q{pl}.{pr}"
-                f"-u{u}-v{v}-l{l}-j{j}-g{self.groups}-{self.dtype}-{self.x.layout}")
+                f"-u{u}-v{v}-l{l}-j{j}-g{self.groups}-{self.dtype}-{self.x.layout}{tail}")
 
     @classmethod
     def from_key(cls, key):
@@ -305,16 +328,20 @@ class Problem:
         match = _KEY_RE.match(key.strip())
         if not match:
             raise ValidationError("problem key", key, "expected the form Problem.key() returns")
-        f = {name: (int(v) if v.isdigit() else v) for name, v in match.groupdict().items()}
+        f = {name: (int(v) if v.isdigit() else v) for name, v in match.groupdict().items()
+             if v is not None}
         return cls.conv2d((f["n"], f["c"], f["h"], f["w"]), (f["k"], f["c"] // f["g"], f["y"], f["x"]),
                           stride=(f["u"], f["v"]), padding=((f["pt"], f["pb"]), (f["pl"], f["pr"])),
                           dilation=(f["l"], f["j"]), groups=f["g"], direction=f["dir"],
-                          dtype=f["dtype"])
+                          dtype=f["dtype"], epilogue=Epilogue.from_key(f["epilogue"])
+                          if "epilogue" in f else None)
 
     def defines(self):
-        """The problem's sizes as OpenCL -D defines, for solvers that compile per problem."""
+        """The problem's sizes as OpenCL -D defines, for solvers that compile per problem, and
+        its epilogue's (convsolve_epilogue.h's CS_EPI_*) when it has one."""
         (pt, pb), (pl, pr) = self.conv.pads
-        return {"CS_N": self.n, "CS_C": self.c, "CS_H": self.in_h, "CS_W": self.in_w,
+        epilogue = self._epilogue.defines() if self._epilogue is not None else {}
+        return {**epilogue, "CS_N": self.n, "CS_C": self.c, "CS_H": self.in_h, "CS_W": self.in_w,
                 "CS_K": self.k, "CS_R": self.fil_h, "CS_S": self.fil_w,
                 "CS_OH": self.out_h, "CS_OW": self.out_w, "CS_GROUPS": self.groups,
                 "CS_PAD_T": pt, "CS_PAD_B": pb, "CS_PAD_L": pl, "CS_PAD_R": pr,

@@ -1,11 +1,14 @@
-"""Numpy reference convolutions for the three directions, accumulated in float64.
+"""Numpy reference convolutions for the three directions, accumulated in float64, with their
+epilogues (epilogue.py) and backward-bias.
 
 Each works one filter tap (r, s) at a time: the tap's strided window of the padded input meets
 every output pixel, so a tap is one einsum over channels.  Slow but plainly correct; tests and the
-driver's verification compare solvers against it.
+driver's verification compare solvers against it.  An epilogue follows convsolve_epilogue.h
+operation by operation (in float64), non-finite cases included.
 """
 import numpy as np
 
+from .epilogue import Activation
 from .problem import Direction
 
 
@@ -83,13 +86,83 @@ def backward_weights(problem, x, dy):
     return dw.reshape(problem.w.shape)
 
 
-def compute(problem, x, w, y):
-    """The output of ``problem``'s direction from the other two forward-sense tensors."""
+def compute(problem, x, w, y, **values):
+    """The output of ``problem``'s direction from the other two forward-sense tensors; with an
+    epilogue, the output tensor's argument is its prior contents and ``values`` are epilogue()'s
+    keyword arguments (alpha, beta, z_scale, activation, scale, bias, z)."""
     if problem.direction is Direction.FORWARD:
-        return forward(problem, x, w)
-    if problem.direction is Direction.BACKWARD_DATA:
-        return backward_data(problem, y, w)
-    return backward_weights(problem, x, y)
+        out = forward(problem, x, w)
+    elif problem.direction is Direction.BACKWARD_DATA:
+        out = backward_data(problem, y, w)
+    else:
+        out = backward_weights(problem, x, y)
+    if problem.epilogue is None:
+        return out
+    return epilogue(problem, out, {"x": x, "w": w, "y": y}[problem.direction.output], **values)
+
+
+# {{{ epilogues and backward-bias
+
+def activate(activation, v):
+    """``activation`` (an Activation, a name or None) of float64 ``v``, as convsolve_epilogue.h
+    computes it (its parameters rounded to float32, as the kernels take them)."""
+    act = Activation.parse(activation)
+    a, b, g = (float(p) for p in act.params)
+    with np.errstate(all="ignore"):
+        return {
+            "identity": lambda: v,
+            "logistic": lambda: 1.0 / (1.0 + np.exp(-v)),
+            "tanh": lambda: b * np.tanh(a * v),
+            "relu": lambda: np.maximum(v, 0.0),
+            "softrelu": lambda: np.where(v > 0, v + np.log1p(np.exp(-v)), np.log1p(np.exp(v))),
+            "abs": lambda: np.abs(v),
+            "power": lambda: np.where(a + b * v == 0, 0.0, np.power(a + b * v, g)),
+            "clipped_relu": lambda: np.where(np.isnan(v), v, np.minimum(np.maximum(v, 0.0), a)),
+            "leaky_relu": lambda: np.where(v <= 0, a * v if a != 0 else 0.0, v),
+            "elu": lambda: np.where(v <= 0, a * np.expm1(v), v),
+        }[act.mode]()
+
+
+def epilogue(problem, conv, prior=None, index=None, *, alpha=1.0, beta=0.0, z_scale=1.0,
+             activation=None, scale=None, bias=None, z=None):
+    """``problem.epilogue`` applied to the convolution's output ``conv`` (float64): the whole
+    output tensor, or its elements at flat ``index``.  ``prior`` is the output's prior contents
+    (blend), ``z`` the residual (both of the output's shape), ``scale`` and ``bias`` one value per
+    output channel; a coefficient of 0 leaves its operand unread."""
+    structure, shape = problem.epilogue, getattr(problem, problem.direction.output).shape
+    if index is None:
+        channel = np.arange(shape[1]).reshape(1, -1, 1, 1)
+
+        def take(array):
+            return np.asarray(array, dtype=np.float64)
+    else:
+        channel = np.unravel_index(index, shape)[1]
+
+        def take(array):
+            return np.asarray(array).ravel()[index].astype(np.float64)
+    with np.errstate(all="ignore"):
+        out = alpha * np.asarray(conv, dtype=np.float64) if alpha != 0 else np.zeros(
+            np.shape(conv))
+        if structure.scale:
+            out = out * np.asarray(scale, dtype=np.float64)[channel]
+        if structure.bias:
+            out = out + np.asarray(bias, dtype=np.float64)[channel]
+        if structure.residual and z_scale != 0:
+            out = out + z_scale * take(z)
+        out = activate(activation if activation is not None else structure.activation, out)
+        if structure.blend and beta != 0:
+            out = out + beta * take(prior)
+    return out
+
+
+def backward_bias(dy, alpha=1.0, beta=0.0, db=None):
+    """db = alpha * dy summed over images and pixels + beta * db (float64; operands of a zero
+    coefficient unread)."""
+    total = np.asarray(dy, dtype=np.float64).sum(axis=(0, 2, 3)) if alpha != 0 else 0.0
+    out = alpha * total + np.zeros(np.shape(dy)[1])
+    return out + beta * np.asarray(db, dtype=np.float64) if beta != 0 else out
+
+# }}}
 
 
 # {{{ sampled outputs
@@ -151,14 +224,18 @@ def _backward_weights_at(problem, x, dy, index):
     return (patch * dy[n, k, oh, ow].astype(np.float64)).sum(axis=(1, 2, 3))
 
 
-def compute_at(problem, x, w, y, index):
+def compute_at(problem, x, w, y, index, **values):
     """The elements at flat ``index`` (an int array) of ``problem``'s output, in float64.
 
     Each element is computed on its own from the inputs, so checking a few hundred elements of a
     large problem costs little; the values equal compute()'s at those indices, non-finite ones
-    included.
+    included, ``values`` being an epilogue's as compute() takes them.
     """
     index = np.asarray(index, dtype=np.int64)
+    if problem.epilogue is not None:
+        conv = compute_at(problem.with_epilogue(None), x, w, y, index)
+        prior = {"x": x, "w": w, "y": y}[problem.direction.output]
+        return epilogue(problem, conv, prior, index, **values)
     if problem.direction is Direction.FORWARD:
         at, a, b, per_sample = _forward_at, x, w, problem.w.size // problem.k
     elif problem.direction is Direction.BACKWARD_DATA:

@@ -42,6 +42,7 @@ class ConfigSpace:
                 raise ValidationError(f"params[{name!r}]", values,
                                       "needs an identifier for a name and at least one value")
         self.constraints = tuple(constraints)
+        self._valid = None
         self._compiled = []
         for text in self.constraints:
             try:
@@ -91,13 +92,13 @@ class ConfigSpace:
         return count
 
     def sample(self, count, rng=None):
-        """Up to ``count`` distinct valid configs drawn at random (all of them when the space is
-        small); ``rng`` is a random.Random."""
+        """Up to ``count`` distinct valid configs drawn at random (all of them when the space
+        holds fewer); ``rng`` is a random.Random.  Draws at random from the parameters' product
+        first; where the constraints reject most of it, the rest comes from the valid configs
+        enumerated once (and kept)."""
         rng = rng or random.Random(0)
         if self.size() <= 4 * count:
-            configs = list(self)
-            rng.shuffle(configs)
-            return configs[:count]
+            return rng.sample(self.valid(), min(count, len(self.valid())))
         seen, drawn = set(), []
         for _ in range(50 * count):
             config = {name: rng.choice(values) for name, values in self.params.items()}
@@ -106,8 +107,15 @@ class ConfigSpace:
                 seen.add(key)
                 drawn.append(config)
                 if len(drawn) == count:
-                    break
-        return drawn
+                    return drawn
+        rest = [c for c in self.valid() if config_key(c) not in seen]
+        return drawn + rng.sample(rest, min(count - len(drawn), len(rest)))
+
+    def valid(self):
+        """Every valid config, enumerated on first use and kept."""
+        if self._valid is None:
+            self._valid = list(self)
+        return self._valid
 
     def neighbours(self, config):
         """The valid configs one step away from ``config``: one parameter moved to the next

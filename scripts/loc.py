@@ -22,9 +22,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: (driver_args: ~150 lines) and room for the tuner, then to 5,000 for issue 11's tuning
 #: machinery (tuning spaces and device classes, the shared SQLite store and the perf-db, search,
 #: db export/import, `convsolve tune`: ~900 lines) and issue 18's crash and Oclgrind workers for
-#: check_solver.  Raising one is a decision a commit states and explains.
+#: check_solver, then to 5,600 Python and 250 OpenCL for issue 16's epilogues (structure, fused and
+#: unfused candidates, the shared epilogue header and pass, backward-bias, their driver flags and
+#: check_solver cases: ~830 Python, ~160 OpenCL lines).  Raising one is a decision a commit states
+#: and explains.
 BUDGETS = {
-    "core": {"python": 5000, "opencl": 100},
+    "core": {"python": 5600, "opencl": 250},
     "core/bench": {"python": 800, "opencl": 60},
 }
 PLUGIN_BUDGET = {"python": 1200, "opencl": 1500}   # each plugin

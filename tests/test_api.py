@@ -211,7 +211,7 @@ def test_handle_solver_and_context_are_checked(handle):
 def test_run_refuses_a_workspace_beyond_the_largest_buffer(handle, monkeypatch):
     """A named solver whose workspace cannot be one buffer on the device is refused by name."""
     import cs_fake
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_fake")
     monkeypatch.setattr(cs_fake.Good, "workspace_bytes", handle.device.max_mem_alloc_size + 4)
     problem = Problem.conv2d((1, 1, 3, 3), (1, 1, 1, 1))
     buffers = {name: cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 64) for name in "xwy"}

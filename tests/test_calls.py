@@ -26,7 +26,7 @@ EXCLUDED = {
 
 @pytest.fixture
 def hostile(monkeypatch):
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_hostile")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_hostile")
     monkeypatch.setenv("CONVSOLVE_FIND_BUILD_TIMEOUT_S", "0.5")
     yield convsolve.registry()
     import cs_hostile

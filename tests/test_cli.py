@@ -17,11 +17,11 @@ SMALL = ["conv", "-n", "2", "-c", "4", "-H", "9", "-W", "7", "-k", "6", "-y", "3
 def test_solvers_lists_plugins_solvers_and_switches(capsys, monkeypatch):
     """`convsolve solvers` shows each plugin's distribution and each solver on or off and why."""
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "direct.NaiveBwd*")
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_broken_import")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_broken_import")
     assert main(["solvers"]) == 1   # a plugin was refused
     assert main(["solvers", "--allow-refused"]) == 0
     out = capsys.readouterr().out
-    assert "convsolve-direct" in out and "FAILED: ImportError: planted import failure" in out
+    assert "cs_naive" in out and "FAILED: ImportError: planted import failure" in out
     assert "direct.NaiveFwd" in out and "off (CONVSOLVE_DISABLE_SOLVERS ('direct.NaiveBwd*'))" in out
     assert main(["solvers", "--json", "--allow-refused"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -70,7 +70,7 @@ def test_conv_immediate_and_timing(capsys, select):
 
 def test_failed_verification_exits_non_zero(capsys, monkeypatch):
     """A solver with wrong results makes conv print FAILED and exit 1."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_wrong")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_wrong")
     assert main([*SMALL, "-F", "1", "--solver", "wrong.Lazy"]) == 1
     assert "Forward Convolution FAILED: " in capsys.readouterr().out
 
@@ -152,7 +152,7 @@ def test_huge_padding_verifies_on_sampled_elements(capsys):
 
 def test_solver_family_finds_its_fastest(capsys, monkeypatch):
     """--solver with a family name benchmarks every candidate and runs that family's fastest."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,gemm")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,gemm")
     assert main([*SMALL, "-F", "4", "--solver", "gemm", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)["reports"][0]
     ranked = [s["solver"] for s in report["solutions"]]
@@ -219,7 +219,7 @@ def test_file_table_and_exit_codes(capsys, tmp_path, monkeypatch):
     for word in ("problem", "direction", "solver", "time (ms)", "GFLOP/s", "verified", "OK",
                  "fwd-n1-c2-h5-w5", "bwd (trans)", "wrw (trans)"):
         assert word in out
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_wrong")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_wrong")
     path.write_text(f"{good} -S wrong.Lazy\n")
     assert main(["conv", "--file", str(path)]) == 1 and "FAILED" in capsys.readouterr().out
     path.write_text(f"{good}\nconvfp16 -n 1\n")
@@ -239,7 +239,7 @@ def test_explain_takes_a_miopen_line(capsys):
 
 def test_a_refused_solver_is_named_as_refused(capsys, monkeypatch):
     """--solver naming a solver discovery refused says why, not "not installed"."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_contract")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_contract")
     assert main([*SMALL, "-F", "1", "--solver", "contract.Misspelt"]) == 2
     err = capsys.readouterr().err
     assert "installed but refused" in err and "did you mean 'is_applicable'?" in err

@@ -15,7 +15,7 @@ def test_explain_names_every_reason(handle, monkeypatch):
     build and run failures, and ranks with WTI and the db record."""
     import cs_fake
     import cs_wrong
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake,cs_wrong")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_fake,cs_wrong")
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "direct.NaiveBwdData")
     monkeypatch.setattr(cs_fake.NoWti, "reduced_precision", True, raising=False)
     monkeypatch.setattr(cs_wrong.Lazy, "is_applicable",

@@ -26,7 +26,7 @@ PROBLEM = Problem.conv2d((2, 3, 7, 6), (4, 3, 3, 3), padding=((1, 0), (0, 1)))
 @pytest.fixture
 def fake(monkeypatch):
     """The planted-behaviour solvers of cs_fake, beside the installed plugins."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_fake")
     return convsolve.registry()
 
 
@@ -109,7 +109,7 @@ def test_solvers_installed_after_a_find_are_benchmarked_and_failures_remembered(
     recorded, so the next find neither rebuilds nor reruns them."""
     caplog.set_level("INFO", logger="convsolve")
     find(handle, PROBLEM, **buffers, mode="HYBRID")     # only direct is installed
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_fake")
     second = {r.solver: r.source for r in find(handle, PROBLEM, **buffers, mode="HYBRID")}
     assert second == {"direct.NaiveFwd": "find-db", "fake.Good": "benchmark",
                       "fake.NoWti": "benchmark"}
@@ -138,7 +138,7 @@ def test_disabled_solver_is_never_used_from_a_db_hit(handle, fake, buffers, monk
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "fake.*")
     hit = find(handle, PROBLEM, **buffers, mode="HYBRID")
     assert [r.solver for r in hit] == ["direct.NaiveFwd"]
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive")
     monkeypatch.delenv("CONVSOLVE_DISABLE_SOLVERS")
     assert [r.solver for r in find(handle, PROBLEM, **buffers, mode="FAST")] == ["direct.NaiveFwd"]
 
@@ -204,7 +204,7 @@ def test_find_db_persists_across_processes(tmp_path):
 def test_workspace_limit_bounds_what_find_allocates(handle, buffers, monkeypatch, caplog):
     """CONVSOLVE_WORKSPACE_LIMIT caps find's own allocation; larger needs are skipped."""
     caplog.set_level("INFO", logger="convsolve")
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_fake")
     monkeypatch.setenv("CONVSOLVE_WORKSPACE_LIMIT", "64K")
     find(handle, PROBLEM, **buffers, mode="NORMAL")
     assert "0 B allocated (find allocates at most 64.0 KiB: CONVSOLVE_WORKSPACE_LIMIT" in caplog.text
@@ -221,7 +221,7 @@ def test_serial_build_and_info_logging_in_a_fresh_process(tmp_path):
         % PROBLEM.key())
     env_vars = {**os.environ, "CONVSOLVE_USER_DB_PATH": str(tmp_path / "db.sqlite"),
                 "CONVSOLVE_COMPILE_PARALLEL_LEVEL": "1", "CONVSOLVE_LOG_LEVEL": "INFO",
-                "CONVSOLVE_PLUGINS": "direct,cs_fake",
+                "CONVSOLVE_PLUGINS": "cs_naive,cs_fake",
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(FAKE_PLUGINS),
                                                             os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-c", script], env=env_vars, check=True,

@@ -72,7 +72,7 @@ def fuzz(default):
 
 
 @pytest.fixture(autouse=True)
-def fuzzed_plugins(only_direct_plugin, monkeypatch):
+def fuzzed_plugins(only_naive_solvers, monkeypatch):
     """The plugins CONVSOLVE_FUZZ_PLUGINS names (the direct one alone by default)."""
     monkeypatch.setenv("CONVSOLVE_PLUGINS", PLUGINS)
 

@@ -17,7 +17,7 @@ PROBLEM = Problem.conv2d((1, 4, 5, 7), (4, 2, 2, 3), stride=(1, 2), groups=2,
 
 def test_fallback_on_a_miss_then_db_after_find(handle, monkeypatch):
     """A miss ranks by WTI with time 10/WTI ms; after find, solutions come from the db."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_fake")
     fallback = convsolve.get_solutions(handle, PROBLEM, max_count=5)
     assert [(s.solver, s.source, s.time_ms) for s in fallback] == [
         ("direct.NaiveBwdData", "fallback", pytest.approx(10 / 0.01))]
@@ -44,7 +44,7 @@ def test_compile_and_run_solution_by_family_from_the_db(handle):
 
 def test_wti_errors_and_unknown_wti_are_left_out(handle, monkeypatch):
     """Solvers with unknown WTI are not in the fallback ranking."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_fake")
     names = [s.solver for s in convsolve.get_solutions(handle, PROBLEM.with_direction("fwd"))]
     assert names == ["fake.Good", "fake.Hungry", "fake.BadBuild", "fake.RunFails",
                      "direct.NaiveFwd"]

@@ -8,11 +8,13 @@ CORE = Path(__file__).resolve().parents[1] / "core"
 
 LAYERS = [
     {"errors", "arith", "text", "parallel", "env", "tensors"},
-    {"problem", "hookspecs", "reference", "driver_args", "tuning", "policy"},
+    {"problem", "hookspecs", "reference", "driver_args", "tuning", "policy", "epilogue"},
     {"calls", "kernel_cache", "plugins", "handle"},
-    {"sqlite_db", "find_db", "perf_db", "tuned", "solutions", "timing", "verify"},
-    {"execute", "worker", "search", "find", "immediate", "explain", "api", "db_transfer"},
-    {"cli", "tune", "testing", "check_worker", "docgen", "new_plugin", "bench", "__init__"},
+    {"sqlite_db", "find_db", "perf_db", "tuned", "solutions", "timing", "verify", "fusion"},
+    {"execute", "worker", "search", "find", "immediate", "explain", "api", "db_transfer",
+     "bias_grad"},
+    {"cli", "tune", "testing", "check_worker", "docgen", "new_plugin", "bench", "__init__",
+     "epilogue_check", "cli_epilogue"},
 ]
 LEVEL = {name: level for level, names in enumerate(LAYERS) for name in names}
 #: Imports that run later than load time, inside a function, on purpose (see the module).

@@ -25,6 +25,7 @@ def test_stamped_plugin_installs_and_works(tmp_path):
          str(plugin)], os.environ)
     path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD": "0",
+           "CONVSOLVE_PLUGINS": "",
            "CONVSOLVE_USER_DB_PATH": str(tmp_path / "db.sqlite")}
     solvers = json.loads(run(["-m", "convsolve.cli", "solvers", "--json"], env))
     acme = next(p for p in solvers["plugins"] if p["name"] == "acme")

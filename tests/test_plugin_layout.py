@@ -30,7 +30,7 @@ def test_shape_of_a_plugin(plugin):
     """pyproject names convsolve-<family>, depends on convsolve only, registers the entry point."""
     family = plugin.name.strip("_")
     text = (plugin / "pyproject.toml").read_text()
-    assert f'name = "convsolve-{family}"' in text
+    assert f'name = "convsolve-{family.replace("_", "-")}"' in text
     assert re.search(r'dependencies = \["convsolve[^"]*"\]', text)
     assert f'{family} = "convsolve_{family}"' in text
     assert (plugin / f"convsolve_{family}" / "__init__.py").exists()

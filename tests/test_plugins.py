@@ -4,7 +4,7 @@ import textwrap
 
 import convsolve
 import pytest
-from convsolve import PluginError, Problem, SolverError, env
+from convsolve import PluginError, Problem, SolverError, env, hookspecs
 
 PROBLEM = Problem.conv2d((1, 2, 6, 5), (3, 2, 3, 3), padding=1)
 
@@ -50,18 +50,18 @@ def test_entry_point_plugin_is_discovered_and_used(tmp_path, monkeypatch, handle
 
 def test_broken_plugins_are_isolated(monkeypatch):
     """A plugin that fails to import or whose hook raises is skipped; the others still load."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_broken_import,cs_raising_hook,cs_fake")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_broken_import,cs_raising_hook,cs_fake")
     reg = convsolve.registry()
     errors = {p.name: p.error for p in reg.plugins}
     assert "planted import failure" in errors["cs_broken_import"]
     assert "planted hook failure" in errors["cs_raising_hook"]
-    assert errors["cs_fake"] is None and errors["direct"] is None
+    assert errors["cs_fake"] is None and errors["cs_naive"] is None
     assert "fake.Good" in reg.solvers and "direct.NaiveFwd" in reg.solvers
 
 
 def test_strict_plugins_makes_a_broken_plugin_fatal(monkeypatch):
     """CONVSOLVE_STRICT_PLUGINS=1 turns a skipped plugin into a PluginError."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_broken_import")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_broken_import")
     monkeypatch.setenv("CONVSOLVE_STRICT_PLUGINS", "1")
     with pytest.raises(PluginError, match="cs_broken_import"):
         convsolve.registry()
@@ -101,6 +101,7 @@ def test_family_switch_keeps_the_plugin_unimported(monkeypatch):
     for module in [m for m in sys.modules if m.startswith("convsolve_direct")]:
         monkeypatch.delitem(sys.modules, module)
     monkeypatch.setenv("CONVSOLVE_DEBUG_CONV_DIRECT", "0")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct")
     reg = convsolve.registry()
     assert "convsolve_direct" not in sys.modules and reg.solvers == {}
     assert reg.plugins[0].blocked_by == "CONVSOLVE_DEBUG_CONV_DIRECT=0"
@@ -109,7 +110,8 @@ def test_family_switch_keeps_the_plugin_unimported(monkeypatch):
 
 
 @pytest.mark.parametrize("variable, value, off", [
-    ("CONVSOLVE_DEBUG_CONV_DIRECT", "0", {"contract.Valid"}),
+    ("CONVSOLVE_DEBUG_CONV_DIRECT", "0", {"contract.Valid", "direct.NaiveFwd",
+                                          "direct.NaiveBwdData", "direct.NaiveBwdWeights"}),
     ("CONVSOLVE_DISABLE_SOLVERS", "direct.NaiveBwd*", {"direct.NaiveBwdData",
                                                        "direct.NaiveBwdWeights"}),
     ("CONVSOLVE_DISABLE_SOLVERS", " direct.NaiveFwd , other.X", {"direct.NaiveFwd"}),
@@ -117,7 +119,7 @@ def test_family_switch_keeps_the_plugin_unimported(monkeypatch):
 def test_switches_turn_solvers_off_and_say_which(monkeypatch, variable, value, off):
     """Family and per-solver switches turn exactly the matching solvers off, naming the switch."""
     monkeypatch.setattr("cs_contract.Base.family", "direct", raising=False)
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_contract")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_contract")
     monkeypatch.setenv(variable, value)
     _, disabled = convsolve.registry().enabled_solvers()
     assert set(disabled) == off
@@ -134,7 +136,8 @@ def test_bad_switch_value_is_an_error(monkeypatch):
 
 
 @pytest.mark.parametrize("declaration, message", [
-    ('CONVSOLVE_SOLVER_API = ">=3.0"', "supports solver API >=3.0; this convsolve provides 2.1"),
+    ('CONVSOLVE_SOLVER_API = ">=3.0"',
+     f"supports solver API >=3.0; this convsolve provides {hookspecs.SOLVER_API_VERSION}"),
     ("", "does not declare CONVSOLVE_SOLVER_API"),
     ('CONVSOLVE_SOLVER_API = "one"', "is not a version specifier"),
 ])
@@ -152,7 +155,7 @@ def test_reduced_precision_needs_permission(monkeypatch):
     """A solver declaring reduced_precision is skipped by the numerical policy unless allowed."""
     import cs_fake
     monkeypatch.setattr(cs_fake.Good, "reduced_precision", True, raising=False)
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_fake")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_fake")
     _, skipped = convsolve.registry().candidates(PROBLEM)
     assert "numerical policy" in skipped["fake.Good"]
     monkeypatch.setenv("CONVSOLVE_ALLOW_REDUCED_PRECISION", "1")

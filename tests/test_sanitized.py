@@ -17,6 +17,12 @@ from convsolve.testing import check_solver, sanitized_problems
 
 pytestmark = pytest.mark.sanitized
 
+#: Random configs per solver under Oclgrind besides the default (check_solver's default is 3).
+#: With every other sanitized problem (each direction keeps several), one keeps the five
+#: families' sanitized runs within the suite's time budget; the PoCL check_solver runs still
+#: check every problem with three.
+SAMPLED_CONFIGS = 1
+
 #: Tiny problems for the planted faults: odd and even output sizes, a small and a large stride.
 TINY = [Problem.conv2d((1, 2, 3, 3), (3, 2, 1, 1)), Problem.conv2d((1, 2, 4, 4), (2, 2, 1, 1))]
 STRIDED = [Problem.conv2d((1, 2, 6, 6), (3, 2, 1, 1), 2),
@@ -30,7 +36,7 @@ def installed_plugins():
 def failures(solver, problems):
     """check_solver's failures of ``solver`` on Oclgrind, one string each (none: [])."""
     try:
-        check_solver(solver, None, problems, sanitize=True)
+        check_solver(solver, None, problems, configs=SAMPLED_CONFIGS, sanitize=True)
     except AssertionError as exc:
         return str(exc).split("\n  ")[1:]
     return []
@@ -48,7 +54,7 @@ def test_plugin_kernels_are_clean_under_oclgrind(plugin, monkeypatch):
                  if not any(map(solver.is_applicable, sanitized_problems((direction,))))]
     assert not unchecked, "applicable to none of the sanitized problems: " + ", ".join(unchecked)
     found = [f"{name}: {line}" for name, solver in solvers.items()
-             for line in failures(solver, sanitized_problems(tuple(solver.directions)))]
+             for line in failures(solver, sanitized_problems(tuple(solver.directions))[::2])]
     assert not found, f"{len(found)} findings under Oclgrind:\n" + "\n".join(
         text[:1500] for text in found)
 

@@ -9,7 +9,7 @@ LINE = "./bin/MIOpenDriver conv -n 1 -c 2 -H 6 -W 5 -k 3 -y 1 -x 1 -F 1"
 
 @pytest.fixture
 def problems_file(tmp_path, monkeypatch):
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_tunable")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_tunable")
     plugins.reset()
     path = tmp_path / "problems.txt"
     path.write_text(f"# one key and one MIOpenDriver line\n{KEY}\n{LINE}\n")

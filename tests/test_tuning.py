@@ -79,3 +79,12 @@ def test_pick_falls_back_from_device_to_architecture_to_isa_to_type():
     assert tuning.pick({"cpu": "cpu", "*": "any"}, gpu) == "any"
     with pytest.raises(KeyError, match="no entry"):
         tuning.pick({"cpu": 1}, gpu)
+
+
+def test_sampling_a_mostly_invalid_space_still_gives_what_is_asked():
+    """Where the constraints reject nearly every combination, samples come from the valid ones."""
+    sparse = ConfigSpace({f"P{i}": tuple(range(8)) for i in range(6)},
+                         ["P0 == P1 == P2 == P3 == P4"])
+    drawn = sparse.sample(5, random.Random(3))
+    assert len(drawn) == 5 and all(c in sparse for c in drawn)
+    assert len({tuning.config_key(c) for c in drawn}) == 5

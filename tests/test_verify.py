@@ -11,7 +11,7 @@ SMALL = Problem.conv2d((2, 3, 7, 6), (4, 3, 3, 3), padding=((1, 0), (0, 1)))
 
 @pytest.fixture
 def hostile(monkeypatch):
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_hostile")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_hostile")
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "hostile.HangsBuilding")
     return convsolve.registry()
 

@@ -16,7 +16,7 @@ def test_hung_and_fatal_solvers_are_recorded_and_find_goes_on(handle, monkeypatc
     """With CONVSOLVE_FIND_ISOLATION=process, a kernel that never ends and an invoker that kills
     its process are each recorded as failed; the honest solver is ranked."""
     caplog.set_level("INFO", logger="convsolve")
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_deadly")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_deadly")
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "deadly.NeverCompletes")
     monkeypatch.setenv("CONVSOLVE_FIND_ISOLATION", "process")
     monkeypatch.setenv("CONVSOLVE_FIND_RUN_TIMEOUT_S", "2")
@@ -75,7 +75,7 @@ def test_bad_budget_is_the_callers_error_under_isolation(handle, monkeypatch):
 def test_hung_run_in_process_fails_find_and_is_recorded(handle, monkeypatch):
     """In process, a run that never ends makes find fail naming the solver and the remedy, and
     the solver is recorded as failed so that no later find runs it again."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct,cs_deadly")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_deadly")
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "deadly.HangsRunning,deadly.EndsProcess")
     monkeypatch.setenv("CONVSOLVE_FIND_RUN_TIMEOUT_S", "0.2")
     import cs_deadly

@@ -9,8 +9,9 @@ from convsolve import hookimpl
 from .im2col import Im2Col
 from .pointwise import Pointwise
 
-#: Solver API versions this plugin supports (a PEP 440 specifier): 2.1 brought tunable solvers.
-CONVSOLVE_SOLVER_API = ">=2.1,<3"
+#: Solver API versions this plugin supports (a PEP 440 specifier): 2.1 brought tunable solvers,
+#: 2.2 fused epilogues.
+CONVSOLVE_SOLVER_API = ">=2.2,<3"
 
 
 @hookimpl

@@ -1,9 +1,9 @@
 """examples.Pointwise: a tunable 1x1 forward convolution, TILE_K channels of TILE_P pixels per
-work-item."""
+work-item, with the output's epilogue fused into its store."""
 from importlib import resources
 
 import pyopencl as cl
-from convsolve import ConfigSpace, Direction, ceil_div, hookimpl, tuning
+from convsolve import ConfigSpace, Direction, EpilogueArgs, ceil_div, hookimpl, tuning
 
 KERNELS = resources.files(__package__) / "kernels"
 DEFAULTS = {"cpu/vector16": {"TILE_K": 4, "TILE_P": 4}, "cpu": {"TILE_K": 4, "TILE_P": 2},
@@ -32,6 +32,10 @@ class Pointwise:
         return 0
 
     @hookimpl
+    def fused_epilogue(self, problem):   # all of it: one work-item stores each y element once
+        return len(problem.epilogue.stages)
+
+    @hookimpl
     def config_space(self, problem):
         return ConfigSpace({"TILE_K": (1, 2, 4, 8), "TILE_P": (1, 2, 4, 8)},
                            constraints=["TILE_K * TILE_P <= 16"])   # accumulators per work-item
@@ -47,7 +51,8 @@ class Pointwise:
         size = (problem.n * ceil_div(problem.k, config["TILE_K"])
                 * ceil_div(problem.in_h * problem.in_w, config["TILE_P"]),)
 
-        def invoker(buffers, scratch):
-            kernel.set_args(buffers.x, buffers.w, buffers.y)
+        def invoker(buffers, scratch):   # an epilogue's values follow (bare: defaults, unread)
+            values = (buffers.epilogue or EpilogueArgs()).kernel_args()
+            kernel.set_args(buffers.x, buffers.w, buffers.y, *values)
             return [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, None)]
         return invoker

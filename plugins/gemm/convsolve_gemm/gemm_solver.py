@@ -44,6 +44,11 @@ class GemmSolver:
         return workspace_bytes(problem, self.side_by_side)
 
     @hookimpl
+    def fused_epilogue(self, problem):
+        """Forward: all of it, in the store of the GEMM that writes y (matmul_conv)."""
+        return len(problem.epilogue.stages) if problem.direction is Direction.FORWARD else 0
+
+    @hookimpl
     def config_space(self, problem, handle):
         return gemm.space(handle)
 

@@ -16,14 +16,19 @@ reduction runs over the whole chunk. It is split into slices only as far as the 
 tiles to fill a large device (reduction_slices). A reduction of one slice goes straight into dW.
 Without columns (plain 1x1, no workspace) the products accumulate into dW image after image.
 Every order is fixed, so results are deterministic.
+
+A forward problem with an epilogue (the solvers' fused_epilogue takes all of it) gets it fused
+into the store of its output GEMM (EpilogueGemm), the one place y is written.
 """
 from typing import NamedTuple
 
-from convsolve import Direction, ceil_div
+import numpy as np
+import pyopencl as cl
+from convsolve import BuildError, Direction, EpilogueArgs, ceil_div
 
 from . import conv_layout
 from .conv_layout import Columns, SumPartials, View, images_per_chunk, padded_pitch
-from .gemm import Gemm
+from .gemm import _GEMM_SCALARS, KERNELS, Gemm, check_params, tile_shape
 
 #: The edge of the dW tiles the split rule counts: the tile of the GPU's 64 x 64 GEMM set
 #: (gemm.PARAMS["gpu"][1]), the one products too small for 128 x 128 tiles take. A constant,
@@ -118,14 +123,42 @@ def fits_int32(problem, use_columns, side_by_side=False):
     return largest <= 2 ** 31 - 1
 
 
-def grouped_gemm(gemm, mnk, beta, a, b, c, images, groups):
-    """One GEMM per (image, group), batched into min(images, groups) launches; returns events."""
+class EpilogueGemm(Gemm):
+    """gemm.cl with ``epilogue`` (a convsolve.Epilogue) fused into its store of C, the output:
+    a launch's row m of batch b is output channel chan[0] + b * chan[1] + m."""
+
+    def __init__(self, handle, params, trans_a, trans_b, epilogue):   # as Gemm's, its defines
+        problems = check_params(params, handle.device)                  # and arguments extended
+        if problems:
+            raise BuildError(f"gemm parameters {params} do not fit {handle.name}: "
+                             + "; ".join(problems))
+        self.queue = handle.queue
+        self.kernel = handle.build(KERNELS / "gemm.cl", "gemm", {
+            "TRANS_A": int(trans_a), "TRANS_B": int(trans_b), **params, **epilogue.defines()})
+        self.kernel.set_scalar_arg_dtypes(_GEMM_SCALARS + EpilogueArgs.kernel_arg_dtypes()
+                                          + [np.int32] * 2)
+        self.tile_m, self.tile_n = tile_shape(params)
+        self.local = (params["WGD_N"], params["WGD_M"], 1)
+
+    def __call__(self, m, n, k, alpha, beta, a, b, c, batch=1, values=None, chan=(0, 0)):
+        """Enqueue C = the epilogue of op(A) op(B) with ``values`` (EpilogueArgs)."""
+        self.kernel.set_args(m, n, k, alpha, beta, *a, *b, *c, *values.kernel_args(), *chan)
+        return cl.enqueue_nd_range_kernel(self.queue, self.kernel,
+                                          self.global_size(m, n, batch), self.local)
+
+
+def grouped_gemm(gemm, mnk, beta, a, b, c, images, groups, values=None):
+    """One GEMM per (image, group), batched into min(images, groups) launches; returns events.
+    ``values`` (an EpilogueGemm's epilogue values): C is the output, Kg = M channels a group."""
     m, n, k = mnk
+    fused = {} if values is None else {"values": values}
     if images <= groups:   # a launch per image, its groups batched
         return [gemm(m, n, k, 1.0, beta, *(_batch(v.at(image=i), v.group) for v in (a, b, c)),
-                     batch=groups) for i in range(images)]
+                     batch=groups, **fused, **({"chan": (0, m)} if fused else {}))
+                for i in range(images)]
     return [gemm(m, n, k, 1.0, beta, *(_batch(v.at(group=g), v.image) for v in (a, b, c)),
-                 batch=images) for g in range(groups)]
+                 batch=images, **fused, **({"chan": (g * m, 0)} if fused else {}))
+            for g in range(groups)]
 
 
 def _batch(view, stride):
@@ -157,8 +190,11 @@ def build_plan(problem, handle, params, use_columns, side_by_side=False):
     kg, hw, ohow = p.k // g, p.in_h * p.in_w, p.out_h * p.out_w
     cg_rs = _columns_rows(p)
     direction = p.direction
-    gemm = Gemm(handle, params, trans_a=direction is Direction.BACKWARD_DATA,
-                trans_b=direction is Direction.BACKWARD_WEIGHTS)
+    if p.epilogue is not None:   # forward: the epilogue in the output GEMM's store
+        gemm = EpilogueGemm(handle, params, False, False, p.epilogue)
+    else:
+        gemm = Gemm(handle, params, trans_a=direction is Direction.BACKWARD_DATA,
+                    trans_b=direction is Direction.BACKWARD_WEIGHTS)
     if use_columns:
         plan = layout(p, side_by_side)
         cols = Columns(handle, p)
@@ -180,7 +216,7 @@ def build_plan(problem, handle, params, use_columns, side_by_side=False):
                 if use_columns:
                     events.append(cols.im2col(buffers.x, n0, count, col))
                 events += grouped_gemm(gemm, (kg, ohow, cg_rs), 0.0, weights, col, outputs,
-                                       count, g)
+                                       count, g, buffers.epilogue)
             elif direction is Direction.BACKWARD_DATA:
                 events += grouped_gemm(gemm, (cg_rs, ohow, kg), 0.0, weights, outputs, col,
                                        count, g)

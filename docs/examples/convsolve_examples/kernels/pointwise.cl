@@ -5,10 +5,15 @@
  * Launch: a 1-D range of N * ceil(K / TILE_K) * ceil(H * W / TILE_P) work-items, any local size;
  * each computes TILE_K output channels of TILE_P consecutive pixels.
  *
+ * The output's epilogue, if the problem has one (its values after the tensors,
+ * CS_EPILOGUE_PARAMS), is fused into the store: each y element is written once, by one
+ * work-item.
+ *
  * Defines read: the problem's sizes from Problem.defines() (CS_N, CS_C, CS_H, CS_W, CS_K),
- * CS_PRECISION, and the tunables below (examples.Pointwise's default for any device: "*").
+ * CS_PRECISION, the epilogue's CS_EPI_* (convsolve_epilogue.h), and the tunables below
+ * (examples.Pointwise's default for any device: "*").
  */
-#include "convsolve.h"
+#include "convsolve_epilogue.h"
 
 #ifndef TILE_K
 #define TILE_K 2  /* output channels per work-item (each x value is used TILE_K times) */
@@ -21,8 +26,10 @@
 #define K_TILES CS_DIV_UP(CS_K, TILE_K)
 #define P_TILES CS_DIV_UP(PIXELS, TILE_P)
 
-__kernel void pointwise_fwd(__global const real *x, __global const real *w, __global real *y)
+__kernel void pointwise_fwd(__global const real *x, __global const real *w, __global real *y,
+                            CS_EPILOGUE_PARAMS)
 {
+    const cs_epilogue e = CS_EPILOGUE_INIT(0, 0);
     const int index = get_global_id(0);
     const int p0 = (index % P_TILES) * TILE_P;
     const int k0 = ((index / P_TILES) % K_TILES) * TILE_K;
@@ -38,6 +45,10 @@ __kernel void pointwise_fwd(__global const real *x, __global const real *w, __gl
                     acc[t][q] += (float)w[(k0 + t) * CS_C + c]
                                * (float)x[CS_NCHW(n, c, 0, 0, CS_C, CS_H, CS_W) + p0 + q];
     for (int t = 0; t < TILE_K && k0 + t < CS_K; ++t)
-        for (int q = 0; q < TILE_P && p0 + q < PIXELS; ++q)
-            y[CS_NCHW(n, k0 + t, 0, 0, CS_K, CS_H, CS_W) + p0 + q] = (real)acc[t][q];
+        for (int q = 0; q < TILE_P && p0 + q < PIXELS; ++q) {
+            const size_t at = CS_NCHW(n, k0 + t, 0, 0, CS_K, CS_H, CS_W) + p0 + q;
+            float v = acc[t][q];
+            CS_EPILOGUE(float, CS_LOAD1, e, v, k0 + t, y, at);   /* nothing when bare */
+            y[at] = (real)v;
+        }
 }

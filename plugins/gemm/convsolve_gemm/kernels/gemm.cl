@@ -9,6 +9,10 @@
  *   Batch b = get_global_id(2) uses A + offA + b * strideA, B + offB + b * strideB and
  *   C + offC + b * strideC (one launch runs every group of a grouped convolution).
  *   beta == 0 does not read C (C may hold garbage, NaN included).
+ *   With CS_EPI (a convolution's output fused, convsolve_epilogue.h), C = the epilogue of
+ *   op(A) * op(B) instead: alpha and beta are unused, the epilogue's own values follow the
+ *   parameters below (CS_EPILOGUE_PARAMS, then int chanOff, int chanStride: row m of batch b is
+ *   output channel chanOff + b * chanStride + m), and z is read at C's offsets.
  *
  * Kernel (one name for every variant):
  *   gemm(int M, int N, int K, real alpha, real beta,
@@ -40,7 +44,8 @@
  *
  * Defines read (tunables, each with a default in gemm_common.cl): TRANS_A, TRANS_B, WGD_M, WGD_N,
  * TM, TN, VW, VWM, KU, USE_LOCAL, MR, NR, KB, PF, KWG, DOUBLE_BUF, LPAD; from convsolve.h:
- * CS_PRECISION. Derived (in gemm_common.cl): MWG, NWG, NTW, WGS, NVEC, MGRP, LA, LB, LDAS, LDBS.
+ * CS_PRECISION; from convsolve_epilogue.h: CS_EPI and the epilogue's CS_EPI_*. Derived (in
+ * gemm_common.cl): MWG, NWG, NTW, WGS, NVEC, MGRP, LA, LB, LDAS, LDBS.
  * The defaults are a measured CPU set (AVX2, 2 cores); plugins/gemm/TUNING.md has the others.
  */
 #include "gemm_common.cl"

@@ -6,13 +6,16 @@
  * default (the defaults are a measured CPU set; TUNING.md has the others), the derived tile
  * sizes, #error checks on impossible combinations, the vector type realN, the register tile's
  * row and column map (GEMM_ROW, GEMM_COL), op(A) and op(B) element access, the kernel's
- * parameter list (GEMM_PARAMS) and the stores of a register tile to C.
+ * parameter list (GEMM_PARAMS) and the stores of a register tile to C, with the output's
+ * epilogue when CS_EPI (convsolve_epilogue.h: C is then the convolution's output, row m of batch
+ * b being channel chanOff + b * chanStride + m, z read at C's offsets).
  *
- * Defines read: the tunables below; from convsolve.h: CS_PRECISION (`real`).
+ * Defines read: the tunables below; from convsolve.h: CS_PRECISION (`real`); from
+ * convsolve_epilogue.h: CS_EPI and the epilogue's structure.
  */
 #ifndef GEMM_COMMON_CL
 #define GEMM_COMMON_CL
-#include "convsolve.h"
+#include "convsolve_epilogue.h"
 
 /* {{{ tunables */
 #ifndef TRANS_A
@@ -145,13 +148,29 @@ typedef GEMM_CAT(GEMM_REAL, VW) realN;
 
 /* {{{ the kernel's parameters, the register tile */
 
+/* The epilogue's parameters after GEMM_PARAMS, its values made in the kernel (GEMM_EPI_INIT,
+ * after C is advanced to its batch), and passed on to the stores; nothing without CS_EPI. */
+#if CS_EPI
+#define GEMM_EPI_PARAMS , CS_EPILOGUE_PARAMS, const int chanOff, const int chanStride
+#define GEMM_EPI_INIT                                                                  \
+    const cs_epilogue epi = CS_EPILOGUE_INIT(chanOff + (int)bat * chanStride, offC + bat * strideC)
+#define GEMM_EPI_DECL , const cs_epilogue epi
+#define GEMM_EPI_ARG , epi
+#define GEMM_LOADN_AT(p, at) GEMM_VLOADN((p) + (at))
+#else
+#define GEMM_EPI_PARAMS
+#define GEMM_EPI_INIT
+#define GEMM_EPI_DECL
+#define GEMM_EPI_ARG
+#endif
+
 /* The parameters of the kernel gemm (gemm.cl's banner says what they are), as each path's
  * definition of it declares them. */
 #define GEMM_PARAMS                                                                    \
     const int M, const int N, const int K, const real alpha, const real beta,          \
     const __global real *restrict A, const int offA, const int lda, const int strideA, \
     const __global real *restrict B, const int offB, const int ldb, const int strideB, \
-    __global real *C, const int offC, const int ldc, const int strideC
+    __global real *C, const int offC, const int ldc, const int strideC GEMM_EPI_PARAMS
 
 /* acc = 0, for the register tile acc[TM][NVEC]. */
 #define GEMM_ZERO(acc)                                                              \
@@ -162,11 +181,27 @@ typedef GEMM_CAT(GEMM_REAL, VW) realN;
 
 /* {{{ stores to C */
 
-/* C[m][n ..] = alpha * acc + beta * C[m][n ..] for the lanes with n + l < N. */
+/* C[m][n ..] = alpha * acc + beta * C[m][n ..] for the lanes with n + l < N; with CS_EPI, the
+ * epilogue of acc instead (alpha and beta are the epilogue's). */
 GEMM_INLINE void gemm_store(__global real *C, int ldc, int m, int n, int N, realN acc,
-                            real alpha, real beta)
+                            real alpha, real beta GEMM_EPI_DECL)
 {
     __global real *c = C + m * ldc + n;
+#if CS_EPI
+    if (n + VW <= N) {
+        realN v = acc;
+        CS_EPILOGUE(realN, GEMM_LOADN_AT, epi, v, epi.chan + m, C, m * ldc + n);
+        GEMM_VSTOREN(v, c);
+    } else { /* a rolled loop: unrolled at every edge store, an activation took PoCL seconds */
+        real t[VW];
+        GEMM_VSTOREN(acc, t);
+        for (int l = 0; l < VW && n + l < N; ++l) {
+            real v = t[l];
+            CS_EPILOGUE(real, CS_LOAD1, epi, v, epi.chan + m, C, m * ldc + n + l);
+            c[l] = v;
+        }
+    }
+#else
     if (n + VW <= N) {
         realN v = alpha * acc;
         if (beta != (real)0)
@@ -185,12 +220,14 @@ GEMM_INLINE void gemm_store(__global real *C, int ldc, int m, int n, int N, real
             }
         }
     }
+#endif
 }
 
 /* The register tile acc of work-item (lx, ly) whose row block starts at row m0 and column
  * tile at column n0, to C (rows and columns past M, N are not stored). */
 GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int M, int N, int m0, int n0, int lx,
-                                 int ly, realN acc[TM][NVEC], real alpha, real beta)
+                                 int ly, realN acc[TM][NVEC], real alpha,
+                                 real beta GEMM_EPI_DECL)
 {
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
@@ -200,7 +237,7 @@ GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int M, int N, int m0
             for (int j = 0; j < NVEC; ++j) {
                 const int n = n0 + GEMM_COL(j, lx);
                 if (n < N)
-                    gemm_store(C, ldc, m, n, N, acc[i][j], alpha, beta);
+                    gemm_store(C, ldc, m, n, N, acc[i][j], alpha, beta GEMM_EPI_ARG);
             }
         }
     }

@@ -245,6 +245,7 @@ void gemm(GEMM_PARAMS)
     const size_t bat = get_global_id(2);
     A += offA + bat * strideA;
     B += offB + bat * strideB;
+    GEMM_EPI_INIT;
     C += offC + bat * strideC;
 
     realN acc[TM][NVEC];
@@ -267,7 +268,7 @@ void gemm(GEMM_PARAMS)
             for (int k = 0; k < K; ++k)
                 GEMM_STEP(acc, NVEC, i, GEMM_A(A, lda, min(m0 + GEMM_ROW(i, ly), M - 1), k),
                           j, gemm_load_b_safe(B, ldb, k, n0 + GEMM_COL(j, lx), N))
-        gemm_store_tile(C, ldc, M, N, m0, n0, lx, ly, acc, alpha, beta);
+        gemm_store_tile(C, ldc, M, N, m0, n0, lx, ly, acc, alpha, beta GEMM_EPI_ARG);
     }
     /* }}} */
 #else
@@ -311,8 +312,14 @@ void gemm(GEMM_PARAMS)
                 if (nk0 < nk1 && pf_n0 + NWG < N)
                     gemm_prefetch_b(B, ldb, nk0, nk1, pf_n0 + NWG, min(pf_n1 + NWG, N));
                 for (int i = 0; i < TM; ++i)
-                    for (int t = 0; t < tiles; ++t)
-                        GEMM_PREFETCH(C + min(m0 + GEMM_ROW(i, ly), M - 1) * ldc + pf_n0 + t * NTW);
+                    for (int t = 0; t < tiles; ++t) {
+                        const int at = min(m0 + GEMM_ROW(i, ly), M - 1) * ldc + pf_n0 + t * NTW;
+                        GEMM_PREFETCH(C + at);
+#if CS_EPI_RESIDUAL /* the epilogue's z, read with C: its whole row of the tile */
+                        for (int l = 0; l < NVEC * VW; l += GEMM_LINE)
+                            GEMM_PREFETCH(epi.z + at + l);
+#endif
+                    }
             }
             const int k0 = min(kend + r * share, knext), k1 = min(kend + (r + 1) * share, knext);
             for (int t = 0; t < tiles; ++t)
@@ -342,7 +349,8 @@ void gemm(GEMM_PARAMS)
                                   i, arow[i][k], j, bpack[cur][t][k - kb][j])
 #endif
                 if (kend == K) {
-                    gemm_store_tile(C, ldc, M, N, m0, n_wg0 + t * NTW, lx, ly, acc, alpha, beta);
+                    gemm_store_tile(C, ldc, M, N, m0, n_wg0 + t * NTW, lx, ly, acc, alpha,
+                                    beta GEMM_EPI_ARG);
                 } else {
 #pragma unroll
                     for (int i = 0; i < TM; ++i)
@@ -357,7 +365,7 @@ void gemm(GEMM_PARAMS)
         for (int r = 0; r < live; ++r)
             for (int t = 0; t < tiles; ++t)
                 gemm_store_tile(C, ldc, M, N, m_wg0 + r * (TM * WGD_M), n_wg0 + t * NTW, lx, ly,
-                                acc, alpha, beta);
+                                acc, alpha, beta GEMM_EPI_ARG);
     /* }}} */
 #endif
 }

@@ -125,6 +125,7 @@ void gemm(GEMM_PARAMS)
     const size_t bat = get_global_id(2);
     A += offA + bat * strideA;
     B += offB + bat * strideB;
+    GEMM_EPI_INIT;
     C += offC + bat * strideC;
 
     realN acc[TM][NVEC];
@@ -165,5 +166,5 @@ void gemm(GEMM_PARAMS)
         gemm_compute(a_tiles[0], b_tiles[0], lx, ly, acc);
 #endif
     }
-    gemm_store_tile(C, ldc, M, N, m_wg0, n_wg0, lx, ly, acc, alpha, beta);
+    gemm_store_tile(C, ldc, M, N, m_wg0, n_wg0, lx, ly, acc, alpha, beta GEMM_EPI_ARG);
 }
