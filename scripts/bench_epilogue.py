@@ -6,11 +6,15 @@ residual add + relu, fused and unfused (the core's pass), and backward-bias agai
 
 Per layer, the solver is the GEMM solver find ranks first for the bare problem (``--solver``
 forces one); every variant runs ``--repeat`` times, interleaved, and the best time of each is
-kept (kernel time from profiling events), so that a shared machine's noise hurts least.  Prints a
-Markdown table (BENCHMARKS.md's) and the totals.
+kept, so that a shared machine's noise hurts least.  ``--clock events`` (the default) times the
+kernels with profiling events; ``--clock cpu`` takes the process's CPU time over each run (all of
+PoCL's threads together, about the cores times the wall time when the machine is quiet), which
+other tenants of a shared CPU disturb far less than wall time.  Prints a Markdown table
+(BENCHMARKS.md's) and the totals.
 """
 import argparse
 import platform
+import resource
 import sys
 
 import convsolve
@@ -26,18 +30,27 @@ STRUCTURES = {"bias+relu": Epilogue(bias=True, activation="relu"),
               "bias+add+relu": Epilogue(bias=True, residual=True, activation="relu")}
 
 
-def _best(handle, runs, repeat):
+def _cpu_ms():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return (usage.ru_utime + usage.ru_stime) * 1e3
+
+
+def _best(handle, runs, repeat, clock="events"):
     """{name: best ms} of the callables in ``runs`` (each enqueues and returns events)."""
     best = {}
     for name, run in runs.items():   # warm-up
         cl.wait_for_events(run())
     for _ in range(repeat):
         for name, run in runs.items():
-            best[name] = min(best.get(name, float("inf")), elapsed_ms(run()))
+            start = _cpu_ms()
+            events = run()
+            cl.wait_for_events(events)
+            took = elapsed_ms(events) if clock == "events" else _cpu_ms() - start
+            best[name] = min(best.get(name, float("inf")), took)
     return best
 
 
-def bench_layer(handle, layer, batch, repeat, solver_name):
+def bench_layer(handle, layer, batch, repeat, solver_name, clock):
     bare = layer_problem(layer, batch, "fwd")
     host = random_tensors(bare, 0)
     buffers = convsolve.Buffers(**device_buffers(handle, host))
@@ -64,10 +77,10 @@ def bench_layer(handle, layer, batch, repeat, solver_name):
                 size[key] = candidate.workspace(problem)
     scratch = handle.scratch(max(size.values()) or 1)
     calls = {key: (lambda inv=inv, b=b: inv(b, scratch)) for key, (inv, b) in runs.items()}
-    return solver_name, _best(handle, calls, repeat)
+    return solver_name, _best(handle, calls, repeat, clock)
 
 
-def bench_bias(handle, shape, repeat):
+def bench_bias(handle, shape, repeat, clock):
     """(backward-bias ms, copy of dy ms), best of ``repeat``."""
     dy = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 4 * int(np.prod(shape)))
     cl.enqueue_fill_buffer(handle.queue, dy, np.float32(0.5), 0, dy.size)
@@ -75,7 +88,7 @@ def bench_bias(handle, shape, repeat):
     db = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 4 * shape[1])
     best = _best(handle, {
         "bias": lambda: convsolve.backward_bias(handle, shape, dy=dy, db=db),
-        "copy": lambda: [cl.enqueue_copy(handle.queue, copy, dy)]}, repeat)
+        "copy": lambda: [cl.enqueue_copy(handle.queue, copy, dy)]}, repeat, clock)
     return best["bias"], best["copy"]
 
 
@@ -87,13 +100,15 @@ def main(argv=None):
     parser.add_argument("--solver", help="GEMM solvers, comma-separated: each layer takes the "
                         "first that applies (default: find's best GEMM solver)")
     parser.add_argument("--layers", help="comma-separated layer names (default: all)")
+    parser.add_argument("--clock", choices=("events", "cpu"), default="events",
+                        help="kernel time from profiling events, or the process's CPU time")
     args = parser.parse_args(argv)
     handle = convsolve.Handle()
     suite = load_suite(args.suite)
     layers = [layer for layer in suite["layers"] if not args.layers
               or layer["name"] in args.layers.split(",")]
     print(f"device: {handle.name}; host {platform.processor() or platform.machine()}; "
-          f"batch {args.batch}; best of {args.repeat}\n")
+          f"batch {args.batch}; best of {args.repeat}; clock: {args.clock}\n")
     heads = ["bare", "bias+relu fused", "bias+relu unfused", "bias+add+relu fused",
              "bias+add+relu unfused"]
     print("| layer | solver | bare ms | bias+relu fused | unfused | bias+add+relu fused | "
@@ -101,12 +116,12 @@ def main(argv=None):
     print("| --- " * 9 + "|")
     totals = dict.fromkeys(heads, 0.0)
     for layer in layers:
-        name, best = bench_layer(handle, layer, args.batch, args.repeat, args.solver)
+        name, best = bench_layer(handle, layer, args.batch, args.repeat, args.solver, args.clock)
         count = layer.get("count", 1)
         for head in heads:
             totals[head] += count * best.get(head, float("nan"))
         shape = layer_problem(layer, args.batch, "fwd").y.shape
-        bias_ms, copy_ms = bench_bias(handle, shape, args.repeat)
+        bias_ms, copy_ms = bench_bias(handle, shape, args.repeat, args.clock)
         cells = [f"{best['bare']:.3f}"] + [
             f"{best[h]:.3f} ({best[h] / best['bare'] - 1:+.1%})" if h in best else "-"
             for h in heads[1:]]

@@ -18,10 +18,11 @@ from convsolve.testing import check_solver, sanitized_problems
 pytestmark = pytest.mark.sanitized
 
 #: Random configs per solver under Oclgrind besides the default (check_solver's default is 3).
-#: With every other sanitized problem (each direction keeps several), one keeps the five
-#: families' sanitized runs within the suite's time budget; the PoCL check_solver runs still
-#: check every problem with three.
-SAMPLED_CONFIGS = 1
+#: None, on every third sanitized problem (each direction keeps several), keeps the five
+#: families' Oclgrind runs within the suite's 10-minute budget on 2 cores with cold kernel
+#: caches; the plugins' PoCL tests check sampled configs, and `pytest --convsolve-sanitize`
+#: runs a plugin's whole check_solver set on Oclgrind.
+SAMPLED_CONFIGS = 0
 
 #: Tiny problems for the planted faults: odd and even output sizes, a small and a large stride.
 TINY = [Problem.conv2d((1, 2, 3, 3), (3, 2, 1, 1)), Problem.conv2d((1, 2, 4, 4), (2, 2, 1, 1))]
@@ -54,7 +55,7 @@ def test_plugin_kernels_are_clean_under_oclgrind(plugin, monkeypatch):
                  if not any(map(solver.is_applicable, sanitized_problems((direction,))))]
     assert not unchecked, "applicable to none of the sanitized problems: " + ", ".join(unchecked)
     found = [f"{name}: {line}" for name, solver in solvers.items()
-             for line in failures(solver, sanitized_problems(tuple(solver.directions))[::2])]
+             for line in failures(solver, sanitized_problems(tuple(solver.directions))[::3])]
     assert not found, f"{len(found)} findings under Oclgrind:\n" + "\n".join(
         text[:1500] for text in found)
 

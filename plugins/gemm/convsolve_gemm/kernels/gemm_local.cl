@@ -125,7 +125,6 @@ void gemm(GEMM_PARAMS)
     const size_t bat = get_global_id(2);
     A += offA + bat * strideA;
     B += offB + bat * strideB;
-    GEMM_EPI_INIT;
     C += offC + bat * strideC;
 
     realN acc[TM][NVEC];
@@ -166,5 +165,6 @@ void gemm(GEMM_PARAMS)
         gemm_compute(a_tiles[0], b_tiles[0], lx, ly, acc);
 #endif
     }
+    GEMM_EPI_INIT; /* here, not at the start: its values need no registers during the loop */
     gemm_store_tile(C, ldc, M, N, m_wg0, n_wg0, lx, ly, acc, alpha, beta GEMM_EPI_ARG);
 }
