@@ -1,14 +1,11 @@
 """convsolve-gemm: the solvers against the reference in each direction, chunking, switches, find."""
-import random
 import re
 
 import convsolve
 import convsolve_gemm
-import pyopencl as cl
 import pytest
 from convsolve import Direction, Problem
-from convsolve.testing import (check_solver, device_buffers, random_tensors, read_output,
-                               relative_error)
+from convsolve.testing import check_solver, device_buffers, random_tensors
 from convsolve_gemm import conv_layout, gemm, matmul_conv
 
 SOLVERS = ("gemm.Gemm1x1", "gemm.Im2ColGemm", "gemm.GemmWrwSplitK")
@@ -17,8 +14,10 @@ SOLVERS = ("gemm.Gemm1x1", "gemm.Im2ColGemm", "gemm.GemmWrwSplitK")
 @pytest.mark.parametrize("name", SOLVERS)
 def test_conformance_on_the_standard_set(handle, name):
     """Each solver passes check_solver (correct, honest workspace, deterministic) where it
-    applies."""
-    assert check_solver(convsolve.registry().get(name), handle) > 0
+    applies, with its default config and one sampled config: a GEMM config costs PoCL seconds
+    to compile per transposition, and the suite must stay within 10 minutes with cold caches
+    (the tuner's own output check covers every config it times)."""
+    assert check_solver(convsolve.registry().get(name), handle, configs=1) > 0
 
 
 @pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
@@ -163,25 +162,6 @@ def test_cpu_classes_get_their_own_vector_width(handle, monkeypatch):
         keys = ("some cpu", "cpu/unknown-arch", f"cpu/vector{width}", "cpu/acme", "cpu", "*")
         monkeypatch.setattr(tuning, "device_keys", lambda device, keys=keys: keys)
         assert gemm.default_params(handle, 1024, 1024, 1, False)["VW"] == expected
-
-
-@pytest.mark.parametrize("name", SOLVERS)
-def test_sampled_configs_compute_the_same(handle, name):
-    """A few configs from the solver's space, beside the default, pass check_solver's checks on
-    a problem of the standard set's kind (the core's search rejects a wrong config anyway)."""
-    solver = convsolve.registry().get(name)
-    direction = Direction.BACKWARD_WEIGHTS if name.endswith("SplitK") else Direction.BACKWARD_DATA
-    fil = (1, 1) if name.endswith("1x1") else (3, 2)
-    problem = Problem.conv2d((2, 6, 9, 7), (4, 3, *fil), stride=(1, 2), groups=2,
-                             direction=direction)
-    host = random_tensors(problem)
-    expected = convsolve.reference.compute(problem, **host)
-    for config in solver.config_space(problem, handle).sample(3, random.Random(7)):
-        invoker = solver.build_invoker(problem, handle, config)
-        buffers = device_buffers(handle, host)
-        cl.wait_for_events(invoker(convsolve.Buffers(**buffers),
-                                   handle.scratch(solver.workspace(problem))))
-        assert relative_error(read_output(handle, problem, buffers), expected) < 1e-5, config
 
 
 def test_find_ranks_gemm_above_naive_and_switches_remove_it(handle, monkeypatch):
