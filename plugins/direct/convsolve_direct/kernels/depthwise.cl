@@ -26,7 +26,7 @@
  *   the work-items in order), into partial[slot][k][0][r][s], slot = (n - n_first) * TPI + p.
  *   wrw.cl's wrw_reduce adds the slots up in order.  global (WG * TPI, images * C).
  *
- * Defines read: VW, WG, LDS, TB, FIL_H, FIL_W (below), CS_PRECISION.
+ * Defines read: VW, WG, LDS, TB, FIL_H, FIL_W (direct.h), CS_PRECISION.
  */
 #ifndef VW
 #define VW 16     /* output pixels per vector, along the output width: 1, 2, 4, 8 or 16 */
@@ -42,19 +42,6 @@
 #endif
 
 #include "direct.h"
-
-#ifdef FIL_H
-#define FR FIL_H  /* filter rows: compiled in, or the argument R */
-#else
-#define FR R
-#endif
-#ifdef FIL_W
-#define UNROLL_TAPS _Pragma("unroll")   /* unroll the tap loops of a compiled-in filter */
-#define FS FIL_W  /* filter columns: compiled in, or the argument S */
-#else
-#define UNROLL_TAPS
-#define FS S
-#endif
 
 /* tile[rr * pitch + col] = t[plane + (ih0 + rr) * W + iw0 + col] for rr < rows, col < pitch
  * (a multiple of VW), 0 outside the H x W plane at offset `plane` of the tensor t of `total`

@@ -6,7 +6,8 @@
  * CPUs; GPUs take VW = 1 or 2.  Lane-wise work (borders, strided stores) goes through a private
  * array, which every OpenCL compiler accepts (no run-time vector indexing).
  *
- * Defines read: VW (the including file gives its #ifndef default first), CS_PRECISION.
+ * Defines read: VW (the including file gives its #ifndef default first), CS_PRECISION, and the
+ * optional FIL_H, FIL_W: a compiled-in filter size (FR, FS; else the arguments R, S of the kernel).
  */
 #ifndef DIRECT_H
 #define DIRECT_H
@@ -154,5 +155,19 @@ inline float dc_hsum(vec v)
     return v;
 #endif
 }
+
+/* filter size: compiled in (FIL_H, FIL_W; tap loops unrolled), or the kernel's R and S */
+#ifdef FIL_H
+#define FR FIL_H    /* filter rows: compiled in, or the argument R */
+#else
+#define FR R
+#endif
+#ifdef FIL_W
+#define UNROLL_TAPS _Pragma("unroll")   /* unroll the tap loops of a compiled-in filter */
+#define FS FIL_W    /* filter columns: compiled in, or the argument S */
+#else
+#define UNROLL_TAPS
+#define FS S
+#endif
 
 #endif /* DIRECT_H */

@@ -27,7 +27,7 @@
  * A channel block that would run past the group's channels is shifted back to end at the last
  * one (KB <= channels per group, which the config space keeps) and stores only its own.
  *
- * Defines read: VW, VN, RB, KB, USE_LOCAL, LW_CAP, FIL_H, FIL_W (below), CS_PRECISION.
+ * Defines read: VW, VN, RB, KB, USE_LOCAL, LW_CAP, FIL_H, FIL_W (direct.h), CS_PRECISION.
  */
 #ifndef VW
 #define VW 16       /* output pixels per vector, along the output width: 1, 2, 4, 8 or 16 */
@@ -49,19 +49,6 @@
 #endif
 
 #include "direct.h"
-
-#ifdef FIL_H
-#define FR FIL_H    /* filter rows: compiled in, or the argument R */
-#else
-#define FR R
-#endif
-#ifdef FIL_W
-#define UNROLL_TAPS _Pragma("unroll")   /* unroll the tap loops of a compiled-in filter */
-#define FS FIL_W    /* filter columns: compiled in, or the argument S */
-#else
-#define UNROLL_TAPS
-#define FS S
-#endif
 
 /* The filter values of tap (r, s) of reduction index red (fwd: input channel, bwd: output
  * channel) for the KB block members, contiguous: from the re-laid weights in global memory, or
