@@ -158,6 +158,11 @@ OPTIONAL_SOLVER_ATTRIBUTES = {a.name: a.default for a in SOLVER_ATTRIBUTES
                               if a.default is not REQUIRED}
 
 
+def solver_attribute(solver, attribute):
+    """An optional solver attribute, or its default from OPTIONAL_SOLVER_ATTRIBUTES."""
+    return getattr(solver, attribute, OPTIONAL_SOLVER_ATTRIBUTES[attribute])
+
+
 class Solver(Protocol):
     """A solver object as the core sees it (for type checkers; pluggy checks the hooks)."""
 

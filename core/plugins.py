@@ -15,6 +15,7 @@ from packaging.version import Version
 from . import env, hookspecs
 from .errors import PluginError, SolverError
 from .problem import Direction
+from .hookspecs import solver_attribute  # noqa: F401 - callers import it from here
 from .policy import Policy
 
 log = logging.getLogger("convsolve")
@@ -141,11 +142,6 @@ def _check_attributes(solver):
             problems.append(f"{attribute}={value!r} is not a {type(default).__name__}"
                             + (" > 0" if isinstance(default, float) else ""))
     return problems
-
-
-def solver_attribute(solver, attribute):
-    """An optional solver attribute, or its default from OPTIONAL_SOLVER_ATTRIBUTES."""
-    return getattr(solver, attribute, hookspecs.OPTIONAL_SOLVER_ATTRIBUTES[attribute])
 
 
 def _check_api_version(info, module):

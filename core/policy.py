@@ -13,11 +13,7 @@ from dataclasses import dataclass
 
 from . import env
 from .errors import ValidationError
-from .hookspecs import OPTIONAL_SOLVER_ATTRIBUTES
-
-
-def _attribute(solver, name):
-    return getattr(solver, name, OPTIONAL_SOLVER_ATTRIBUTES[name])
+from .hookspecs import solver_attribute
 
 
 @dataclass(frozen=True)
@@ -46,14 +42,14 @@ class Policy:
 
     def refusal(self, solver):
         """Why the policy leaves ``solver`` out, or None."""
-        if _attribute(solver, "reduced_precision") and not self.reduced_precision:
+        if solver_attribute(solver, "reduced_precision") and not self.reduced_precision:
             return ("numerical policy: reduced precision is off "
                     f"({env.ALLOW_REDUCED_PRECISION.name}=0)")
-        tolerance = _attribute(solver, "tolerance")
+        tolerance = solver_attribute(solver, "tolerance")
         if self.max_tolerance is not None and tolerance > self.max_tolerance:
             return (f"numerical policy: its tolerance {tolerance:g} exceeds max_tolerance "
                     f"{self.max_tolerance:g}")
-        if self.deterministic and not _attribute(solver, "deterministic"):
+        if self.deterministic and not solver_attribute(solver, "deterministic"):
             return "numerical policy: not deterministic (deterministic=True)"
         return None
 

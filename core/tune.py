@@ -82,8 +82,8 @@ def tune_problem(handle, problem, budget, strategy, retune):
         if solver.name in outcomes:
             outcome = outcomes[solver.name]
             default[solver.name], tuned[solver.name] = outcome.default.time_ms, outcome.best.time_ms
-        elif _default_time(handle, problem, solver) is not None:
-            default[solver.name] = _default_time(handle, problem, solver)
+        elif (time_ms := _default_time(handle, problem, solver)) is not None:
+            default[solver.name] = time_ms
     winner = min(tuned, key=tuned.get)
     return min(default.values()), tuned[winner], winner
 
