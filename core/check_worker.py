@@ -153,7 +153,7 @@ def _progress(logs, send, key, reports):
         found += [r.strip() for r in logs[1].read().split("\n\n") if r.strip()]
         reports.extend(f"{running[0]}: Oclgrind: {r}" for r in distinct(found))
         if problem is not None:
-            running[0] = label(key, config)
+            running[0] = label(problem.key(), config)
             send("start", key, config)
     return progress
 
@@ -188,13 +188,13 @@ def serve(target, folder):
         except Exception as exc:  # noqa: BLE001 - reported to the caller, who names the solver
             send("error", f"the worker process cannot unpickle the solver: {exc!r}")
             continue
-        for key, configs in request["problems"]:
+        for key, configs, epilogues in request["problems"]:
             for log in logs:   # what came before the problem belongs to none
                 log.read()
             reports = []
             progress = _progress(logs, send, key, reports)
             failures = check_problem(solver, handle, Problem.from_key(key), request["seed"],
-                                     configs, progress)
+                                     configs, progress, epilogues)
             progress()
             send("done", key, failures, reports)
         send("end")
@@ -284,15 +284,15 @@ def oclgrind_or_skip():
 
 
 def check_in_workers(solver, problems, seed, targets):
-    """check_solver's failures of ``solver`` on ``problems`` ((problem, sampled configs) pairs,
-    each a problem it accepts), checked in the worker of each target in ``targets`` (all at
+    """check_solver's failures of ``solver`` on ``problems`` ((problem, sampled configs, with
+    epilogue cases) triples, each a problem it accepts), checked in the worker of each target in ``targets`` (all at
     once, a worker per target)."""
     try:
         payload = base64.b64encode(pickle.dumps(solver)).decode()
     except Exception as exc:  # noqa: BLE001
         return [(f"cannot send the solver to a worker process ({exc!r}): define its class "
                  "at the top level of a module and keep its attributes picklable")]
-    request = (payload, [(problem.key(), configs) for problem, configs in problems], seed)
+    request = (payload, [(problem.key(), *rest) for problem, *rest in problems], seed)
     try:
         for target in targets:
             _worker(target, fresh=target[0] == "device").send(*request)
@@ -313,8 +313,8 @@ def _collect(name, request, target):
     """The failures ``target``'s worker reports for ``request``, sent to it already; after a
     death, the problem it was checking is named and the rest go to a new worker."""
     on = f"on Oclgrind as a {target[1]}: " if target[0] == "oclgrind" else ""
-    failures, pending, suspect = [], [key for key, _ in request[1]], None
-    jobs, worker = dict(request[1]), _workers[target]
+    failures, pending, suspect = [], [key for key, *_ in request[1]], None
+    jobs, worker = {key: rest for key, *rest in request[1]}, _workers[target]
     while True:
         running = None
         try:
@@ -340,7 +340,7 @@ def _collect(name, request, target):
             worker = _worker(target, fresh=True)
             if before:   # check it again alone: an earlier problem may be to blame
                 suspect = (*running, how, before)
-                worker.send(request[0], [(running[0], jobs[running[0]])], request[2])
+                worker.send(request[0], [(running[0], *jobs[running[0]])], request[2])
                 continue
             failures.append(f"{on}{label(*running)}: the worker process died checking it "
                             f"({how})")
@@ -348,6 +348,6 @@ def _collect(name, request, target):
             suspect = None
         if not pending:
             return failures
-        worker.send(request[0], [(key, jobs[key]) for key in pending], request[2])
+        worker.send(request[0], [(key, *jobs[key]) for key in pending], request[2])
 
 # }}}

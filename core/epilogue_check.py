@@ -1,9 +1,9 @@
 """check_solver's epilogue checks, for solvers that declare ``fused_epilogue``: each fused part
 against the float64 reference and against the core's unfused pass, with edge values.
 
-For a few problems the solver accepts (two per direction), each case of CASES that the solver
-fuses at least one stage of runs fused and unfused on guarded NaN-filled buffers; a fused result
-must match the reference (its NaN and inf exactly) within the solver's tolerance, and the
+For a few problems the solver accepts (two per direction, one on Oclgrind), each case of CASES
+that the solver fuses at least one stage of runs fused and unfused on guarded NaN-filled buffers,
+in process or in check_solver's workers alike; a fused result must match the reference (its NaN and inf exactly) within the solver's tolerance, and the
 unfused one within the same tolerance.  The cases hold the edges of the semantics: alpha 0 (the
 convolution unread: a NaN planted in the input must not show) and negative, beta 0 with a
 NaN-filled output (unread), z being the output's own buffer, activation parameters at their
@@ -42,8 +42,10 @@ CASES = {
         ("alpha=0", Epilogue(), {"alpha": 0.0}, "nan-x nan-y"),
     ],
 }
-#: Problems checked per direction.
+#: Problems checked per direction; on Oclgrind (check_solver's sanitize=True), where each run
+#: costs seconds, fewer.
 PROBLEMS_PER_DIRECTION = 2
+SANITIZED_PROBLEMS_PER_DIRECTION = 1
 
 
 def _buffer(handle, array):
@@ -104,7 +106,7 @@ def _compare(result, expected, tolerance):
     return None if error < tolerance else f"relative error {error:.3g} >= {tolerance:g}"
 
 
-def _check_case(solver, handle, problem, case, seed):
+def _check_case(solver, handle, problem, case, seed, progress):
     label, structure, values, how = case
     problem = problem.with_epilogue(structure)
     try:
@@ -113,6 +115,8 @@ def _check_case(solver, handle, problem, case, seed):
         return [f"{problem.key()}: {exc.reason}"]
     if not fused:
         return []
+    if progress:
+        progress(problem, None)
     host, arrays, z = _inputs(problem, values, how, seed)
     with np.errstate(all="ignore"):
         expected = reference.compute(problem, *(host[n] for n in "xwy"), scale=arrays["scale"],
@@ -128,18 +132,24 @@ def _check_case(solver, handle, problem, case, seed):
     return failures
 
 
-def failures(solver, handle, problems, seed=0):
-    """check_solver's epilogue findings for ``solver`` on (some of) ``problems``, which it
-    accepts: none when it has no ``fused_epilogue`` hook or ``handle`` is None (checks made
-    elsewhere, in workers or on Oclgrind)."""
-    if handle is None or not callable(getattr(solver, "fused_epilogue", None)):
-        return []
-    found, taken = [], {}
+def chosen(problems, per_direction=PROBLEMS_PER_DIRECTION):
+    """The problems of ``problems`` that check_solver runs the epilogue cases on: the first
+    ``per_direction`` of each direction."""
+    taken, found = {}, []
     for problem in problems:
-        if taken.setdefault(problem.direction, 0) >= PROBLEMS_PER_DIRECTION:
-            continue
-        taken[problem.direction] += 1
-        cases = CASES.get(problem.direction, CASES["backward"])
-        for case in cases:
-            found += _check_case(solver, handle, problem, case, seed)
+        if taken.setdefault(problem.direction, 0) < per_direction:
+            taken[problem.direction] += 1
+            found.append(problem)
+    return found
+
+
+def failures(solver, handle, problem, seed=0, progress=None):
+    """check_solver's epilogue findings for ``solver`` on ``problem``, which it accepts: every
+    case of its direction; none when the solver has no ``fused_epilogue`` hook.
+    ``progress(problem, None)`` is called with the case's problem before each case runs."""
+    if not callable(getattr(solver, "fused_epilogue", None)):
+        return []
+    found = []
+    for case in CASES.get(problem.direction, CASES["backward"]):
+        found += _check_case(solver, handle, problem, case, seed, progress)
     return found

@@ -144,10 +144,7 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, 
         except ContractError as exc:
             skipped[solver.name] = failed[solver.name] = exc.reason
             log.info("skip %r: %s", solver.name, exc.reason)
-    isolated = _isolation() == "process" and problem.epilogue is None
-    if _isolation() == "process" and not isolated:
-        log.info("find %s: benchmarking in process (the worker does not take epilogues)",
-                 problem.key())
+    isolated = _isolation() == "process"
     scratch, available, how = _scratch(handle, scratch, needs.values(), allocate=not isolated)
     fitting = []
     for solver, need in needs.items():
@@ -160,7 +157,8 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, 
     fitting.sort(key=lambda s: -wtis[s])
     verify = env.flag(env.FIND_VERIFY) if verify is None else verify
     if isolated:
-        return worker.benchmark(handle, problem, fitting, available, skipped, failed, verify)
+        return worker.benchmark(handle, problem, fitting, available, skipped, failed, verify,
+                                worker.epilogue_values(problem, buffers))
     built = _build_all(handle, problem, fitting, skipped)
     failed.update({s.name: skipped[s.name] for s in fitting if s not in built})
     if env.flag(env.DEBUG_COMPILE_ONLY):

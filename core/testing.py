@@ -226,10 +226,11 @@ def _configs(solver, handle, problem, seed, count):
     return [default, *itertools.islice(others, count)]
 
 
-def check_problem(solver, handle, problem, seed=0, configs=0, progress=None):
+def check_problem(solver, handle, problem, seed=0, configs=0, progress=None, epilogues=False):
     """check_solver's failure messages for one ``problem`` that ``solver`` accepts (empty when
     it passes); a tunable solver is checked with its default config and up to ``configs``
-    others drawn at random.  ``progress(problem, config)`` is called before each run."""
+    others drawn at random, and with ``epilogues``, the epilogue cases follow
+    (epilogue_check).  ``progress(problem, config)`` is called before each run."""
     key = problem.key()
     try:   # the contract's checks, as find applies them
         wti_of(solver, problem)
@@ -248,6 +249,8 @@ def check_problem(solver, handle, problem, seed=0, configs=0, progress=None):
         failures.append(f"{key}: reports {workspace} bytes of workspace but writes only "
                         f"{max(written) + 1}" + (f" with any of the {len(runs)} configs checked"
                                                  if len(runs) > 1 else ""))
+    if epilogues:
+        failures += epilogue_check.failures(solver, handle, problem, seed, progress)
     return failures
 
 
@@ -409,7 +412,11 @@ def check_solver(solver, handle=None, problems=None, seed=0, *, configs=3, isola
                 accepted.append(problem)
         except Exception as exc:  # noqa: BLE001
             failures.append(f"{problem.key()}: is_applicable raised {exc!r}")
-    jobs = list(zip(accepted, _spread(configs, len(accepted), seed)))
+    with_epilogues = {p.key() for p in epilogue_check.chosen(accepted, (
+        epilogue_check.SANITIZED_PROBLEMS_PER_DIRECTION if sanitize
+        else epilogue_check.PROBLEMS_PER_DIRECTION))}
+    jobs = [(problem, count, problem.key() in with_epilogues)
+            for problem, count in zip(accepted, _spread(configs, len(accepted), seed))]
     if jobs and sanitize:
         check_worker.oclgrind_or_skip()
         failures += check_worker.check_in_workers(
@@ -419,11 +426,11 @@ def check_solver(solver, handle=None, problems=None, seed=0, *, configs=3, isola
                                                   [check_worker.device_target(handle)])
     elif jobs:
         try:
-            for problem, count in jobs:
+            for problem, count, epilogues in jobs:
                 failures += check_problem(
                     solver, handle, problem, seed, count, lambda problem, config: _running(
-                        f"{solver.name!r} on {check_worker.label(problem.key(), config)}"))
-            failures += epilogue_check.failures(solver, handle, accepted, seed)   # fused_epilogue
+                        f"{solver.name!r} on {check_worker.label(problem.key(), config)}"),
+                    epilogues)
         finally:
             _running("")
     if not accepted and not failures:

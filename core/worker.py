@@ -4,6 +4,9 @@ A solver whose kernel never finishes, or whose invoker kills the OpenCL runtime 
 takes only the worker down: the caller records it as failed, starts a new worker and goes on
 with the other candidates.  The worker times each candidate on random tensors of the problem
 (not on the caller's buffers) and reports one solver at a time; the caller keeps the find-db.
+A problem with an epilogue is timed with the caller's values (alpha, beta, z_scale, the
+activation's parameters, whether z is the output's buffer) over random scale, bias and z, each
+candidate (fusion.py) by its name.
 """
 import json
 import logging
@@ -13,13 +16,19 @@ import subprocess
 import sys
 import threading
 
-from . import env
+import numpy as np
+import pyopencl as cl
+
+from . import env, fusion
 from .errors import FindError
 from .handle import list_devices
+from .policy import Policy
 from .solutions import Solution
 
 log = logging.getLogger("convsolve")
 
+#: The policy the worker resolves candidates with: the caller's chose their names already.
+ADMIT_ALL = Policy(reduced_precision=True)
 #: Seconds a new worker may take to start (imports, device probe) on top of the first limit.
 STARTUP_S = 60
 
@@ -48,7 +57,7 @@ def _serve(device_index):
         replies.flush()
     device = Handle(str(device_index))
     for line in sys.stdin:
-        key, names, verify, switches, available = json.loads(line)
+        key, names, verify, switches, available, values = json.loads(line)
         for name in [n for n in os.environ if n.startswith("CONVSOLVE_")]:
             del os.environ[name]
         os.environ.update(switches)                  # the caller's switches, as of this find
@@ -57,14 +66,17 @@ def _serve(device_index):
         try:
             problem = Problem.from_key(key)
             buffers = check_buffers(problem, **device_buffers(device, random_tensors(problem)))
-            solvers = registry().solvers
+            if problem.epilogue is not None:
+                buffers = _with_epilogue(device, problem, buffers, values)
             best = None
             for name in names:
                 send("start", name)
                 skipped, failed = {}, {}
                 try:
-                    timed = benchmark(device, problem, [solvers[name]], buffers, None, skipped,
-                                      failed, verify, best)
+                    solver = (registry().solvers[name] if problem.epilogue is None
+                              else fusion.resolve(problem, name, ADMIT_ALL))
+                    timed = benchmark(device, problem, [solver], buffers, None, skipped, failed,
+                                      verify, best)
                 except QueueBlocked:   # this process's queue is stuck: report, then end
                     send("blocked", name, failed[name])
                     return
@@ -76,6 +88,38 @@ def _serve(device_index):
             send("error", f"{type(exc).__name__}: {exc}")
             continue
         send("end")
+
+
+def epilogue_values(problem, buffers):
+    """What the worker needs of the caller's epilogue values (None without an epilogue): the
+    scalars, and whether z is the output's buffer; the worker makes its own tensors."""
+    args = buffers.epilogue
+    if args is None:
+        return None
+    activation = args.activation
+    return {"alpha": args.alpha, "beta": args.beta, "z_scale": args.z_scale,
+            "activation": [activation.mode, activation.a, activation.b, activation.g],
+            "z_is_output": args.z is not None and args.z == getattr(
+                buffers, problem.direction.output)}
+
+
+def _with_epilogue(device, problem, buffers, values):
+    """``buffers`` with epilogue values from ``values`` (epilogue_values) over random scale,
+    bias and z tensors on ``device``."""
+    structure, output = problem.epilogue, problem.direction.output
+    desc, rng = getattr(problem, output), np.random.default_rng(1)
+
+    def random(count):
+        host = rng.uniform(-1, 1, count).astype(np.float32)
+        return cl.Buffer(device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                         hostbuf=host)
+    z = None
+    if structure.residual:
+        z = getattr(buffers, output) if values["z_is_output"] else random(desc.size)
+    return buffers.with_epilogue(fusion.values(
+        problem, buffers, device, scale=random(desc.shape[1]) if structure.scale else None,
+        bias=random(desc.shape[1]) if structure.bias else None, z=z, alpha=values["alpha"],
+        beta=values["beta"], z_scale=values["z_scale"], activation=tuple(values["activation"])))
 
 
 class Worker:
@@ -140,10 +184,11 @@ def _restart(index, worker):
             del _workers[index]
 
 
-def benchmark(handle, problem, solvers, available, skipped, failed, verify):
+def benchmark(handle, problem, solvers, available, skipped, failed, verify, values=None):
     """Solutions of ``solvers`` timed in the device's worker, fastest first, each with at most
     ``available`` bytes of workspace; a solver that hangs past the build and run limits or ends
-    the worker is recorded in ``failed``.  One find at a time uses a device's worker."""
+    the worker is recorded in ``failed``.  ``values``: epilogue_values() of the caller's
+    buffers.  One find at a time uses a device's worker."""
     index = _device_index(handle)
     limit_s = (env.positive_number(env.FIND_BUILD_TIMEOUT_S)
                + env.positive_number(env.FIND_RUN_TIMEOUT_S))
@@ -152,10 +197,11 @@ def benchmark(handle, problem, solvers, available, skipped, failed, verify):
         device_lock = _device_locks.setdefault(index, threading.Lock())
     with device_lock:
         return _exchange(handle, index, problem, solvers, available, skipped, failed, verify,
-                         limit_s)
+                         limit_s, values)
 
 
-def _exchange(handle, index, problem, solvers, available, skipped, failed, verify, limit_s):
+def _exchange(handle, index, problem, solvers, available, skipped, failed, verify, limit_s,
+              values):
     """benchmark()'s conversation with the worker, restarting it after a hung or fatal solver."""
     switches = {name: value for name, value in os.environ.items() if name.startswith("CONVSOLVE_")}
     by_name = {solver.name: solver for solver in solvers}
@@ -163,7 +209,7 @@ def _exchange(handle, index, problem, solvers, available, skipped, failed, verif
     while pending:
         worker, current = _worker(index), None
         try:
-            worker.send(problem.key(), pending, verify, switches, available)
+            worker.send(problem.key(), pending, verify, switches, available, values)
             while True:
                 message = worker.receive(limit_s if current else limit_s + STARTUP_S)
                 if message is None:

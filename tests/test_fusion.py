@@ -147,15 +147,21 @@ def test_zero_batch_backward_weights_blends(handle):
     assert np.array_equal(out, -2.0 * prior)
 
 
-def test_isolated_find_benchmarks_epilogues_in_process(handle, monkeypatch, caplog):
-    """Under CONVSOLVE_FIND_ISOLATION=process an epilogue problem is timed in process, saying
-    so (the worker takes bare problems only)."""
+def test_isolated_find_times_epilogue_candidates_in_the_worker(handle, with_gemm, monkeypatch):
+    """Under CONVSOLVE_FIND_ISOLATION=process the worker times an epilogue problem's candidates,
+    fused and unfused, with the caller's values; the caller's output survives."""
     monkeypatch.setenv("CONVSOLVE_FIND_ISOLATION", "process")
-    problem = BARE.with_epilogue(Epilogue(activation="abs"))
-    with caplog.at_level(logging.INFO, logger="convsolve"):
-        found = convsolve.find(handle, problem, **device_buffers(handle, random_tensors(problem)),
-                               activation=Activation("abs"))
-    assert found and "the worker does not take epilogues" in caplog.text
+    problem = BARE.with_epilogue(Epilogue(bias=True, residual=True, activation="abs", blend=True))
+    buffers = device_buffers(handle, random_tensors(problem))
+    prior = read_output(handle, problem, buffers)
+    bias = _device(handle, _arrays(problem))["bias"]
+    found = convsolve.find(handle, problem, **buffers, bias=bias, z=buffers["y"], beta=0.5,
+                           activation=Activation("abs"))
+    names = {s.solver for s in found}
+    assert {"gemm.Im2ColGemm", "gemm.Im2ColGemm" + UNFUSED} <= names, names
+    assert all(s.workspace == next(c for c in candidates(problem)[0] if c.name == s.solver)
+               .workspace(problem) for s in found)
+    assert np.array_equal(read_output(handle, problem, buffers), prior)
 
 
 def test_exhaustive_find_tunes_the_bare_convolution(handle, with_gemm, monkeypatch):

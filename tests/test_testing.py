@@ -212,3 +212,19 @@ def test_a_stride_lie_is_caught_in_isolation(handle):
     assert f"  {large.key()}: " in str(info.value) and fine.key() not in str(info.value)
 
 # }}}
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
+def test_an_epilogue_said_fused_but_not_applied_is_caught(handle, isolate):
+    """A solver whose fused_epilogue claims stages its kernel never applies fails check_solver's
+    epilogue cases, in process and in the isolation worker alike, naming problem, case and
+    candidate; its bare convolution passes."""
+    import cs_lies
+    problem = Problem.conv2d((1, 3, 5, 4), (2, 3, 3, 3), padding=1)
+    with pytest.raises(AssertionError) as info:
+        check_solver(cs_lies.EpilogueLie(), handle, [problem], isolate=isolate)
+    lines = str(info.value).splitlines()[1:]
+    assert lines and all(line.startswith(f"  {problem.key()}-epi") for line in lines), lines
+    assert any("(bias+relu, inf in w), lies.EpilogueLie fusing 3 stages:" in line
+               for line in lines), lines
+    assert not any("/unfused" in line for line in lines), lines

@@ -1,5 +1,6 @@
-"""Test-only solvers whose is_applicable accepts strided problems their invokers get wrong, fatally:
-check_solver must name the solver and the problem although the process dies (issue 18)."""
+"""Test-only solvers that claim more than they do: strided problems their invokers get wrong,
+fatally (check_solver must name the solver and the problem although the process dies, issue 18),
+and an epilogue they say they fuse but never apply (issue 16)."""
 import os
 from pathlib import Path
 
@@ -69,6 +70,17 @@ class AbortsLater(FakeSolver):
         return run
 
 
+class EpilogueLie(FakeSolver):
+    """Says it fuses every stage of an epilogue, but writes the bare convolution."""
+
+    name = "lies.EpilogueLie"
+    family = "lies"
+
+    @hookimpl
+    def fused_epilogue(self, problem):
+        return len(problem.epilogue.stages)
+
+
 @hookimpl
 def convsolve_solvers():
-    return [StrideLie(), AbortsOnStride(), AbortsLater()]
+    return [StrideLie(), AbortsOnStride(), AbortsLater(), EpilogueLie()]
