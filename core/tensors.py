@@ -13,6 +13,19 @@ def random_tensors(problem, seed=0):
             for name in ("x", "w", "y")}
 
 
+def random_epilogue_tensors(problem, seed=0):
+    """The tensors of ``problem``'s epilogue parts ('scale', 'bias': one per output channel;
+    'z': the output's shape), float32 host arrays uniform in [-1, 1]; {} without an epilogue."""
+    structure, rng = problem.epilogue, np.random.default_rng(seed)
+    if structure is None:
+        return {}
+    out = getattr(problem, problem.direction.output)
+    shapes = {"scale": (out.shape[1],), "bias": (out.shape[1],), "z": out.shape}
+    present = {"scale": structure.scale, "bias": structure.bias, "z": structure.residual}
+    return {name: rng.uniform(-1, 1, shape).astype(np.float32)
+            for name, shape in shapes.items() if present[name]}
+
+
 def device_buffers(handle, host):
     """Read-write device copies of the host arrays (None for an empty one)."""
     flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR

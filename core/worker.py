@@ -16,14 +16,12 @@ import subprocess
 import sys
 import threading
 
-import numpy as np
-import pyopencl as cl
-
 from . import env, fusion
 from .errors import FindError
 from .handle import list_devices
 from .policy import Policy
 from .solutions import Solution
+from .tensors import device_buffers, random_epilogue_tensors
 
 log = logging.getLogger("convsolve")
 
@@ -48,7 +46,7 @@ def _serve(device_index):
     from .handle import Handle
     from .plugins import registry
     from .problem import Problem
-    from .tensors import device_buffers, random_tensors
+    from .tensors import random_tensors
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
 
@@ -106,20 +104,12 @@ def epilogue_values(problem, buffers):
 def _with_epilogue(device, problem, buffers, values):
     """``buffers`` with epilogue values from ``values`` (epilogue_values) over random scale,
     bias and z tensors on ``device``."""
-    structure, output = problem.epilogue, problem.direction.output
-    desc, rng = getattr(problem, output), np.random.default_rng(1)
-
-    def random(count):
-        host = rng.uniform(-1, 1, count).astype(np.float32)
-        return cl.Buffer(device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
-                         hostbuf=host)
-    z = None
-    if structure.residual:
-        z = getattr(buffers, output) if values["z_is_output"] else random(desc.size)
+    parts = device_buffers(device, random_epilogue_tensors(problem, 1))
+    if values["z_is_output"]:
+        parts["z"] = getattr(buffers, problem.direction.output)
     return buffers.with_epilogue(fusion.values(
-        problem, buffers, device, scale=random(desc.shape[1]) if structure.scale else None,
-        bias=random(desc.shape[1]) if structure.bias else None, z=z, alpha=values["alpha"],
-        beta=values["beta"], z_scale=values["z_scale"], activation=tuple(values["activation"])))
+        problem, buffers, device, **parts, alpha=values["alpha"], beta=values["beta"],
+        z_scale=values["z_scale"], activation=tuple(values["activation"])))
 
 
 class Worker:

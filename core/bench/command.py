@@ -9,15 +9,17 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
+import pyopencl as cl
 
 from .. import __version__
+from ..epilogue import Epilogue
 from ..errors import ConvsolveError, ValidationError
 from ..execute import run
 from ..find import find
 from ..handle import Handle
 from ..immediate import get_solutions
 from ..problem import Direction, Problem
-from ..tensors import device_buffers, random_tensors
+from ..tensors import device_buffers, random_epilogue_tensors, random_tensors
 from ..timing import elapsed_ms
 from . import overhead, torch_peer
 from .peak import measure_peak
@@ -97,9 +99,26 @@ def parse_directions(text):
 
 # {{{ measuring
 
+def parse_epilogue(text):
+    """The Epilogue of --epilogue: an Epilogue key's parts after 'epi.' ('bias.relu',
+    'bias.residual.relu'); None for None."""
+    if text is None:
+        return None
+    try:
+        return Epilogue.from_key("epi." + text.strip().removeprefix("epi."))
+    except ValidationError:
+        raise ValidationError("--epilogue", text, "expected an Epilogue key's parts, e.g. "
+                              "bias.relu or bias.residual.relu (scale, bias, residual, an "
+                              "activation, blend, in that order)") from None
+
+
 def bench_layer(handle, problem, peers, repeat, budget_ms, exhaustive, rng):
-    """One row: find's winner, then ours and each torch peer sampled in alternating order."""
+    """One row: find's winner, then ours and each torch peer sampled in alternating order.
+    A problem with an epilogue runs on random scale, bias and z (beta 1 with a blend)."""
     bufs = device_buffers(handle, random_tensors(problem, rng))
+    bufs.update(device_buffers(handle, random_epilogue_tensors(problem, rng)))
+    if problem.epilogue is not None and problem.epilogue.blend:
+        bufs = {**bufs, "beta": 1.0}
     begin = time.perf_counter()
     solutions = find(handle, problem, **bufs, request_count=1, exhaustive=exhaustive)
     if not solutions:
@@ -109,7 +128,7 @@ def bench_layer(handle, problem, peers, repeat, budget_ms, exhaustive, rng):
     row = {"solver": winner.solver, "find_ms": (time.perf_counter() - begin) * 1e3,
            "find_source": winner.source, "problem": problem.key(), "flops": problem.flops}
     for peer in peers:
-        peer.setup(problem)
+        row[f"{peer.label}_op"] = peer.setup(problem)["op"]
     samples = {"time_ms": [], "wall_ms": [], **{peer.label: [] for peer in peers}}
 
     def ours():
@@ -132,7 +151,8 @@ def bench_layer(handle, problem, peers, repeat, budget_ms, exhaustive, rng):
         row[key] = statistics.median(values)
     row["rounds"] = len(samples["time_ms"])
     for buffer in bufs.values():
-        buffer.release()
+        if isinstance(buffer, cl.Buffer):
+            buffer.release()
     return row
 
 
@@ -170,6 +190,10 @@ def _peak(handle, given):
 
 def run_suite(args, suite, layers, directions, batch):
     """The report of timing ``layers`` of ``suite`` in each direction, as ``args`` say."""
+    epilogue = parse_epilogue(args.epilogue)
+    for direction in directions:   # refused before any timing: backward takes alpha and blend
+        if epilogue is not None:
+            epilogue.check(direction)
     handle = Handle()
     is_gpu = handle.is_gpu
     peak = _peak(handle, args.peak)
@@ -191,7 +215,7 @@ def run_suite(args, suite, layers, directions, batch):
         for direction in directions:
             rows = []
             for index, layer in layers:
-                problem = layer_problem(layer, batch, direction)
+                problem = layer_problem(layer, batch, direction).with_epilogue(epilogue)
                 progress.show(f"{direction.value} {layer['name']}")
                 row = bench_layer(handle, problem, peers, args.repeat, args.budget_ms,
                                   args.exhaustive, rng)
@@ -291,6 +315,10 @@ def add_parser(subparsers):
          help="comma list of layer indices, ranges a-b or name substrings (all)")
     flag("--compare", choices=("torch",), default=None,
          help="time PyTorch on the same convolutions (cuDNN on a GPU), interleaved with ours")
+    flag("--epilogue", metavar="PARTS", default=None,
+         help="time each convolution with this epilogue, an Epilogue key's parts (bias.relu, "
+              "bias.residual.relu); torch runs the same ops: on a GPU cuDNN's fused "
+              "conv+bias(+add)+relu where it has one, else eager in-place calls")
     flag("--repeat", type=int, default=5, help="timed rounds per layer at most (5)")
     flag("--budget-ms", type=float, default=2000.0,
          help=f"stop sampling a layer after this much of our time, once {MIN_ROUNDS} rounds "

@@ -107,17 +107,68 @@ def start_peers(handle_is_gpu):
 
 # {{{ the worker side (runs in the child process)
 
+#: The tensors epilogue_call takes, in order.
+EPILOGUE_TENSORS = ("x", "w", "scale", "bias", "z", "prior")
+#: In-place torch calls of each activation (MIOpen's table, default parameters).
+ACTIVATIONS = {
+    "identity": lambda torch, y: y, "relu": lambda torch, y: y.relu_(),
+    "logistic": lambda torch, y: y.sigmoid_(), "tanh": lambda torch, y: y.tanh_(),
+    "softrelu": lambda torch, y: torch.nn.functional.softplus(y),
+    "abs": lambda torch, y: y.abs_(), "power": lambda torch, y: y.pow_(1.0),
+    "clipped_relu": lambda torch, y: y.clamp_(0.0, 6.0),
+    "leaky_relu": lambda torch, y: torch.nn.functional.leaky_relu_(y, 0.01),
+    "elu": lambda torch, y: torch.nn.functional.elu_(y),
+}
+
+
+def epilogue_call(torch, problem, device, tensors, conv_args):
+    """(A zero-argument function computing ``problem``'s forward convolution and epilogue with
+    beta 1 from ``tensors`` (x, w, scale, bias, z, prior: torch tensors), what it calls):
+    cuDNN's fused conv + bias (+ z) + relu on a GPU where the structure is that, else eager
+    conv2d (with the bias when no scale comes first) and in-place calls."""
+    structure, F = problem.epilogue, torch.nn.functional
+    x, w, scale, bias, z, prior = (tensors[name] for name in EPILOGUE_TENSORS)
+    if (device == "cuda" and structure.bias and structure.activation == "relu"
+            and not (structure.scale or structure.blend)):
+        if structure.residual:
+            return (lambda: torch.cudnn_convolution_add_relu(x, w, z, 1.0, bias, *conv_args),
+                    "torch.cudnn_convolution_add_relu")
+        return (lambda: torch.cudnn_convolution_relu(x, w, bias, *conv_args),
+                "torch.cudnn_convolution_relu")
+    activate, column = ACTIVATIONS[structure.activation], (1, problem.y.shape[1], 1, 1)
+
+    def eager():
+        y = F.conv2d(x, w, bias if structure.bias and not structure.scale else None, *conv_args)
+        if structure.scale:
+            y.mul_(scale.view(column))
+            if structure.bias:
+                y.add_(bias.view(column))
+        if structure.residual:
+            y.add_(z)
+        y = activate(torch, y)
+        return y.add_(prior) if structure.blend else y
+    return eager, "eager conv2d and in-place ops"
+
+
 def _convolution(torch, problem, device):
-    """A zero-argument function computing ``problem`` with torch on fresh random tensors."""
+    """(A zero-argument function computing ``problem`` with torch on fresh random tensors,
+    what it calls)."""
     stride, padding, dilation, groups = torch_args(problem)
     x, w, dy = (torch.randn(desc.shape, device=device, dtype=torch.float32)
                 for desc in (problem.x, problem.w, problem.y))
     F, grad = torch.nn.functional, torch.nn.grad
+    if problem.epilogue is not None:
+        k = problem.y.shape[1]
+        tensors = {"x": x, "w": w, "scale": torch.randn(k, device=device),
+                   "bias": torch.randn(k, device=device), "z": torch.randn_like(dy), "prior": dy}
+        return epilogue_call(torch, problem, device, tensors, (stride, padding, dilation, groups))
     if problem.direction is Direction.FORWARD:
-        return lambda: F.conv2d(x, w, None, stride, padding, dilation, groups)
+        return lambda: F.conv2d(x, w, None, stride, padding, dilation, groups), "conv2d"
     if problem.direction is Direction.BACKWARD_DATA:
-        return lambda: grad.conv2d_input(x.shape, w, dy, stride, padding, dilation, groups)
-    return lambda: grad.conv2d_weight(x, w.shape, dy, stride, padding, dilation, groups)
+        return (lambda: grad.conv2d_input(x.shape, w, dy, stride, padding, dilation, groups),
+                "conv2d_input")
+    return (lambda: grad.conv2d_weight(x, w.shape, dy, stride, padding, dilation, groups),
+            "conv2d_weight")
 
 
 def _serve(stdin, stdout):
@@ -153,11 +204,11 @@ def _serve(stdin, stdout):
                           "malloc": {k: os.environ.get(k) for k in MALLOC_FAIR}}
             elif request["op"] == "setup":
                 state.pop("fn", None)
-                state["fn"] = _convolution(torch, Problem.from_key(request["problem"]),
-                                           state["device"])
+                state["fn"], op = _convolution(torch, Problem.from_key(request["problem"]),
+                                               state["device"])
                 for _ in range(WARMUP):
                     timed(state["fn"])
-                answer = {"ok": True}
+                answer = {"ok": True, "op": op}
             else:
                 answer = {"ms": timed(state["fn"])}
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it

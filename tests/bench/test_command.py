@@ -123,6 +123,23 @@ def test_bench_table_and_layer_filter(isolated, capsys, bench_main):
     assert "depthwise" in out and "conv3x3" not in out and "total (1 layers)" in out
 
 
+def test_bench_with_an_epilogue(isolated, capsys, bench_main):
+    """--epilogue times each forward layer with that epilogue (find ranks its candidates)."""
+    assert bench_main(["--suite", "tiny", "--layers", "0", "--repeat", "1", "--peak", "100",
+                       "--epilogue", "bias.residual.relu", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["results"][0]["rows"][0]
+    assert row["problem"].endswith("-epi.bias.residual.relu") and row["time_ms"] > 0
+
+
+def test_epilogue_option_errors():
+    """A malformed --epilogue, and forward parts for a backward direction, are refused by name."""
+    assert command.parse_epilogue("epi.bias.relu") == command.parse_epilogue("bias.relu")
+    with pytest.raises(ValidationError, match="--epilogue='relu.bias'"):
+        command.parse_epilogue("relu.bias")
+    with pytest.raises(ValidationError, match="takes alpha and blend"):
+        command.parse_epilogue("bias").check(Direction.BACKWARD_DATA)
+
+
 def test_progress_only_on_a_terminal():
     """The progress bar is drawn on a terminal and not into a pipe or file."""
     quiet = command.Progress(3, io.StringIO())

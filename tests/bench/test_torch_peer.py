@@ -40,3 +40,27 @@ def test_torch_args_refuses_asymmetric_padding():
     problem = Problem.conv2d((1, 2, 5, 5), (2, 2, 3, 3), padding=((0, 1), (1, 1)))
     with pytest.raises(ConvsolveError, match="asymmetric"):
         torch_peer.torch_args(problem)
+
+
+@pytest.mark.skipif(not torch_peer.available(), reason="torch is not installed")
+@pytest.mark.parametrize("parts", ["bias.residual.relu", "scale.bias.leaky_relu.blend",
+                                   "residual.elu"])
+def test_torch_epilogue_is_the_same_computation(parts):
+    """The peer's eager epilogue computes what convsolve's reference does (beta 1), so the
+    comparison times the same work."""
+    import numpy as np
+    import torch
+    from convsolve import Epilogue, reference
+    from convsolve.tensors import random_epilogue_tensors, random_tensors
+    problem = Problem.conv2d((2, 4, 7, 6), (6, 2, 3, 3), stride=(2, 1), padding=1,
+                             groups=2).with_epilogue(Epilogue.from_key("epi." + parts))
+    host = {**random_tensors(problem, 3), **random_epilogue_tensors(problem, 4)}
+    tensors = {name: torch.from_numpy(host[name]) if name in host else None
+               for name in ("x", "w", "scale", "bias", "z")}
+    tensors["prior"] = torch.from_numpy(host["y"].copy())
+    call, op = torch_peer.epilogue_call(torch, problem, "cpu", tensors,
+                                        torch_peer.torch_args(problem))
+    expected = reference.compute(problem, host["x"], host["w"], host["y"], beta=1.0,
+                                 **{n: host[n] for n in ("scale", "bias", "z") if n in host})
+    assert op.startswith("eager")
+    assert np.abs(call().numpy() - expected).max() < 1e-5 * max(1.0, np.abs(expected).max())
