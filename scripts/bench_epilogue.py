@@ -4,8 +4,9 @@ residual add + relu, fused and unfused (the core's pass), and backward-bias agai
 
     .venv/bin/python scripts/bench_epilogue.py --suite resnet50 --batch 8 --repeat 7
 
-Per layer, the solver is the GEMM solver find ranks first for the bare problem (``--solver``
-forces one); every variant runs ``--repeat`` times, interleaved, and the best time of each is
+Per layer, the solver is the fastest solver find ranks for the bare problem among those that
+fuse (have a ``fused_epilogue`` hook; ``--solver`` names them instead, layers none applies to
+are left out); every variant runs ``--repeat`` times, interleaved, and the best time of each is
 kept, so that a shared machine's noise hurts least.  ``--clock events`` (the default) times the
 kernels with profiling events; ``--clock cpu`` takes the process's CPU time over each run (all of
 PoCL's threads together, about the cores times the wall time when the machine is quiet), which
@@ -54,13 +55,17 @@ def bench_layer(handle, layer, batch, repeat, solver_name, clock):
     bare = layer_problem(layer, batch, "fwd")
     host = random_tensors(bare, 0)
     buffers = convsolve.Buffers(**device_buffers(handle, host))
-    if solver_name is None:
+    registry = convsolve.registry()
+    if solver_name is None:   # find's fastest solver that fuses
         ranked = convsolve.find(handle, bare, x=buffers.x, w=buffers.w, y=buffers.y)
-        solver_name = next(s.solver for s in ranked if s.family == "gemm")
+        solver_name = next(s.solver for s in ranked if callable(getattr(
+            registry.get(s.solver), "fused_epilogue", None)))
     else:   # the first of the comma-separated names that applies
         applicable = convsolve.applicable_solvers(bare)
-        solver_name = next(name for name in solver_name.split(",") if name in applicable)
-    solver = convsolve.registry().get(solver_name)
+        solver_name = next((name for name in solver_name.split(",") if name in applicable), None)
+        if solver_name is None:
+            return None, {}
+    solver = registry.get(solver_name)
     flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
     bias = cl.Buffer(handle.context, flags, hostbuf=np.linspace(-1, 1, bare.k, dtype=np.float32))
     z = cl.Buffer(handle.context, flags, hostbuf=host["y"])
@@ -97,8 +102,9 @@ def main(argv=None):
     parser.add_argument("--suite", default="resnet50")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--solver", help="GEMM solvers, comma-separated: each layer takes the "
-                        "first that applies (default: find's best GEMM solver)")
+    parser.add_argument("--solver", help="solvers, comma-separated: each layer takes the first "
+                        "that applies, and is left out when none does (default: find's fastest "
+                        "solver with a fused_epilogue hook)")
     parser.add_argument("--layers", help="comma-separated layer names (default: all)")
     parser.add_argument("--clock", choices=("events", "cpu"), default="events",
                         help="kernel time from profiling events, or the process's CPU time")
@@ -117,6 +123,8 @@ def main(argv=None):
     totals = dict.fromkeys(heads, 0.0)
     for layer in layers:
         name, best = bench_layer(handle, layer, args.batch, args.repeat, args.solver, args.clock)
+        if name is None:
+            continue
         count = layer.get("count", 1)
         for head in heads:
             totals[head] += count * best.get(head, float("nan"))
