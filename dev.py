@@ -2,7 +2,8 @@
 """Set up convsolve in ./.venv (core, every plugin, PoCL) and run the demo or the test suite.
 
     python3 dev.py demo    set up, then run the driver on a ResNet-50 layer with verification
-    python3 dev.py test    set up with the test extra, then run the test suite (pytest)
+    python3 dev.py test    set up with the test extra, then run the test suite (pytest, one
+                           worker a core; further arguments go to pytest)
 
 Only the standard library is used here, so this works on a machine with nothing but Python.
 """
@@ -75,8 +76,8 @@ def main():
     ensure_venv("test" if command == "test" else "")
     if command == "demo":
         args = [str(BIN / "convsolve"), *DEMO, *rest]
-    else:
-        args = [str(BIN / "python"), "-m", "pytest", *rest]
+    else:   # a pytest-xdist worker a core: the suite's time is mostly PoCL compiling, on one core
+        args = [str(BIN / "python"), "-m", "pytest", "-n", "auto", "--dist", "worksteal", *rest]
     step(" ".join(args))
     return subprocess.run(args, cwd=ROOT).returncode
 

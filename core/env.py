@@ -50,7 +50,8 @@ TEST_DEVICE = _declare(
     "Unset: the default device.")
 CACHE_DIR = _declare(
     "CONVSOLVE_CACHE_DIR", "",
-    "Directory of the kernel binary cache. Unset: platformdirs' user cache dir for 'convsolve'.")
+    "Directory of the kernel binary cache (every platform but PoCL, which keeps its own: "
+    "POCL_CACHE_DIR). Unset: platformdirs' user cache dir for 'convsolve'.")
 DISABLE_CACHE = _declare(
     "CONVSOLVE_DISABLE_CACHE", "0", "1 turns the on-disk kernel binary cache off.")
 USER_DB_PATH = _declare(

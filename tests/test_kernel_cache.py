@@ -1,4 +1,5 @@
-"""The kernel cache: hits across handles, keys, corrupt entries, failed writes, the off switch."""
+"""The kernel cache: hits across handles, keys, corrupt entries, failed writes, the off switch,
+the platforms it serves."""
 import errno
 import os
 import time
@@ -6,9 +7,18 @@ import time
 import convsolve
 import pyopencl as cl
 import pytest
+from convsolve import handle as handle_module
 from convsolve.kernel_cache import KernelCache, cache_key
 
+CACHES_BINARIES = handle_module.caches_binaries
 SOURCE_DIR_KERNEL = "__kernel void k(__global float *a) { a[get_global_id(0)] = VALUE; }\n"
+
+
+@pytest.fixture(autouse=True)
+def every_platform_caches(monkeypatch):
+    """The cache on the test device too, PoCL included (which handles use it on by default:
+    convsolve.handle.caches_binaries)."""
+    monkeypatch.setattr(handle_module, "caches_binaries", lambda platform: True)
 
 
 @pytest.fixture
@@ -115,3 +125,16 @@ def test_corrupt_entry_that_cannot_be_deleted_is_not_reported_deleted(tmp_path, 
     monkeypatch.undo()
     assert "corrupt entry" in caplog.text and "cannot delete" in caplog.text
     assert "deleted;" not in caplog.text and entry.exists()
+
+
+def test_pocl_keeps_its_own_cache(tmp_path, kernel_file, monkeypatch, handle):
+    """On PoCL, whose own cache serves a second process, a handle writes no binaries (fetching
+    one compiles every kernel of the program); other platforms' handles do."""
+    monkeypatch.setattr(handle_module, "caches_binaries", CACHES_BINARIES)
+    monkeypatch.setenv("CONVSOLVE_CACHE_DIR", str(tmp_path / "cache"))
+    platform = type("Platform", (), {"name": "Portable Computing Language"})
+    assert not CACHES_BINARIES(platform)
+    platform.name = "NVIDIA CUDA"
+    assert CACHES_BINARIES(platform)
+    convsolve.Handle(handle.device).build(kernel_file, "k", {"VALUE": 4})
+    assert bool(_entries(tmp_path)) == CACHES_BINARIES(handle.device.platform)
