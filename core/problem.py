@@ -336,12 +336,16 @@ class Problem:
                           dtype=f["dtype"], epilogue=Epilogue.from_key(f["epilogue"])
                           if "epilogue" in f else None)
 
+    def epilogue_defines(self):
+        """The -D defines of the problem's epilogue (convsolve_epilogue.h's CS_EPI_*), none for
+        the bare convolution: what a kernel that stores the output is built with."""
+        return self._epilogue.defines() if self._epilogue is not None else {}
+
     def defines(self):
         """The problem's sizes as OpenCL -D defines, for solvers that compile per problem, and
-        its epilogue's (convsolve_epilogue.h's CS_EPI_*) when it has one."""
+        its epilogue's (epilogue_defines)."""
         (pt, pb), (pl, pr) = self.conv.pads
-        epilogue = self._epilogue.defines() if self._epilogue is not None else {}
-        return {**epilogue, "CS_N": self.n, "CS_C": self.c, "CS_H": self.in_h, "CS_W": self.in_w,
+        return {**self.epilogue_defines(), "CS_N": self.n, "CS_C": self.c, "CS_H": self.in_h, "CS_W": self.in_w,
                 "CS_K": self.k, "CS_R": self.fil_h, "CS_S": self.fil_w,
                 "CS_OH": self.out_h, "CS_OW": self.out_w, "CS_GROUPS": self.groups,
                 "CS_PAD_T": pt, "CS_PAD_B": pb, "CS_PAD_L": pl, "CS_PAD_R": pr,

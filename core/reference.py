@@ -256,3 +256,24 @@ def relative_error(result, expected):
     scale = np.sqrt(np.mean(expected ** 2)) if expected.size else 0.0
     diff = np.sqrt(np.mean((np.asarray(result, dtype=np.float64) - expected) ** 2)) if expected.size else 0.0
     return float(diff / scale) if scale > 0 else float(diff)
+
+
+def mismatch(result, expected, tolerance, nonfinite="exact"):
+    """Why ``result`` is not ``expected`` within ``tolerance``, or None.  ``nonfinite`` "exact":
+    NaN, +inf and -inf exactly where the expected values have them; "spread" (a solver whose
+    transforms spread a non-finite input): non-finite at least there.  The values finite on both
+    sides must be within ``tolerance`` (relative_error)."""
+    result, expected = np.asarray(result), np.asarray(expected)
+    if nonfinite == "spread":
+        missed = int((~np.isfinite(expected) & np.isfinite(result)).sum())
+        if missed:
+            return (f"{missed} outputs finite where the reference's are not (nonfinite = "
+                    "'spread' still owes every one of them)")
+    else:
+        for what, test in (("NaN", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
+            if not np.array_equal(test(result), test(expected)):
+                return (f"{int(test(result).sum())} {what} in the output where the reference "
+                        f"has {int(test(expected).sum())}")
+    both = np.isfinite(expected) & np.isfinite(result)
+    error = relative_error(result[both], expected[both])
+    return f"relative error {error:.3g} >= {tolerance:g}" if not error < tolerance else None

@@ -24,10 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: db export/import, `convsolve tune`: ~900 lines) and issue 18's crash and Oclgrind workers for
 #: check_solver, then to 5,600 Python and 250 OpenCL for issue 16's epilogues (structure, fused and
 #: unfused candidates, the shared epilogue header and pass, backward-bias, their driver flags and
-#: check_solver cases: ~830 Python, ~160 OpenCL lines).  Raising one is a decision a commit states
-#: and explains.
+#: check_solver cases: ~830 Python, ~160 OpenCL lines); the core's OpenCL to 275 when the
+#: families' fused stores moved their store macros into convsolve_epilogue.h (CS_EPI_ARGS,
+#: CS_EPI_VALUES, CS_EPI_STORE: +15 core lines, -65 plugin lines) and backward-bias became
+#: bandwidth-bound (+20).  Raising one is a decision a commit states and explains.
 BUDGETS = {
-    "core": {"python": 5600, "opencl": 250},
+    "core": {"python": 5600, "opencl": 275},
     "core/bench": {"python": 800, "opencl": 60},
 }
 PLUGIN_BUDGET = {"python": 1200, "opencl": 1500}   # each plugin

@@ -1,5 +1,6 @@
-"""Epilogues (issue 16): the structure and its key, the float64 reference, batch-norm folding, and
-every shipped solver with every epilogue structure and its edge values."""
+"""Epilogues (issue 16): the structure and its key, the float64 reference, batch-norm folding, the
+shipped solvers without the fused_epilogue hook with every structure and its edge values, and
+every shipped solver with every activation (check_solver checks the fused solvers' structures)."""
 import math
 
 import convsolve
@@ -15,7 +16,20 @@ from convsolve.testing import random_tensors, read_output
 FORWARD = [Problem.conv2d((2, 4, 6, 5), (6, 4, 3, 3), padding=1),
            Problem.conv2d((2, 8, 5, 4), (6, 8, 1, 1)),
            Problem.conv2d((4, 4, 5, 5), (6, 2, 3, 3), padding=((1, 0), (0, 1)), groups=2)]
-BACKWARD = [p.with_direction(d) for p in FORWARD[:2] for d in ("bwd", "wrw")]
+#: An image large enough for several tiles of fft.TiledFft, which takes none of FORWARD.
+WIDE = Problem.conv2d((1, 3, 14, 11), (4, 3, 3, 3), padding=((1, 2), (0, 1)))
+BACKWARD = [p.with_direction(d) for p in (*FORWARD[:2], WIDE) for d in ("bwd", "wrw")]
+#: The solvers whose kernels cover every type the epilogue header's code is instantiated with:
+#: scalars (direct.NaiveFwd, as implicit GEMM, col2im and the sums store), direct's pixel
+#: vectors (direct.Tiled, as direct.Depthwise), Winograd's runs of tiles (F2x3, as F4x3 and
+#: F6x3), the GEMM's column vectors (Im2ColGemm, as Gemm1x1) and the core's pass (fft.Fft2d,
+#: which has no fused_epilogue hook).  Every fused solver meets the structures' edge cases in
+#: check_solver; the activations are one header's code whichever solver stores them.
+ACTIVATION_SOLVERS = ["direct.NaiveFwd", "direct.Tiled", "winograd.F2x3", "gemm.Im2ColGemm",
+                      "fft.Fft2d"]
+#: 37 output columns: two whole 16-lane vectors and a part; F2x3's 19 tiles a row: a whole run
+#: of 16 and a part.
+ACTIVATION_PROBLEM = Problem.conv2d((1, 3, 4, 37), (5, 3, 3, 3), padding=1)
 #: Every activation at the limits of its parameters (and once inside them).
 ACTIVATION_CASES = [(f"{mode} {params}", Epilogue(bias=True, activation=mode),
                      {"activation": (mode, *params), "alpha": -0.5}, "")
@@ -181,19 +195,20 @@ def _run(handle, problem, name, host, arrays, values, how):
     return read_output(handle, problem, buffers)
 
 
-def _run_every_candidate(handle, problem, case):
-    """{candidate name: why it is wrong} for every candidate of ``problem`` with ``case``, run
-    through convsolve.run on fresh buffers: its finite values within its solver's tolerance of
-    the float64 reference, its NaN and inf exactly where the reference's epilogue of the
-    solver's own bare output has them (the bare convolution's non-finite values are
-    check_solver's business)."""
+def _run_candidates(handle, problem, case, solver_names):
+    """{candidate name: why it is wrong} for every candidate of ``problem`` with ``case`` whose
+    solver is one of ``solver_names``, run through convsolve.run on fresh buffers: its finite
+    values within its solver's tolerance of the float64 reference, its NaN and inf exactly where
+    the reference's epilogue of the solver's own bare output has them (the bare convolution's
+    non-finite values are check_solver's business)."""
     _, structure, values, how = case
     problem = problem.with_epilogue(structure)
     host, arrays = _case_inputs(problem, values, how)
     prior = host[problem.direction.output]
     with np.errstate(all="ignore"):
         expected = reference.compute(problem, *(host[n] for n in "xwy"), **arrays, **values)
-    wrong, names, bare = {}, [c.name for c in candidates(problem)[0]], {}
+    wrong, bare = {}, {}
+    names = [c.name for c in candidates(problem)[0] if c.solver.name in solver_names]
     assert names, problem.key()
     for name in names:
         solver = plugins.registry().get(name.split("/")[0])
@@ -203,31 +218,52 @@ def _run_every_candidate(handle, problem, case):
         got = _run(handle, problem, name, host, arrays, values, how)
         with np.errstate(all="ignore"):
             own = reference.epilogue(problem, bare[solver.name], prior, **arrays, **values)
-        for what, test in (("NaN", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
-            if not np.array_equal(test(got), test(own)):
-                wrong[name] = f"{what} differs"
-        finite = np.isfinite(expected) & np.isfinite(own)
-        error = reference.relative_error(got[finite], expected[finite])
-        tolerance = plugins.solver_attribute(solver, "tolerance")
-        if name not in wrong and not error < tolerance:
-            wrong[name] = f"relative error {error:.3g}"
+        why = reference.mismatch(got, np.where(np.isfinite(own), expected, own),
+                                 plugins.solver_attribute(solver, "tolerance"))
+        if why:
+            wrong[name] = why
     return wrong
 
 
-@pytest.mark.parametrize("case", CASES[Direction.FORWARD] + ACTIVATION_CASES,
-                         ids=lambda case: case[0])
-def test_every_forward_solver_with_every_structure(handle, shipped, case):
-    """Every shipped forward solver, fused as far as it says and unfused, matches the float64
-    reference with each structure and its edge values (alpha 0 and negative, beta 0 over a
-    NaN-filled y, z being y, activation parameters at their limits, infinities)."""
-    for problem in FORWARD:
-        assert _run_every_candidate(handle, problem, case) == {}, problem.key()
+def _without_the_hook():
+    """The shipped solvers whose every epilogue is the core's pass (no fused_epilogue hook):
+    check_solver checks the others' epilogues."""
+    return {name for name, solver in plugins.registry().solvers.items()
+            if not callable(getattr(solver, "fused_epilogue", None))}
+
+
+@pytest.mark.parametrize("case", CASES[Direction.FORWARD], ids=lambda case: case[0])
+def test_forward_solvers_without_the_hook_with_every_structure(handle, shipped, case):
+    """Every shipped forward solver without the hook, its output through the core's pass,
+    matches the float64 reference with each structure and its edge values (alpha 0 and
+    negative, beta 0 over a NaN-filled y, z being y, activation parameters at their limits,
+    infinities)."""
+    names, checked = _without_the_hook(), 0
+    for problem in (*FORWARD, WIDE):
+        if any(plugins.registry().get(n).is_applicable(problem) for n in names):
+            assert _run_candidates(handle, problem, case, names) == {}, problem.key()
+            checked += 1
+    assert checked, f"no forward problem for the solvers without the hook, {sorted(names)}"
 
 
 @pytest.mark.parametrize("case", CASES["backward"], ids=lambda case: case[0])
-def test_every_backward_solver_with_alpha_and_beta(handle, shipped, case):
-    """dx = alpha * conv_bwd + beta * dx_prior and dw likewise, for every shipped solver."""
+def test_backward_solvers_without_the_hook_with_alpha_and_beta(handle, shipped, case):
+    """dx = alpha * conv_bwd + beta * dx_prior and dw likewise, for every shipped solver
+    without the hook."""
+    names, checked = _without_the_hook(), 0
     for problem in BACKWARD:
-        assert _run_every_candidate(handle, problem, case) == {}, problem.key()
+        if any(plugins.registry().get(n).is_applicable(problem) for n in names):
+            assert _run_candidates(handle, problem, case, names) == {}, problem.key()
+            checked += 1
+    assert checked, f"no backward problem for the solvers without the hook, {sorted(names)}"
+
+
+@pytest.mark.parametrize("case", ACTIVATION_CASES, ids=lambda case: case[0])
+def test_each_way_of_storing_with_every_activation(handle, shipped, case):
+    """Each activation at the limits of its parameters, through each way a kernel instantiates
+    the header's code (ACTIVATION_SOLVERS), fused and unfused, on a problem wide enough for
+    whole vectors and a partial one in every row."""
+    for name in ACTIVATION_SOLVERS:
+        assert _run_candidates(handle, ACTIVATION_PROBLEM, case, {name}) == {}, name
 
 # }}}

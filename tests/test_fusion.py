@@ -18,8 +18,8 @@ ALL = Epilogue(True, True, True, "relu", True)
 
 @pytest.fixture
 def with_gemm(monkeypatch):
-    """The naive solvers and the GEMM family, whose forward solvers fuse."""
-    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,gemm")
+    """The naive solvers and the GEMM family, which fuse, and fake.Good, which does not."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,gemm,cs_plain")
 
 
 def _arrays(problem, seed=1):
@@ -39,9 +39,9 @@ def test_candidates_fused_and_unfused(with_gemm):
     itself, unfused; a bare problem gets the solvers themselves."""
     problem = BARE.with_epilogue(ALL)
     found = {c.name: c for c in candidates(problem)[0]}
-    assert {"gemm.Im2ColGemm", "gemm.Im2ColGemm" + UNFUSED, "direct.NaiveFwd"} <= set(found)
+    assert {"gemm.Im2ColGemm", "gemm.Im2ColGemm" + UNFUSED, "fake.Good"} <= set(found)
     assert found["gemm.Im2ColGemm"].fused == len(ALL.stages)
-    assert found["direct.NaiveFwd"].fused == 0 and "direct.NaiveFwd" + UNFUSED not in found
+    assert found["fake.Good"].fused == 0 and "fake.Good" + UNFUSED not in found
     assert [s.name for s in candidates(BARE)[0]] == convsolve.applicable_solvers(BARE)
 
 
@@ -97,7 +97,8 @@ def test_immediate_and_explain_list_candidates(handle, with_gemm):
     """Immediate mode's fallback and explain's rows are the candidates, fused and unfused."""
     problem = BARE.with_epilogue(Epilogue(bias=True, activation="relu"))
     names = [s.solver for s in convsolve.get_solutions(handle, problem)]
-    assert names[0] == "gemm.Im2ColGemm" and "gemm.Im2ColGemm" + UNFUSED in names
+    assert names.index("gemm.Im2ColGemm") < names.index("gemm.Im2ColGemm" + UNFUSED)
+    assert "fake.Good" in names and "fake.Good" + UNFUSED not in names
     convsolve.compile_solution(handle, problem, "gemm.Im2ColGemm" + UNFUSED)
     rows = {row["solver"]: row for row in explain(handle, problem, {
         **device_buffers(handle, random_tensors(problem)),
@@ -105,7 +106,7 @@ def test_immediate_and_explain_list_candidates(handle, with_gemm):
     assert rows["gemm.Im2ColGemm" + UNFUSED]["status"].startswith("rank")
     assert rows["direct.NaiveBwdData"]["status"] == "does not serve FORWARD"
     with pytest.raises(SolverError, match="no unfused variant"):
-        convsolve.run(handle, problem, "direct.NaiveFwd" + UNFUSED,
+        convsolve.run(handle, problem, "fake.Good" + UNFUSED,
                       **device_buffers(handle, random_tensors(problem)),
                       bias=_device(handle, _arrays(problem))["bias"])
 

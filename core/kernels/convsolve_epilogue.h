@@ -16,7 +16,8 @@
  * (real or a vector of real), k its channel (vectors run along one channel's pixels), `at` its
  * element offset in the output y (and in z, which shares y's layout, and may be y itself: read
  * z[at] and y[at] in the work-item that then writes y[at]), LOAD(p, at) a load of T at p + at.
- * Without CS_EPI (a bare problem) CS_EPILOGUE does nothing, so one kernel serves both.
+ * Without CS_EPI (a bare problem) CS_EPILOGUE does nothing, so one kernel serves both; kernels
+ * that store one value at a time take CS_EPI_ARGS, CS_EPI_VALUES and CS_EPI_STORE (below).
  *
  * Defines read (convsolve.Epilogue.defines()): CS_EPI (0: no epilogue), CS_EPI_SCALE,
  * CS_EPI_BIAS, CS_EPI_RESIDUAL, CS_EPI_BLEND (0 or 1), CS_EPI_ACT (MIOpen's activation mode),
@@ -116,5 +117,26 @@ typedef struct {
 
 /* LOAD for scalars. */
 #define CS_LOAD1(p, at) ((p)[at])
+
+/* For a kernel built with or without an epilogue: CS_EPI_ARGS after its last parameter (the
+ * values, CS_EPILOGUE_PARAMS), CS_EPI_VALUES(e, chan0) in its body (the values as `e`, output
+ * row 0 being channel chan0), CS_EPI_STORE(e, y, at, k, v): y[at] = the epilogue of v, the
+ * value at channel k (z and the prior y read at `at` first: z may be y itself).  Bare: nothing,
+ * nothing and a plain store, so the bare kernel is what it would be without epilogues. */
+#if CS_EPI
+#define CS_EPI_ARGS , CS_EPILOGUE_PARAMS
+#define CS_EPI_VALUES(e, chan0) const cs_epilogue e = CS_EPILOGUE_INIT(chan0, 0)
+#define CS_EPI_STORE(e, y, at, k, v)                                                      \
+    do {                                                                                  \
+        const size_t at_ = (at);                                                          \
+        real v_ = (v);                                                                    \
+        CS_EPILOGUE(real, CS_LOAD1, e, v_, k, y, at_);                                    \
+        (y)[at_] = v_;                                                                    \
+    } while (0)
+#else
+#define CS_EPI_ARGS
+#define CS_EPI_VALUES(e, chan0)
+#define CS_EPI_STORE(e, y, at, k, v) ((y)[at] = (real)(v))
+#endif
 
 #endif /* CONVSOLVE_EPILOGUE_H */

@@ -1,4 +1,5 @@
-"""What the direct family's fast solvers share: kernel files, config helpers, kernel arguments."""
+"""What the direct family's solvers share: kernel files, config helpers, kernel arguments and
+the fused epilogue."""
 from importlib import resources
 
 import numpy as np
@@ -84,15 +85,25 @@ def work_group_reasons(handle, size, local_bytes=0):
     return reasons
 
 
+def set_args(kernel, first, values):
+    """Set ``values`` as ``kernel``'s arguments from index ``first`` on; the index after them."""
+    for index, value in enumerate(values, start=first):
+        kernel.set_arg(index, value)
+    return first + len(values)
+
+
 def set_sizes(kernel, first, problem, *extra):
     """Set the problem's sizes (CS_CONV_PARAMS) and then ``extra`` ints as ``kernel``'s arguments
-    from index ``first`` on: once per build, so a call sets only its buffers."""
-    for index, value in enumerate((*problem.kernel_args(), *map(np.int32, extra)), start=first):
-        kernel.set_arg(index, value)
+    from index ``first`` on: once per build, so a call sets only its buffers (and the epilogue's
+    values, which follow: the index returned)."""
+    return set_args(kernel, first, (*problem.kernel_args(), *map(np.int32, extra)))
 
 
-def enqueue(handle, kernel, global_size, local_size, *buffers):
-    """Set ``buffers`` as the kernel's first arguments and enqueue it; returns the event."""
-    for index, buffer in enumerate(buffers):
-        kernel.set_arg(index, buffer)
+def enqueue(handle, kernel, global_size, local_size, *buffers, values=None, at=0):
+    """Set ``buffers`` as the kernel's first arguments and ``values`` (an epilogue's
+    convsolve.EpilogueArgs; None for a bare problem) from index ``at`` on (CS_EPI_ARGS), and
+    enqueue it; returns the event."""
+    set_args(kernel, 0, buffers)
+    if values is not None:
+        set_args(kernel, at, values.kernel_args())
     return cl.enqueue_nd_range_kernel(handle.queue, kernel, global_size, local_size)

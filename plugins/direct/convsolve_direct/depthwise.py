@@ -1,5 +1,6 @@
 """direct.Depthwise: depthwise convolutions (groups = C, any multiplier), all three directions,
-from zero-padded windows staged in local memory (kernels/depthwise.cl)."""
+from zero-padded windows staged in local memory (kernels/depthwise.cl), the output's epilogue
+fused into its stores."""
 import numpy as np
 from convsolve import ConfigSpace, Direction, ceil_div, hookimpl, round_up
 
@@ -102,6 +103,14 @@ class Depthwise:
         return Partials.plan(problem, problem.c, MIN_PARTIAL_ROWS)
 
     @hookimpl
+    def fused_epilogue(self, problem):
+        """Forward and backward-data: all of it (one work-item stores each output element once);
+        backward-weights: what the reduction's last fold stores (wrw.Partials)."""
+        if problem.direction is Direction.BACKWARD_WEIGHTS:
+            return self._partials(problem).fused_stages(problem)
+        return len(problem.epilogue.stages)
+
+    @hookimpl
     def config_space(self, problem, handle):
         params = dict(GPU_PARAMS if handle.is_gpu else CPU_PARAMS)
         wrw = problem.direction is Direction.BACKWARD_WEIGHTS
@@ -146,14 +155,16 @@ class Depthwise:
         defines = {"VW": config["VW"], "WG": config["WG"], "TB": config["TB"],
                    "LDS": lds_floats(handle, config),
                    **filter_defines(problem, config)}
-        kernel = handle.build(KERNELS / "depthwise.cl", KERNEL[problem.direction], defines)
+        wrw = problem.direction is Direction.BACKWARD_WEIGHTS   # its epilogue: the fold's
+        kernel = handle.build(KERNELS / "depthwise.cl", KERNEL[problem.direction],
+                              defines if wrw else {**defines, **problem.epilogue_defines()})
         th, twv, vw, wg = config["TH"], config["TWV"], config["VW"], config["WG"]
         pitch = window(problem, th, twv, vw)[1]
         (sh, _), n = problem.conv.strides, problem.n
-        if problem.direction is Direction.BACKWARD_WEIGHTS:
+        if wrw:
             plan = self._partials(problem)
             set_sizes(kernel, 3, problem, th, twv, pitch, plan.rows, plan.tiles_per_image)
-            fold = plan.reducer(handle)
+            fold = plan.reducer(handle, problem)
 
             def invoker(buffers, scratch):
                 events = []
@@ -163,17 +174,19 @@ class Depthwise:
                     events.append(enqueue(handle, kernel, size, (wg, 1), buffers.x, buffers.y,
                                           scratch))
                     events.append(fold(buffers.w, scratch, images * plan.tiles_per_image,
-                                       first == 0))
+                                       first == 0, buffers.epilogue if first + images == n
+                                       else None))
                 return events
             return invoker
         rows = problem.out_h if problem.direction is Direction.FORWARD else ceil_div(
             problem.in_h, sh)
         outputs = min(rows, th) * min(columns(problem), twv * vw) * (problem.k // problem.c)
         planes = max(1, min(n * problem.c, GROUP_OUTPUTS // outputs))   # small images
-        set_sizes(kernel, 3, problem, th, twv, pitch, planes)
+        values_at = set_sizes(kernel, 3, problem, th, twv, pitch, planes)
         size = (wg * ceil_div(rows, th) * ceil_div(columns(problem), twv * vw),
                 ceil_div(n * problem.c, planes))
 
         def invoker(buffers, scratch):   # dw_fwd(x, w, y), dw_bwd(dx, w, dy) alike
-            return [enqueue(handle, kernel, size, (wg, 1), buffers.x, buffers.w, buffers.y)]
+            return [enqueue(handle, kernel, size, (wg, 1), buffers.x, buffers.w, buffers.y,
+                            values=buffers.epilogue, at=values_at)]
         return invoker

@@ -1,10 +1,9 @@
-"""direct.Naive*: one work-item per output element; any stride, padding, dilation and groups."""
-from importlib import resources
-
-import pyopencl as cl
+"""direct.Naive*: one work-item per output element; any stride, padding, dilation and groups;
+the output's epilogue fused into the store."""
 from convsolve import ConfigSpace, Direction, hookimpl, round_up, tuning
 
-KERNELS = resources.files(__package__) / "kernels"
+from .common import KERNELS, enqueue, set_sizes
+
 #: The one tunable: work-items per group (WG); the range is rounded up to it (kernels guard the
 #: tail).  64 suits PoCL's CPU device, 256 a GPU.
 SPACE = ConfigSpace({"WG": (32, 64, 128, 256)})
@@ -38,6 +37,11 @@ class _Naive:
         return 0
 
     @hookimpl
+    def fused_epilogue(self, problem):
+        """All of it: the one work-item of each output element stores it."""
+        return len(problem.epilogue.stages)
+
+    @hookimpl
     def config_space(self, problem):
         return SPACE
 
@@ -55,17 +59,15 @@ class _Naive:
 
     @hookimpl
     def build_invoker(self, problem, handle, config):
-        kernel = handle.build(KERNELS / "naive.cl", self.kernel)
+        kernel = handle.build(KERNELS / "naive.cl", self.kernel, problem.epilogue_defines())
         count = getattr(problem, self.direction.output).size
         local = (config["WG"],)
         global_size = (round_up(count, local[0]),)
-        for index, value in enumerate(problem.kernel_args(), start=3):
-            kernel.set_arg(index, value)   # sizes once; a call sets only the buffers (fast)
+        values_at = set_sizes(kernel, 3, problem)
 
         def invoker(buffers, scratch):
-            for index, buffer in enumerate(buffers):
-                kernel.set_arg(index, buffer)
-            return [cl.enqueue_nd_range_kernel(handle.queue, kernel, global_size, local)]
+            return [enqueue(handle, kernel, global_size, local, *buffers,
+                            values=buffers.epilogue, at=values_at)]
         return invoker
 
 

@@ -1,4 +1,5 @@
-"""direct.Tiled: register-tiled direct convolution, forward and backward-data (kernels/tiled.cl)."""
+"""direct.Tiled: register-tiled direct convolution, forward and backward-data (kernels/tiled.cl),
+the output's epilogue fused into its stores."""
 import numpy as np
 from convsolve import ConfigSpace, Direction, ceil_div, hookimpl, round_up, tuning
 
@@ -80,6 +81,11 @@ class Tiled:
         return problem.w.nbytes   # the filters re-laid with the channel blocks innermost
 
     @hookimpl
+    def fused_epilogue(self, problem):
+        """All of it, in both directions: one work-item stores each output element once."""
+        return len(problem.epilogue.stages)
+
+    @hookimpl
     def config_space(self, problem, handle):
         params, constraints = ((GPU_PARAMS, GPU_CONSTRAINTS) if handle.is_gpu
                                else (CPU_PARAMS, CPU_CONSTRAINTS))
@@ -120,11 +126,12 @@ class Tiled:
     def build_invoker(self, problem, handle, config):
         forward = problem.direction is Direction.FORWARD
         defines = {name: config[name] for name in ("VW", "VN", "RB", "KB", "USE_LOCAL")}
-        defines.update(LW_CAP=LW_CAP, **filter_defines(problem, config))
+        defines.update(LW_CAP=LW_CAP, **filter_defines(problem, config),
+                       **problem.epilogue_defines())
         conv = handle.build(KERNELS / "tiled.cl", "tiled_fwd" if forward else "tiled_bwd",
                             defines)
         relayout = handle.build(KERNELS / "tiled.cl", "tiled_weights", defines)
-        set_sizes(conv, 3, problem)
+        values_at = set_sizes(conv, 3, problem)
         set_sizes(relayout, 3, problem)
         relayout.set_arg(2, np.int32(0 if forward else 1))   # by_input: backward-data's layout
         local = (config["WGX"], config["WGY"], 1)
@@ -142,5 +149,6 @@ class Tiled:
 
         def invoker(buffers, scratch):   # tiled_fwd(x, wt, y) and tiled_bwd(dx, wt, dy) alike
             return [enqueue(handle, relayout, weights, None, buffers.w, scratch),
-                    enqueue(handle, conv, size, local, buffers.x, scratch, buffers.y)]
+                    enqueue(handle, conv, size, local, buffers.x, scratch, buffers.y,
+                            values=buffers.epilogue, at=values_at)]
         return invoker

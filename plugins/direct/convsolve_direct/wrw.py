@@ -4,14 +4,22 @@ The reduction over N * OH * OW is cut into tiles of TR output rows of one image 
 of them); stage 1 writes one partial dW per tile into the workspace, stage 2 (wrw_reduce) adds
 them up in tile order, chunk after chunk of images, so the result is bitwise the same for any
 chunking.  The tiling reads the problem only (never the config or the device), so the workspace
-is exact and config-independent; direct.Depthwise's backward-weights uses the same plan.
+is exact and config-independent; direct.Depthwise's backward-weights uses the same plan.  The
+last chunk's fold stores dW's epilogue (alpha and blend; alpha only over several chunks).
 """
 from dataclasses import dataclass
 
 import numpy as np
 from convsolve import ConfigSpace, Direction, ceil_div, hookimpl, round_up, tuning
 
-from .common import KERNELS, capped, enqueue, pick_default, set_sizes, work_group_reasons
+from .common import (
+    KERNELS,
+    capped,
+    enqueue,
+    pick_default,
+    set_sizes,
+    work_group_reasons,
+)
 
 #: Independent work units (work-items or work-groups) the tiles of a chunk should offer at least:
 #: room to balance two CPU cores and a GPU's first wave; more makes tiles short, and each
@@ -70,15 +78,26 @@ class Partials:
         """(first image, images) of each chunk."""
         return [(first, min(self.chunk, n - first)) for first in range(0, n, self.chunk)]
 
-    def reducer(self, handle, defines=None):
-        """fold(buffers.w, scratch, tiles, first) -> event: stage 2 over one chunk's tiles
-        (built from the program of ``defines``, so that it shares stage 1's build)."""
+    def fused_stages(self, problem):
+        """The stages of ``problem``'s epilogue the last chunk's fold stores: all of them (alpha,
+        blend) when the batch is one chunk; alpha only over several, whose first fold
+        overwrites dW's prior contents (the core's pass blends then, from scratch)."""
+        return len(problem.epilogue.stages) if self.chunk >= problem.n else 1
+
+    def reducer(self, handle, problem, defines=None):
+        """fold(buffers.w, scratch, tiles, first, values=None) -> event: stage 2 over one chunk's
+        tiles, built from the program of ``defines`` (so that it shares stage 1's build); with
+        ``values`` (buffers.epilogue: the last chunk), that fold stores ``problem``'s epilogue
+        from a build of its own."""
         kernel = handle.build(KERNELS / "wrw.cl", "wrw_reduce", defines)
+        last = kernel if problem.epilogue is None else handle.build(
+            KERNELS / "wrw.cl", "wrw_reduce", {**(defines or {}), **problem.epilogue_defines()})
         size = (round_up(self.count, REDUCE_GROUP),)
 
-        def fold(dw, scratch, tiles, first):
-            kernel.set_args(scratch, dw, np.int32(self.count), np.int32(tiles), np.int32(first))
-            return enqueue(handle, kernel, size, (REDUCE_GROUP,))
+        def fold(dw, scratch, tiles, first, values=None):
+            return enqueue(handle, last if values is not None else kernel, size, (REDUCE_GROUP,),
+                           scratch, dw, np.int32(self.count), np.int32(tiles), np.int32(first),
+                           values=values, at=5)
         return fold
 
 
@@ -109,6 +128,11 @@ class Wrw:
     @hookimpl
     def workspace(self, problem):
         return Partials.plan(problem, _units(problem)).workspace
+
+    @hookimpl
+    def fused_epilogue(self, problem):
+        """What the reduction's last fold stores (Partials.fused_stages)."""
+        return Partials.plan(problem, _units(problem)).fused_stages(problem)
 
     @hookimpl
     def config_space(self, problem, handle):
@@ -144,7 +168,7 @@ class Wrw:
         taps = config["TAPS"]
         kernel = handle.build(KERNELS / "wrw.cl", "wrw_taps" if taps else "wrw_partial", defines)
         set_sizes(kernel, 3, problem, plan.rows, plan.tiles_per_image)
-        fold = plan.reducer(handle, defines)
+        fold = plan.reducer(handle, problem, defines)
         cpg, kpg = problem.c // problem.groups, problem.k // problem.groups
         local = (config["WGX"], 1, 1)
         across = round_up(cpg * (ceil_div(problem.fil_h, 2) if taps else problem.fil_h
@@ -158,6 +182,7 @@ class Wrw:
                 kernel.set_arg(3 + 16 + 2, np.int32(first * plan.tiles_per_image))
                 events.append(enqueue(handle, kernel, (across, channels, tiles), local,
                                       buffers.x, buffers.y, scratch))
-                events.append(fold(buffers.w, scratch, tiles, first == 0))
+                events.append(fold(buffers.w, scratch, tiles, first == 0, buffers.epilogue
+                                   if first + images == problem.n else None))
             return events
         return invoker

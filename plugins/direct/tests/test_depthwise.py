@@ -70,6 +70,6 @@ def test_applicability_and_defaults(handle, fake_handle):
         config = solver.default_config(problem, fake_handle(kind))
         assert config["VW"] == width
         assert solver.check_config(problem, fake_handle(kind), config) == []
-    huge = dict(solver.default_config(problem, handle), TH=64, TWV=16)
+    huge = dict(solver.default_config(problem, handle), TH=1024, TWV=256)   # > 1 MiB on any
     assert solver.check_config(problem, handle, huge)
     assert solver.workspace(problem) == 0

@@ -4,7 +4,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pyopencl as cl
-from convsolve import Problem, ceil_div, round_up
+from convsolve import EpilogueArgs, Problem, ceil_div, round_up
 
 from .gemm import device_kind
 
@@ -36,10 +36,20 @@ class View(NamedTuple):
         return self._replace(offset=self.offset + image * self.image + group * self.group)
 
 
-class Columns:
-    """im2col, col2im and the output-gradient gather of one problem, into or out of Views."""
+def _epilogue_kernel(handle, file, name, defines, scalars, epilogue):
+    """Kernel ``name`` of ``file`` built with ``defines`` and ``epilogue``'s (None: bare), its
+    argument types ``scalars`` then, with an epilogue, CS_EPILOGUE_PARAMS'."""
+    kernel = handle.build(KERNELS / file, name, {**defines,
+                                                 **(epilogue.defines() if epilogue else {})})
+    kernel.set_scalar_arg_dtypes(scalars + (EpilogueArgs.kernel_arg_dtypes() if epilogue else []))
+    return kernel
 
-    def __init__(self, handle, problem):
+
+class Columns:
+    """im2col, col2im and the output-gradient gather of one problem, into or out of Views;
+    col2im stores ``epilogue`` (backward data's, or None) into dx."""
+
+    def __init__(self, handle, problem, epilogue=None):
         self.queue = handle.queue
         self.problem = p = problem
         # dy as the input of a plain 1x1 convolution: its column matrices are dy's own
@@ -50,10 +60,9 @@ class Columns:
         self.im2col_kernel = handle.build(KERNELS / "im2col.cl", "im2col",
                                           {"IM2COL_TW": self.im2col_tw})
         self.im2col_kernel.set_scalar_arg_dtypes([None, None, *_CONV_ARGS, *[np.int32] * 5])
-        self.col2im_kernel = handle.build(KERNELS / "col2im.cl", "col2im",
-                                          {"COL2IM_TW": self.col2im_tw})
-        self.col2im_kernel.set_scalar_arg_dtypes([None, None, *_CONV_ARGS, *[np.int32] * 5,
-                                                  np.float32, np.float32])
+        self.col2im_kernel = _epilogue_kernel(handle, "col2im.cl", "col2im",
+                                              {"COL2IM_TW": self.col2im_tw},
+                                              [None, None, *_CONV_ARGS, *[np.int32] * 5], epilogue)
 
     def im2col(self, x, image0, count, col):
         """Unfold images [image0, image0 + count) of x into the column matrices ``col``."""
@@ -73,27 +82,33 @@ class Columns:
                                     dst.group)
         return cl.enqueue_nd_range_kernel(self.queue, self.im2col_kernel, size, None)
 
-    def col2im(self, col, dx, image0, count):
+    def col2im(self, col, dx, image0, count, values=None):
         """Fold the column matrices ``col`` into images [image0, image0 + count) of dx,
-        overwriting them."""
+        overwriting them (with the epilogue's ``values``, EpilogueArgs, where it has one)."""
         p = self.problem
         size = (p.in_h * ceil_div(p.in_w, self.col2im_tw), p.c // p.groups, count * p.groups)
         self.col2im_kernel.set_args(col.buffer, dx, *p.kernel_args(), col.offset, col.ld,
-                                    col.image, col.group, image0 * p.c * p.in_h * p.in_w, 1.0, 0.0)
+                                    col.image, col.group, image0 * p.c * p.in_h * p.in_w,
+                                    *(values.kernel_args() if values else ()))
         return cl.enqueue_nd_range_kernel(self.queue, self.col2im_kernel, size, None)
 
 
 class SumPartials:
-    """The sum_partials kernel: the partial results of a split reduction added up in order."""
+    """The sum_partials kernel: the partial results of a split reduction added up in order,
+    stored with ``epilogue`` (backward weights', or None)."""
 
-    def __init__(self, handle):
+    def __init__(self, handle, epilogue=None):
         self.queue = handle.queue
-        self.kernel = handle.build(KERNELS / "sum_partials.cl", "sum_partials")
-        self.kernel.set_scalar_arg_dtypes([None, np.int32, np.int32, np.int32, None, np.int32])
+        self.kernel = _epilogue_kernel(handle, "sum_partials.cl", "sum_partials", {},
+                                       [None, np.int32, np.int32, np.int32, None, np.int32],
+                                       epilogue)
 
-    def __call__(self, partial, offset, count, size, out, accumulate):
-        """out (+)= the ``count`` partials of ``size`` elements starting at element ``offset``."""
-        self.kernel.set_args(partial, offset, count, size, out, int(accumulate))
+    def __call__(self, partial, offset, count, size, out, accumulate, values=None):
+        """out (+)= the ``count`` partials of ``size`` elements starting at element ``offset``;
+        with an epilogue, out = its epilogue of their sum with ``values`` (EpilogueArgs), which
+        accumulate with beta = 1."""
+        self.kernel.set_args(partial, offset, count, size, out, int(accumulate),
+                             *(values.kernel_args() if values else ()))
         return cl.enqueue_nd_range_kernel(self.queue, self.kernel, (round_up(size, 64),), None)
 
 

@@ -3,7 +3,7 @@ from importlib import resources
 
 import numpy as np
 import pyopencl as cl
-from convsolve import BuildError, ConfigSpace, ceil_div, tuning
+from convsolve import BuildError, ConfigSpace, EpilogueArgs, ceil_div, tuning
 
 KERNELS = resources.files(__package__) / "kernels"
 
@@ -103,17 +103,21 @@ def device_kind(handle):
 
 
 class Gemm:
-    """A built batched GEMM: one transposition variant with one parameter set."""
+    """A built batched GEMM: one transposition variant with one parameter set; with
+    ``epilogue`` (a convsolve.Epilogue), that epilogue fused into its store of C, a convolution's
+    output whose row m of batch b is channel chan[0] + b * chan[1] + m."""
 
-    def __init__(self, handle, params, trans_a, trans_b):
+    def __init__(self, handle, params, trans_a, trans_b, epilogue=None):
         problems = check_params(params, handle.device)
         if problems:
             raise BuildError(f"gemm parameters {params} do not fit {handle.name}: "
                              + "; ".join(problems))
-        self.queue = handle.queue
-        self.kernel = handle.build(KERNELS / "gemm.cl", "gemm",
-                                   {"TRANS_A": int(trans_a), "TRANS_B": int(trans_b), **params})
-        self.kernel.set_scalar_arg_dtypes(_GEMM_SCALARS)
+        self.queue, self.epilogue = handle.queue, epilogue
+        self.kernel = handle.build(KERNELS / "gemm.cl", "gemm", {
+            "TRANS_A": int(trans_a), "TRANS_B": int(trans_b), **params,
+            **(epilogue.defines() if epilogue else {})})
+        self.kernel.set_scalar_arg_dtypes(_GEMM_SCALARS + (
+            EpilogueArgs.kernel_arg_dtypes() + [np.int32] * 2 if epilogue else []))
         self.tile_m, self.tile_n = tile_shape(params)
         self.local = (params["WGD_N"], params["WGD_M"], 1)
 
@@ -121,9 +125,11 @@ class Gemm:
         return (ceil_div(n, self.tile_n) * self.local[0],
                 ceil_div(m, self.tile_m) * self.local[1], batch)
 
-    def __call__(self, m, n, k, alpha, beta, a, b, c, batch=1):
+    def __call__(self, m, n, k, alpha, beta, a, b, c, batch=1, values=None, chan=(0, 0)):
         """Enqueue C = alpha op(A) op(B) + beta C; a, b, c are (buffer, offset, ld, batch
-        stride)."""
-        self.kernel.set_args(m, n, k, alpha, beta, *a, *b, *c)
+        stride). With an epilogue, C = its epilogue of op(A) op(B) with ``values``
+        (EpilogueArgs) instead."""
+        epilogue = (*values.kernel_args(), *chan) if self.epilogue else ()
+        self.kernel.set_args(m, n, k, alpha, beta, *a, *b, *c, *epilogue)
         return cl.enqueue_nd_range_kernel(self.queue, self.kernel,
                                           self.global_size(m, n, batch), self.local)

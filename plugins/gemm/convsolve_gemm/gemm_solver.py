@@ -45,8 +45,9 @@ class GemmSolver:
 
     @hookimpl
     def fused_epilogue(self, problem):
-        """Forward: all of it, in the store of the GEMM that writes y (matmul_conv)."""
-        return len(problem.epilogue.stages) if problem.direction is Direction.FORWARD else 0
+        """All of it, in every direction: in the store of the kernel after which each output
+        element is final (matmul_conv: the GEMM, col2im or sum_partials)."""
+        return len(problem.epilogue.stages)
 
     @hookimpl
     def config_space(self, problem, handle):

@@ -17,18 +17,20 @@ tiles to fill a large device (reduction_slices). A reduction of one slice goes s
 Without columns (plain 1x1, no workspace) the products accumulate into dW image after image.
 Every order is fixed, so results are deterministic.
 
-A forward problem with an epilogue (the solvers' fused_epilogue takes all of it) gets it fused
-into the store of its output GEMM (EpilogueGemm), the one place y is written.
+A problem with an epilogue (the solvers' fused_epilogue takes all of it, in every direction)
+gets it in the store of the kernel after which each output element is final: the GEMM that
+writes y, dx (plain 1x1) or dW; col2im for dx through columns; sum_partials for a split dW.
+Where dW is added up over several launches (chunks, or images without columns), each launch
+stores its part with alpha, the first with the caller's beta and the later ones with beta = 1
+(stored_values): beta applies once, to the prior dW, and alpha once to every part of the sum.
 """
 from typing import NamedTuple
 
-import numpy as np
-import pyopencl as cl
-from convsolve import BuildError, Direction, EpilogueArgs, ceil_div
+from convsolve import Direction, Epilogue, EpilogueArgs, ceil_div
 
 from . import conv_layout
 from .conv_layout import Columns, SumPartials, View, images_per_chunk, padded_pitch
-from .gemm import _GEMM_SCALARS, KERNELS, Gemm, check_params, tile_shape
+from .gemm import Gemm
 
 #: The edge of the dW tiles the split rule counts: the tile of the GPU's 64 x 64 GEMM set
 #: (gemm.PARAMS["gpu"][1]), the one products too small for 128 x 128 tiles take. A constant,
@@ -123,42 +125,36 @@ def fits_int32(problem, use_columns, side_by_side=False):
     return largest <= 2 ** 31 - 1
 
 
-class EpilogueGemm(Gemm):
-    """gemm.cl with ``epilogue`` (a convsolve.Epilogue) fused into its store of C, the output:
-    a launch's row m of batch b is output channel chan[0] + b * chan[1] + m."""
+#: The epilogue values of a GEMM built with an epilogue that writes partial sums, not the
+#: output: the product itself (alpha 1, beta 0).
+PRODUCT = EpilogueArgs()
 
-    def __init__(self, handle, params, trans_a, trans_b, epilogue):   # as Gemm's, its defines
-        problems = check_params(params, handle.device)                  # and arguments extended
-        if problems:
-            raise BuildError(f"gemm parameters {params} do not fit {handle.name}: "
-                             + "; ".join(problems))
-        self.queue = handle.queue
-        self.kernel = handle.build(KERNELS / "gemm.cl", "gemm", {
-            "TRANS_A": int(trans_a), "TRANS_B": int(trans_b), **params, **epilogue.defines()})
-        self.kernel.set_scalar_arg_dtypes(_GEMM_SCALARS + EpilogueArgs.kernel_arg_dtypes()
-                                          + [np.int32] * 2)
-        self.tile_m, self.tile_n = tile_shape(params)
-        self.local = (params["WGD_N"], params["WGD_M"], 1)
 
-    def __call__(self, m, n, k, alpha, beta, a, b, c, batch=1, values=None, chan=(0, 0)):
-        """Enqueue C = the epilogue of op(A) op(B) with ``values`` (EpilogueArgs)."""
-        self.kernel.set_args(m, n, k, alpha, beta, *a, *b, *c, *values.kernel_args(), *chan)
-        return cl.enqueue_nd_range_kernel(self.queue, self.kernel,
-                                          self.global_size(m, n, batch), self.local)
+def stored_epilogue(problem):
+    """The epilogue the kernel that writes ``problem``'s output is built with (None: bare).
+    Backward: alpha and blend always (beta = 0 does not read the prior), so that one build
+    serves both backward structures and dW added up over launches blends with beta = 1."""
+    if problem.epilogue is None or problem.direction is Direction.FORWARD:
+        return problem.epilogue
+    return Epilogue(blend=True)
+
+
+def stored_values(values, accumulate):
+    """The epilogue values (None: bare) of a launch that stores its part of dW: the caller's for
+    the first part, alpha with beta = 1 for a part added to the ones stored (``accumulate``)."""
+    return values._replace(beta=1.0) if values is not None and accumulate else values
 
 
 def grouped_gemm(gemm, mnk, beta, a, b, c, images, groups, values=None):
     """One GEMM per (image, group), batched into min(images, groups) launches; returns events.
-    ``values`` (an EpilogueGemm's epilogue values): C is the output, Kg = M channels a group."""
+    ``values``: the epilogue's, for a Gemm built with one (row m of C's matrix of group g is
+    channel g * M + m)."""
     m, n, k = mnk
-    fused = {} if values is None else {"values": values}
     if images <= groups:   # a launch per image, its groups batched
         return [gemm(m, n, k, 1.0, beta, *(_batch(v.at(image=i), v.group) for v in (a, b, c)),
-                     batch=groups, **fused, **({"chan": (0, m)} if fused else {}))
-                for i in range(images)]
+                     batch=groups, values=values, chan=(0, m)) for i in range(images)]
     return [gemm(m, n, k, 1.0, beta, *(_batch(v.at(group=g), v.image) for v in (a, b, c)),
-                 batch=images, **fused, **({"chan": (g * m, 0)} if fused else {}))
-            for g in range(groups)]
+                 batch=images, values=values, chan=(g * m, 0)) for g in range(groups)]
 
 
 def _batch(view, stride):
@@ -189,21 +185,20 @@ def build_plan(problem, handle, params, use_columns, side_by_side=False):
     p, g = problem, problem.groups
     kg, hw, ohow = p.k // g, p.in_h * p.in_w, p.out_h * p.out_w
     cg_rs = _columns_rows(p)
-    direction = p.direction
-    if p.epilogue is not None:   # forward: the epilogue in the output GEMM's store
-        gemm = EpilogueGemm(handle, params, False, False, p.epilogue)
-    else:
-        gemm = Gemm(handle, params, trans_a=direction is Direction.BACKWARD_DATA,
-                    trans_b=direction is Direction.BACKWARD_WEIGHTS)
+    direction, epilogue = p.direction, stored_epilogue(p)
+    folds = use_columns and direction is Direction.BACKWARD_DATA   # col2im writes dx
+    gemm = Gemm(handle, params, trans_a=direction is Direction.BACKWARD_DATA,
+                trans_b=direction is Direction.BACKWARD_WEIGHTS,
+                epilogue=None if folds else epilogue)
     if use_columns:
         plan = layout(p, side_by_side)
-        cols = Columns(handle, p)
+        cols = Columns(handle, p, epilogue if folds else None)
         if direction is Direction.BACKWARD_WEIGHTS:
-            return _reduction_invoker(p, plan, cols, gemm, SumPartials(handle))
+            return _reduction_invoker(p, plan, cols, gemm, SumPartials(handle, epilogue))
     chunk = plan.chunk if use_columns else p.n
 
     def invoker(buffers, scratch):
-        events = []
+        events, values = [], buffers.epilogue
         weights = _weights(p, buffers)
         for n0 in range(0, p.n, chunk):
             count = min(chunk, p.n - n0)
@@ -216,31 +211,35 @@ def build_plan(problem, handle, params, use_columns, side_by_side=False):
                 if use_columns:
                     events.append(cols.im2col(buffers.x, n0, count, col))
                 events += grouped_gemm(gemm, (kg, ohow, cg_rs), 0.0, weights, col, outputs,
-                                       count, g, buffers.epilogue)
+                                       count, g, values)
             elif direction is Direction.BACKWARD_DATA:
                 events += grouped_gemm(gemm, (cg_rs, ohow, kg), 0.0, weights, outputs, col,
-                                       count, g)
-                if use_columns:
-                    events.append(cols.col2im(col, buffers.x, n0, count))
+                                       count, g, None if folds else values)
+                if folds:
+                    events.append(cols.col2im(col, buffers.x, n0, count, values))
             else:  # backward-weights without workspace: accumulate image after image into dW
                 for i in range(count):
-                    events += grouped_gemm(gemm, (kg, cg_rs, ohow), 0.0 if n0 + i == 0 else 1.0,
-                                           outputs.at(image=i), col.at(image=i), weights, 1, g)
+                    accumulate = n0 + i > 0
+                    events += grouped_gemm(gemm, (kg, cg_rs, ohow), float(accumulate),
+                                           outputs.at(image=i), col.at(image=i), weights, 1, g,
+                                           stored_values(values, accumulate))
         return events
     return invoker
 
 
 def _reduction_invoker(problem, plan, cols, gemm, sum_partials):
     """Backward-weights through column matrices: per chunk, the reduction over its images in
-    slices (one per image when stacked), their partial dW added up in order."""
+    slices (one per image when stacked), their partial dW added up in order; the chunks' sums
+    accumulate into dW, each stored with the epilogue where there is one."""
     p, g = problem, problem.groups
     kg, ohow, cg_rs = p.k // g, p.out_h * p.out_w, _columns_rows(problem)
 
     def invoker(buffers, scratch):
-        events = []
+        events, values = [], buffers.epilogue
+        product = None if values is None else PRODUCT   # what partials are written with
         weights = _weights(p, buffers)
         for n0 in range(0, p.n, plan.chunk):
-            count = min(plan.chunk, p.n - n0)
+            count, stored = min(plan.chunk, p.n - n0), stored_values(values, n0 > 0)
             col = plan.columns._replace(buffer=scratch)
             events.append(cols.im2col(buffers.x, n0, count, col))
             if plan.outputs is not None:   # side by side: gather dy, slice as reduction_slices says
@@ -254,17 +253,18 @@ def _reduction_invoker(problem, plan, cols, gemm, sum_partials):
                 depth, slices = ohow, count
             if slices == 1:
                 events += grouped_gemm(gemm, (kg, cg_rs, depth), float(n0 > 0), dy, col,
-                                       weights, 1, g)
+                                       weights, 1, g, stored)
                 continue
             partials = View(scratch, plan.partials, cg_rs, p.k * cg_rs, kg * cg_rs)
             full = count * ohow // depth
-            events += grouped_gemm(gemm, (kg, cg_rs, depth), 0.0, dy, col, partials, full, g)
+            events += grouped_gemm(gemm, (kg, cg_rs, depth), 0.0, dy, col, partials, full, g,
+                                   product)
             if full < slices:     # the last slice is shorter
                 rest = count * ohow - full * depth
                 events += grouped_gemm(gemm, (kg, cg_rs, rest), 0.0, dy.at(full), col.at(full),
-                                       partials.at(full), 1, g)
+                                       partials.at(full), 1, g, product)
             events.append(sum_partials(scratch, plan.partials, slices, p.k * cg_rs, buffers.w,
-                                       n0 > 0))
+                                       n0 > 0, stored))
         return events
     return invoker
 

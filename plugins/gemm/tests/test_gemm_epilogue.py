@@ -1,5 +1,6 @@
-"""convsolve-gemm's fused epilogue: forward output GEMMs store it (either launch order of
-grouped products, edge columns, chunks), backward leaves it to the core, workspace unchanged."""
+"""convsolve-gemm's fused epilogue: the kernel after which each output element is final stores
+it (the forward GEMM in either launch order of grouped products, edge columns, chunks; col2im,
+sum_partials, dW accumulated over launches), workspace unchanged."""
 import convsolve
 import numpy as np
 import pyopencl as cl
@@ -17,18 +18,17 @@ PROBLEMS = [   # images > groups (a launch per group), images <= groups (per ima
 
 
 @pytest.mark.parametrize("name", ["gemm.Gemm1x1", "gemm.Im2ColGemm", "gemm.GemmWrwSplitK"])
-def test_fuses_the_forward_epilogue_only(name):
-    """Forward: every stage, with the bare problem's workspace; backward: none."""
+def test_fuses_every_stage_in_every_direction(name):
+    """Every direction fuses all of its epilogue (forward every stage, backward alpha and
+    blend), with the bare problem's workspace."""
     solver = convsolve.registry().get(name)
     for problem in PROBLEMS:
         for direction in solver.directions:
             p = problem.with_direction(direction)
             epilogue = ALL if direction is Direction.FORWARD else Epilogue(blend=True)
-            fused = solver.fused_epilogue(p.with_epilogue(epilogue))
-            assert fused == (len(ALL.stages) if direction is Direction.FORWARD else 0)
+            assert solver.fused_epilogue(p.with_epilogue(epilogue)) == len(epilogue.stages)
             if solver.is_applicable(p):
-                assert solver.workspace(p.with_epilogue(epilogue.prefix(fused or 1))) == \
-                    solver.workspace(p)
+                assert solver.workspace(p.with_epilogue(epilogue)) == solver.workspace(p)
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.key())
@@ -49,11 +49,17 @@ def test_fused_equals_unfused(handle, problem):
     assert np.abs(outputs[0] - outputs[1]).max() <= 1e-6 * np.abs(outputs[1]).max()
 
 
-def test_chunks_store_their_own_images(handle, monkeypatch):
-    """With a workspace of two images, each chunk's GEMM fuses the epilogue of its images
-    (check_solver's epilogue cases, on a 5-image problem in chunks of 2, 2 and 1)."""
-    problem = Problem.conv2d((5, 6, 9, 7), (4, 3, 3, 2), stride=(2, 1), padding=((1, 0), (0, 1)),
+@pytest.mark.parametrize("name, side_by_side", [("gemm.Im2ColGemm", False),
+                                                ("gemm.GemmWrwSplitK", True)])
+def test_chunks_store_their_own_images(handle, monkeypatch, name, side_by_side):
+    """With a workspace of two images, each chunk stores the epilogue of its images, and dW
+    summed over chunks takes alpha for every part and beta once (check_solver's epilogue cases,
+    on a 5-image problem in chunks of 2, 2 and 1, in every direction)."""
+    solver = convsolve.registry().get(name)
+    forward = Problem.conv2d((5, 6, 9, 7), (4, 3, 3, 2), stride=(2, 1), padding=((1, 0), (0, 1)),
                              groups=2)
-    monkeypatch.setattr(conv_layout, "COLUMN_BUDGET_BYTES",
-                        2 * matmul_conv.bytes_per_image(problem) + 1)
-    assert check_solver(convsolve.registry().get("gemm.Im2ColGemm"), handle, [problem]) == 1
+    for direction in solver.directions:
+        problem = forward.with_direction(direction)
+        monkeypatch.setattr(conv_layout, "COLUMN_BUDGET_BYTES",
+                            2 * matmul_conv.bytes_per_image(problem, side_by_side) + 1)
+        assert check_solver(solver, handle, [problem], configs=0) == 1

@@ -148,7 +148,7 @@ def default(problem, device):
 
 
 def defines(problem, config):
-    """The -D defines of ``config``'s kernel for ``problem`` (its direction)."""
+    """The -D defines of ``config``'s kernel for ``problem`` (its direction, its epilogue)."""
     names = LOCAL_PARAMS if config["LOCAL"] else VECTOR_PARAMS
     return {"DIRECTION": plan.DIRECTION_CODES[problem.direction],
-            **{name: config[name] for name in names}}
+            **{name: config[name] for name in names}, **problem.epilogue_defines()}

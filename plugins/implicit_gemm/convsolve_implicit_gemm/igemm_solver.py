@@ -1,5 +1,6 @@
-"""The hooks the three implicit GEMM solvers share: applicability, WTI, workspace, the tunable
-hooks and the invoker of igemm_local.cl or igemm_vector.cl (and sum_splits.cl)."""
+"""The hooks the three implicit GEMM solvers share: applicability, WTI, workspace, the fused
+epilogue, the tunable hooks and the invoker of igemm_local.cl or igemm_vector.cl (and
+sum_splits.cl)."""
 from importlib import resources
 
 import numpy as np
@@ -51,6 +52,12 @@ class ImplicitGemm:
         return plan.workspace(problem)
 
     @hookimpl
+    def fused_epilogue(self, problem):
+        """All of it, in every direction: the kernel that writes the output (the GEMM, or
+        backward weights' sum of its splits) stores each element once."""
+        return len(problem.epilogue.stages)
+
+    @hookimpl
     def config_space(self, problem):
         return configs.space()
 
@@ -65,31 +72,39 @@ class ImplicitGemm:
     @hookimpl
     def build_invoker(self, problem, handle, config):
         config = config or configs.default(problem, handle.device)
-        kernel, size, local, extra = _kernel(problem, handle, config)
-        splits = plan.splits(problem)
-        for index, value in enumerate((*problem.kernel_args(), np.int32(splits), *extra),
-                                      start=3):
-            kernel.set_arg(index, value)   # the sizes once; a call sets only the buffers
-        total = problem.w.size
+        splits, total = plan.splits(problem), problem.w.size
+        # the epilogue goes with the kernel that writes the output: the GEMM, or the sum
+        kernel, size, local, extra = _kernel(
+            problem if splits == 1 else problem.with_epilogue(None), handle, config)
+        after = _set_args(kernel, 3, (*problem.kernel_args(), np.int32(splits), *extra))
         if splits > 1:
-            summer = handle.build(KERNELS / "sum_splits.cl", "sum_splits")
-            summer.set_arg(2, np.int32(total))
-            summer.set_arg(3, np.int32(splits))
+            summer = handle.build(KERNELS / "sum_splits.cl", "sum_splits",
+                                  problem.epilogue_defines())
+            stores, after = summer, _set_args(summer, 2, (np.int32(total), np.int32(splits)))
+        else:
+            stores = kernel
         a_name, b_name, out_name = ROLES[problem.direction]
 
         def invoker(buffers, scratch):
             out = getattr(buffers, out_name)
-            kernel.set_arg(0, getattr(buffers, a_name))
-            kernel.set_arg(1, getattr(buffers, b_name))
-            kernel.set_arg(2, scratch if splits > 1 else out)
+            _set_args(kernel, 0, (getattr(buffers, a_name), getattr(buffers, b_name),
+                                  scratch if splits > 1 else out))
+            if problem.epilogue is not None:
+                _set_args(stores, after, buffers.epilogue.kernel_args())
             events = [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, local)]
             if splits > 1:
-                summer.set_arg(0, scratch)
-                summer.set_arg(1, out)
+                _set_args(summer, 0, (scratch, out))
                 events.append(cl.enqueue_nd_range_kernel(
                     handle.queue, summer, (round_up(total, SUM_GROUP),), (SUM_GROUP,)))
             return events
         return invoker
+
+
+def _set_args(kernel, first, values):
+    """Set ``kernel``'s arguments from index ``first`` on; the index after them."""
+    for index, value in enumerate(values, start=first):
+        kernel.set_arg(index, value)
+    return first + len(values)
 
 
 def _kernel(problem, handle, config):

@@ -189,23 +189,31 @@ DATA_KERNELS = {"wino_input": 1, "wino_grad": 2, "wino_output": 3, "wino_filter"
                 "wino_filter_out": 5}
 
 
-def _data_kernel(handle, name, m, lanes):
-    """A kernel of wino_data.cl for F(m, 3) with ``lanes`` tiles (or filters) per work-item."""
+def _data_kernel(handle, name, m, lanes, **epilogue):
+    """A kernel of wino_data.cl for F(m, 3) with ``lanes`` tiles (or filters) per work-item; the
+    output's kernels with the problem's epilogue_defines() fused."""
     return handle.build(KERNELS / "wino_data.cl", name,
-                        {"WINO_M": m, "TT": lanes, "WINO_KERNEL": DATA_KERNELS[name]})
+                        {"WINO_M": m, "TT": lanes, "WINO_KERNEL": DATA_KERNELS[name], **epilogue})
+
+
+def _epilogue_values(problem, buffers):
+    """The epilogue's values as the output's kernels take them after their own arguments (none
+    for a bare problem)."""
+    return buffers.epilogue.kernel_args() if problem.epilogue else ()
 
 
 def build(problem, handle, m, config):
-    """The invoker of ``problem`` with F(m x m, 3 x 3) and ``config``."""
+    """The invoker of ``problem`` with F(m x m, 3 x 3) and ``config``; the output's kernel
+    stores the problem's epilogue."""
     geo = geometry(problem, m)
     local = config["WG"]
     gemm_local = local if handle.is_gpu else CPU_GEMM_GROUP
     if geo.direction is Direction.BACKWARD_WEIGHTS:
-        return _build_wrw(geo, handle, config, local, gemm_local)
+        return _build_wrw(problem, geo, handle, config, local, gemm_local)
     lanes = config["VW"]     # filters per work-item: the GEMM's vector width
     filt = _data_kernel(handle, "wino_filter", m, lanes)
     inp = _data_kernel(handle, "wino_input", m, config["TT"])
-    out = _data_kernel(handle, "wino_output", m, config["TT"])
+    out = _data_kernel(handle, "wino_output", m, config["TT"], **problem.epilogue_defines())
     gemm = handle.build(KERNELS / "wino_gemm.cl", "wino_gemm",
                         {"WINO_KERNEL": 1, **{k: config[k] for k in ("TM", "VW", "NV", "MR")}})
     tn, tt = config["VW"] * config["NV"], config["TT"]
@@ -234,20 +242,22 @@ def build(problem, handle, m, config):
             events.append(_launch(queue, gemm, ceil_div(tiles, tn) * row_groups * geo.positions
                                   * geo.groups, gemm_local))
             out.set_args(scratch, np.int32(mm), dst,
-                         *_i32(co, ho, wo, geo.tiles_h, geo.tiles_w, r0, rows, geo.pitch))
+                         *_i32(co, ho, wo, geo.tiles_h, geo.tiles_w, r0, rows, geo.pitch),
+                         *_epilogue_values(problem, buffers))
             events.append(_launch(queue, out, runs * rows * co, local))
         return events
     return invoker
 
 
-def _build_wrw(geo, handle, config, local, gemm_local):
-    """Backward-weights: S = sum over chunks of E X per position and group, then G^T S G."""
+def _build_wrw(problem, geo, handle, config, local, gemm_local):
+    """Backward-weights: S = sum over chunks of E X per position and group, then G^T S G (and
+    the epilogue, in the one kernel that writes dw)."""
     grad = _data_kernel(handle, "wino_grad", geo.m, config["TT"])
     inp = _data_kernel(handle, "wino_input", geo.m, config["TT"])
     gemm = handle.build(KERNELS / "wino_gemm.cl", "wino_gemm_wrw",
                         {"WINO_KERNEL": 2, **{k: config[k] for k in ("TM", "VW", "NV", "MR")}})
     lanes = config["VW"]     # filters per work-item: the GEMM's vector width
-    final = _data_kernel(handle, "wino_filter_out", geo.m, lanes)
+    final = _data_kernel(handle, "wino_filter_out", geo.m, lanes, **problem.epilogue_defines())
     (c, h, w), (k, oh, ow) = geo.in_shape, geo.out_shape
     chunk = geo.chunk_rows * geo.tiles_w
     xt, et = geo.fixed_floats, geo.fixed_floats + geo.positions * chunk * geo.x_row
@@ -275,7 +285,7 @@ def _build_wrw(geo, handle, config, local, gemm_local):
             events.append(_launch(queue, gemm, blocks * geo.positions * geo.groups,
                                   gemm_local))
         final.set_args(scratch, *_i32(0, geo.plane), buffers.w,
-                       *_i32(k, geo.depth, geo.cg_pad))
+                       *_i32(k, geo.depth, geo.cg_pad), *_epilogue_values(problem, buffers))
         events.append(_launch(queue, final, k * ceil_div(geo.depth, lanes), local))
         return events
     return invoker

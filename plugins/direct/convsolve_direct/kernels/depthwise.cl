@@ -9,10 +9,10 @@
  * PITCH floats apart, a multiple of VW (the host keeps rows * PITCH <= LDS).  Dynamic: sizes
  * are kernel arguments; -D FIL_H / FIL_W compile the filter size in (3x3, 7x7).
  *
- * dw_fwd(x, w, y, CS_CONV_PARAMS, TH, TWV, PITCH, PG)
+ * dw_fwd(x, w, y, CS_CONV_PARAMS, TH, TWV, PITCH, PG[, CS_EPILOGUE_PARAMS])
  *   global (WG * tiles, ceil(N * C / PG)), local (WG, 1); tiles = ceil(OH / TH) *
  *   ceil(OW / (TWV * VW)); a group takes the same tile of PG planes in turn (small images).
- * dw_bwd(dx, w, dy, CS_CONV_PARAMS, TH, TWV, PITCH, PG)
+ * dw_bwd(dx, w, dy, CS_CONV_PARAMS, TH, TWV, PITCH, PG[, CS_EPILOGUE_PARAMS])
  *   Phase decomposition as in tiled.cl: a tile is TH x TWV vectors of each of the SH * SW phases
  *   of dx; the dy window of all M channels is staged (M * rows * PITCH floats).  Positions
  *   outside dy contribute nothing: with finite filters their zeros add nothing, and a channel
@@ -25,8 +25,11 @@
  *   of TH x TWV vectors staged as in dw_fwd; each work-item sums its cells, then the group sums
  *   the work-items in order), into partial[slot][k][0][r][s], slot = (n - n_first) * TPI + p.
  *   wrw.cl's wrw_reduce adds the slots up in order.  global (WG * TPI, images * C).
+ * With CS_EPI dw_fwd and dw_bwd store the output's epilogue (convsolve_epilogue.h), each output
+ * element once; dw_wrw's is wrw_reduce's.
  *
- * Defines read: VW, WG, LDS, TB, FIL_H, FIL_W (direct.h), CS_PRECISION.
+ * Defines read: VW, WG, LDS, TB, FIL_H, FIL_W (direct.h), CS_PRECISION, the epilogue's
+ * (CS_EPI...).
  */
 #ifndef VW
 #define VW 16     /* output pixels per vector, along the output width: 1, 2, 4, 8 or 16 */
@@ -60,8 +63,9 @@ inline void tile_fill(__local float *tile, __global const real *t, size_t total,
 
 __kernel void dw_fwd(__global const real *x, __global const real *w, __global real *y,
                      CS_CONV_PARAMS, const int TH, const int TWV, const int PITCH,
-                     const int PG)
+                     const int PG CS_EPI_ARGS)
 {
+    CS_EPI_VALUES(epi, 0);
     __local float tile[LDS];
     const int M = K / C, taps = FR * FS;
     const int tiles_w = CS_DIV_UP(OW, TWV * VW), id = get_group_id(0);
@@ -88,7 +92,7 @@ __kernel void dw_fwd(__global const real *x, __global const real *w, __global re
                     for (int s = 0; s < FS; ++s)
                         acc = fma(dc_local_load(base + r * DIL_H * PITCH + s * DIL_W, STRIDE_W),
                                   (vec)((float)wk[r * FS + s]), acc);
-                dc_store(y + CS_NCHW(n, c * M + m, oh, 0, K, OH, OW), ow, 1, OW, acc);
+                DC_STORE(y, CS_NCHW(n, c * M + m, oh, 0, K, OH, OW), ow, 1, OW, acc, c * M + m);
             }
         }
     }
@@ -123,8 +127,9 @@ __kernel void dw_fwd(__global const real *x, __global const real *w, __global re
 
 __kernel void dw_bwd(__global real *dx, __global const real *w, __global const real *dy,
                      CS_CONV_PARAMS, const int TH, const int TWV, const int PITCH,
-                     const int PG)
+                     const int PG CS_EPI_ARGS)
 {
+    CS_EPI_VALUES(epi, 0);
     __local float tile[LDS];
     const int M = K / C, taps = FR * FS;
     const int tiles_w = CS_DIV_UP(CS_DIV_UP(W, STRIDE_W), TWV * VW), id = get_group_id(0);
@@ -158,7 +163,7 @@ __kernel void dw_bwd(__global real *dx, __global const real *w, __global const r
             } else {
                 DW_BWD_TAPS(true)
             }
-            dc_store(dx + CS_NCHW(n, c, ih, 0, C, H, W), iw, STRIDE_W, W, acc);
+            DC_STORE(dx, CS_NCHW(n, c, ih, 0, C, H, W), iw, STRIDE_W, W, acc, c);
         }
     }
 }

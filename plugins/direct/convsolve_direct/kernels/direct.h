@@ -1,18 +1,19 @@
 /* direct.h: vector helpers shared by the direct family's fast kernels (tiled.cl, depthwise.cl,
- * wrw.cl).
+ * wrw.cl), and their stores of the output with its epilogue (DC_STORE).
  *
  * A `vec` is VW consecutive output pixels of one row (VW = 1, 2, 4, 8 or 16; `float` when 1):
  * explicit vector types are what makes PoCL emit 512-bit (float16) or 256-bit (float8) code on
  * CPUs; GPUs take VW = 1 or 2.  Lane-wise work (borders, strided stores) goes through a private
  * array, which every OpenCL compiler accepts (no run-time vector indexing).
  *
- * Defines read: VW (the including file gives its #ifndef default first), CS_PRECISION, and the
- * optional FIL_H, FIL_W: a compiled-in filter size (FR, FS; else the arguments R, S of the kernel).
+ * Defines read: VW (the including file gives its #ifndef default first), CS_PRECISION, the
+ * optional FIL_H, FIL_W: a compiled-in filter size (FR, FS; else the arguments R, S of the
+ * kernel), and the epilogue's (convsolve_epilogue.h).
  */
 #ifndef DIRECT_H
 #define DIRECT_H
 
-#include "convsolve.h"
+#include "convsolve_epilogue.h"
 
 #if VW != 1 && VW != 2 && VW != 4 && VW != 8 && VW != 16
 #error "VW must be 1, 2, 4, 8 or 16"
@@ -130,6 +131,30 @@ inline void dc_store(__global real *row, int iw0, int stride, int W, vec v)
     for (int i = 0; i < VW && iw0 + i * stride < W; ++i)
         row[iw0 + i * stride] = (real)t[i];
 }
+
+/* DC_STORE(out, at, iw0, stride, W, v, k): dc_store(out + at, iw0, stride, W, v) of output
+ * channel k, after the output's epilogue (convsolve_epilogue.h: `epi` in scope) where it has one;
+ * z and the prior output are read at the stored elements, as vectors where v is stored whole. */
+#if CS_EPI
+#define DC_LOAD_AT(p, at) GLOAD((p) + (at))
+inline void dc_store_epi(__global real *out, size_t at, int iw0, int stride, int W, vec v,
+                         int k, const cs_epilogue epi)
+{
+    at += iw0;
+    if (stride == 1 && iw0 + VW <= W) {
+        CS_EPILOGUE(vec, DC_LOAD_AT, epi, v, k, out, at);
+        GSTORE(v, out + at);
+        return;
+    }
+    float t[VW];
+    VSTORE(v, t);
+    for (int i = 0; i < VW && iw0 + i * stride < W; ++i)   /* rolled: one copy of the code */
+        CS_EPI_STORE(epi, out, at + i * stride, k, t[i]);
+}
+#define DC_STORE(out, at, iw0, stride, W, v, k) dc_store_epi(out, at, iw0, stride, W, v, k, epi)
+#else
+#define DC_STORE(out, at, iw0, stride, W, v, k) dc_store((out) + (at), iw0, stride, W, v)
+#endif
 
 /* The sum of v's lanes by halving (lo + hi, down to one lane): a fixed order, deterministic. */
 inline float dc_hsum(vec v)

@@ -6,16 +6,19 @@
  * OH and OW; padded elements are zeros that take part in the products (cs_padded_load), so
  * non-finite values propagate exactly as in the reference.  Accumulation in float.  Dynamic: every size is a kernel argument (CS_CONV_PARAMS),
  * so one build serves every problem.  Launch: a 1-D range of at least the output's element count,
- * any local size; work-items past the end return at once.
+ * any local size; work-items past the end return at once.  With CS_EPI each kernel stores the
+ * output's epilogue (convsolve_epilogue.h; its values follow CS_CONV_PARAMS): one build per
+ * epilogue structure.
  *
- * Defines read: CS_PRECISION (convsolve.h).
+ * Defines read: CS_PRECISION (convsolve.h), the epilogue's (CS_EPI...).
  */
-#include "convsolve.h"
+#include "convsolve_epilogue.h"
 
 /* y[n, k, oh, ow] = sum over c, r, s of x[n, g*C/G + c, oh*SH - PT + r*DH, ow*SW - PL + s*DW] * w[k, c, r, s] */
 __kernel void naive_fwd(__global const real *x, __global const real *w, __global real *y,
-                        CS_CONV_PARAMS)
+                        CS_CONV_PARAMS CS_EPI_ARGS)
 {
+    CS_EPI_VALUES(epi, 0);
     const size_t index = get_global_id(0);
     if (index >= (size_t)N * K * OH * OW)
         return;
@@ -36,13 +39,14 @@ __kernel void naive_fwd(__global const real *x, __global const real *w, __global
             }
         }
     }
-    y[index] = (real)acc;
+    CS_EPI_STORE(epi, y, index, k, acc);
 }
 
 /* dx[n, c, h, w] = sum over the k of c's group and the taps (r, s) whose window covers (h, w). */
 __kernel void naive_bwd_data(__global real *dx, __global const real *w, __global const real *dy,
-                             CS_CONV_PARAMS)
+                             CS_CONV_PARAMS CS_EPI_ARGS)
 {
+    CS_EPI_VALUES(epi, 0);
     const size_t index = get_global_id(0);
     if (index >= (size_t)N * C * H * W)
         return;
@@ -67,13 +71,14 @@ __kernel void naive_bwd_data(__global real *dx, __global const real *w, __global
             }
         }
     }
-    dx[index] = (real)acc;
+    CS_EPI_STORE(epi, dx, index, c, acc);
 }
 
 /* dw[k, c, r, s] = sum over n, oh, ow of dy[n, k, oh, ow] * x[n, g*C/G + c, ih, iw]. */
 __kernel void naive_bwd_weights(__global const real *x, __global real *dw,
-                                __global const real *dy, CS_CONV_PARAMS)
+                                __global const real *dy, CS_CONV_PARAMS CS_EPI_ARGS)
 {
+    CS_EPI_VALUES(epi, 0);
     const int cpg = C / G;
     const size_t index = get_global_id(0);
     if (index >= (size_t)K * cpg * R * S)
@@ -94,5 +99,5 @@ __kernel void naive_bwd_weights(__global const real *x, __global real *dw,
             }
         }
     }
-    dw[index] = (real)acc;
+    CS_EPI_STORE(epi, dw, index, k, acc);
 }

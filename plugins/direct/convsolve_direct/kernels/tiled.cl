@@ -11,11 +11,11 @@
  *
  * tiled_weights(w, wt, by_input, CS_CONV_PARAMS)   one work-item per filter value
  *   wt = w as [G][C/G][R][S][K/G] (by_input = 0, forward) or [G][K/G][R][S][C/G] (1, backward).
- * tiled_fwd(x, wt, y, CS_CONV_PARAMS)
+ * tiled_fwd(x, wt, y, CS_CONV_PARAMS[, CS_EPILOGUE_PARAMS])
  *   global (WGX * ceil(ceil(OW / (VW*VN)) / WGX), WGY * ceil(ceil(OH / RB) / WGY),
  *           N * G * ceil((K/G) / KB)), local (WGX, WGY, 1).
  *   Zero padding takes part in the products (0 * inf = NaN, as in the reference).
- * tiled_bwd(dx, wt, dy, CS_CONV_PARAMS)   dx = conv_transpose(dy, w)
+ * tiled_bwd(dx, wt, dy, CS_CONV_PARAMS[, CS_EPILOGUE_PARAMS])   dx = conv_transpose(dy, w)
  *   Phase decomposition: the dx pixels (qh + SH * t, qw + SW * u) of one phase (qh, qw) are
  *   reached by the taps with (qh + PAD_T - r * DIL_H) % SH == 0 (and likewise for s) only, from
  *   dy rows t + (qh + PAD_T - r * DIL_H) / SH and contiguous dy columns: a work-item computes
@@ -26,8 +26,11 @@
  *           N * G * ceil((C/G) / KB)), local (WGX, WGY, 1); qw = gid0 % SW, qh = gid1 % SH.
  * A channel block that would run past the group's channels is shifted back to end at the last
  * one (KB <= channels per group, which the config space keeps) and stores only its own.
+ * With CS_EPI both kernels store the output's epilogue (convsolve_epilogue.h; its values follow
+ * CS_CONV_PARAMS), each output element once.
  *
- * Defines read: VW, VN, RB, KB, USE_LOCAL, LW_CAP, FIL_H, FIL_W (direct.h), CS_PRECISION.
+ * Defines read: VW, VN, RB, KB, USE_LOCAL, LW_CAP, FIL_H, FIL_W (direct.h), CS_PRECISION, the
+ * epilogue's (CS_EPI...).
  */
 #ifndef VW
 #define VW 16       /* output pixels per vector, along the output width: 1, 2, 4, 8 or 16 */
@@ -110,8 +113,9 @@ __kernel void tiled_weights(__global const real *w, __global float *wt, const in
 }
 
 __kernel void tiled_fwd(__global const real *x, __global const float *wt, __global real *y,
-                        CS_CONV_PARAMS)
+                        CS_CONV_PARAMS CS_EPI_ARGS)
 {
+    CS_EPI_VALUES(epi, 0);
     const int kpg = K / G, cpg = C / G, taps = FR * FS, members = kpg;
     const int blocks = CS_DIV_UP(kpg, KB);
     const int z = get_global_id(2);
@@ -183,10 +187,12 @@ __kernel void tiled_fwd(__global const real *x, __global const float *wt, __glob
 #pragma unroll
         for (int j = 0; j < RB; ++j)
 #pragma unroll
-            for (int v = 0; v < VN; ++v)
+            for (int v = 0; v < VN; ++v) {
+                const int k = g * kpg + kstart + kk;
                 if (kk >= kfirst - kstart && oh0 + j < OH && ow0 + v * VW < OW)
-                    dc_store(y + CS_NCHW(n, g * kpg + kstart + kk, oh0 + j, 0, K, OH, OW),
-                             ow0 + v * VW, 1, OW, acc[kk][j][v]);
+                    DC_STORE(y, CS_NCHW(n, k, oh0 + j, 0, K, OH, OW), ow0 + v * VW, 1, OW,
+                             acc[kk][j][v], k);
+            }
 }
 
 /* Taps apart that reach the same phase of the stride: stride / gcd(stride, dilation) (or more
@@ -210,8 +216,9 @@ inline int first_tap(int offset, int stride, int dilation, int step, int taps)
 }
 
 __kernel void tiled_bwd(__global real *dx, __global const float *wt, __global const real *dy,
-                        CS_CONV_PARAMS)
+                        CS_CONV_PARAMS CS_EPI_ARGS)
 {
+    CS_EPI_VALUES(epi, 0);
     const int kpg = K / G, cpg = C / G, taps = FR * FS, members = cpg;
     const int blocks = CS_DIV_UP(cpg, KB);
     const int z = get_global_id(2);
@@ -291,9 +298,9 @@ __kernel void tiled_bwd(__global real *dx, __global const float *wt, __global co
         for (int j = 0; j < RB; ++j)
 #pragma unroll
             for (int v = 0; v < VN; ++v) {
+                const int c = g * cpg + cstart + kk;
                 const int ih = qh + STRIDE_H * (t0 + j), iw = qw + STRIDE_W * (u0 + v * VW);
                 if (kk >= cfirst - cstart && ih < H && iw < W)
-                    dc_store(dx + CS_NCHW(n, g * cpg + cstart + kk, ih, 0, C, H, W), iw,
-                             STRIDE_W, W, acc[kk][j][v]);
+                    DC_STORE(dx, CS_NCHW(n, c, ih, 0, C, H, W), iw, STRIDE_W, W, acc[kk][j][v], c);
             }
 }

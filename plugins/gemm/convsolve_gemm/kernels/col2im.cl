@@ -3,10 +3,10 @@
  * With the column layout of im2col.cl (matrix of image n_local and group g at
  * col + col_off + n_local * image_stride + g * group_stride, shape [Cg * R * S][OH * OW], row
  * pitch ldcol), computes
- *   dx[n][g * Cg + cl][ih][iw] = alpha * sum over (r, s, oh, ow) with
+ *   dx[n][g * Cg + cl][ih][iw] = sum over (r, s, oh, ow) with
  *       oh * STRIDE_H - PAD_T + r * DIL_H == ih  and  ow * STRIDE_W - PAD_L + s * DIL_W == iw
  *     of col[(cl * R + r) * S + s][oh * OW + ow]
- *   + beta * dx[n][g * Cg + cl][ih][iw]          (beta == 0 does not read dx)
+ * (with CS_EPI: the backward epilogue of that sum, alpha * sum + beta * dx, convsolve_epilogue.h)
  * as a gather: one work-item per element of dx, summing in a fixed order (r, then s), so the
  * result is deterministic and needs no atomics. Backward data of a convolution is then
  * dcol = W[g]^T * dy[n][g] (gemm.cl with TRANS_A = 1) followed by this kernel.
@@ -16,16 +16,17 @@
  * Kernel:
  *   col2im(const global real *col, global real *dx, CS_CONV_PARAMS,
  *          int col_off, int ldcol, int image_stride, int group_stride,
- *          int dx_off, real alpha, real beta)
+ *          int dx_off[, CS_EPILOGUE_PARAMS with CS_EPI])
  *   CS_CONV_PARAMS (convsolve.h) are the convolution's sizes as Problem.kernel_args() passes
  *   them; N and K are not read. The launch covers `images` images from dx_off on.
  *   global size = (H * CS_DIV_UP(W, COL2IM_TW), C / G, images * G)
  *   local size  = any (NULL is fine)
  *   Each work-item writes COL2IM_TW consecutive iw of one (ih, channel, image).
  *
- * Defines read: COL2IM_TW (tunable); CS_PRECISION via convsolve.h (`real`).
+ * Defines read: COL2IM_TW (tunable); the epilogue's (convsolve_epilogue.h); CS_PRECISION via
+ * convsolve.h (`real`).
  */
-#include "convsolve.h"
+#include "convsolve_epilogue.h"
 
 #ifndef COL2IM_TW
 #define COL2IM_TW 1 /* consecutive input columns (iw) per work-item: 1 suits GPUs, 16-32 CPUs */
@@ -33,7 +34,7 @@
 
 __kernel void col2im(const __global real *restrict col, __global real *restrict dx,
                      CS_CONV_PARAMS, const int col_off, const int ldcol, const int image_stride,
-                     const int group_stride, const int dx_off, const real alpha, const real beta)
+                     const int group_stride, const int dx_off CS_EPI_ARGS)
 {
     const int wb = CS_DIV_UP(W, COL2IM_TW);
     const int ih = get_global_id(0) / wb;
@@ -77,7 +78,9 @@ __kernel void col2im(const __global real *restrict col, __global real *restrict 
             }
         }
     }
-    __global real *d = dx + dx_off + ((size_t)n * C + g * cg + cl) * H * W + (size_t)ih * W + iw0;
+    const int k = g * cg + cl;
+    const size_t at = dx_off + ((size_t)n * C + k) * H * W + (size_t)ih * W + iw0;
+    CS_EPI_VALUES(epi, 0);
     for (int t = 0; t < nw; ++t)
-        d[t] = beta != (real)0 ? alpha * sum[t] + beta * d[t] : alpha * sum[t];
+        CS_EPI_STORE(epi, dx, at + t, k, sum[t]);
 }

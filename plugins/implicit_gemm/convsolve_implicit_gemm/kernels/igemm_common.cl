@@ -20,7 +20,8 @@
  *   B[j][p] = b[b_off + p0 * b_p0 + j0 * b_j0 + row * BW + col], with
  *             row = p1 * r_p + j1 * r_j + r_off and col = p2 * c_p + j2 * c_j + c_off;
  *             zero outside 0 <= row < BH, 0 <= col < BW (the padding, or dy's border)
- *   C[m][p] = out[o_off + m * o_m + p0 * o_p0 + p1 * o_p1 + p2 * o_p2]
+ *   C[m][p] = out[o_off + m * o_m + p0 * o_p0 + p1 * o_p1 + p2 * o_p2], channel o_chan + m of
+ *             the output (its epilogue's k: convsolve_epilogue.h)
  * (b_size: the element count of B's tensor.)
  * Every offset fits an int: each is an element of one tensor (core/problem.py's int32 rule) or
  * of the workspace (at most SPLITS partial dw, bounded by the solver's budget).
@@ -30,11 +31,12 @@
  * products (dy positions past its border contribute nothing), so its kernels must never multiply
  * a weight by a zero that stands for "outside" when the weight is not finite.
  *
- * Defines read: DIRECTION (0, 1, 2: which table row; each solver builds its own).
+ * Defines read: DIRECTION (0, 1, 2: which table row; each solver builds its own); the
+ * epilogue's (convsolve_epilogue.h).
  */
 #ifndef IGEMM_COMMON_CL
 #define IGEMM_COMMON_CL
-#include "convsolve.h"
+#include "convsolve_epilogue.h"
 
 #ifndef DIRECTION
 #define DIRECTION 0 /* 0 forward, 1 backward data, 2 backward weights */
@@ -52,7 +54,7 @@ typedef struct {
     int P1, P2, J1, J2;       /* radices of the lower digits of p and j */
     int a_off, a_m, a_j0, a_j1, a_j2;
     int b_off, b_p0, b_j0, r_p, r_j, r_off, c_p, c_j, c_off, BH, BW, b_size;
-    int o_off, o_m, o_p0, o_p1, o_p2;
+    int o_off, o_m, o_p0, o_p1, o_p2, o_chan;
 } IgGemm;
 
 /* Backward data along one dimension (stride s, dilation d, padding pad, filter f, dx size n):
@@ -94,6 +96,7 @@ inline void ig_describe(IgGemm *d, const int N, const int C, const int H, const 
     d->r_p = STRIDE_H;  d->r_j = DIL_H;  d->r_off = -PAD_T;
     d->c_p = STRIDE_W;  d->c_j = DIL_W;  d->c_off = -PAD_L;
     d->o_off = g * Kg * OHW;  d->o_m = OHW;  d->o_p0 = K * OHW;  d->o_p1 = OW;  d->o_p2 = 1;
+    d->o_chan = g * Kg;
 #elif DIRECTION == 1
     const int phase = z / G, ah = phase / STRIDE_W, aw = phase % STRIDE_W;
     int hp, th, r0, rstep, hoff, hdd, wp, tw, s0, sstep, woff, wdd;
@@ -107,7 +110,7 @@ inline void ig_describe(IgGemm *d, const int N, const int C, const int H, const 
     d->b_size = N * K * OHW;
     d->r_p = 1;  d->r_j = -hdd;  d->r_off = hoff;  d->c_p = 1;  d->c_j = -wdd;  d->c_off = woff;
     d->o_off = g * Cg * HW + ah * W + aw;  d->o_m = HW;  d->o_p0 = C * HW;
-    d->o_p1 = STRIDE_H * W;  d->o_p2 = STRIDE_W;
+    d->o_p1 = STRIDE_H * W;  d->o_p2 = STRIDE_W;  d->o_chan = g * Cg;
 #else
     const int split = z / G, depth = N * OHW, share = CS_DIV_UP(depth, SPLITS);
     d->M = Kg;  d->P = Cg * RS;  d->j_begin = min(split * share, depth);
@@ -120,7 +123,7 @@ inline void ig_describe(IgGemm *d, const int N, const int C, const int H, const 
     d->c_p = DIL_W;  d->c_j = STRIDE_W;  d->c_off = -PAD_L;
     /* one split writes dw itself; more write partial dw one after the other (the workspace) */
     d->o_off = (split * G + g) * Kg * Cg * RS;  d->o_m = Cg * RS;  d->o_p0 = RS;  d->o_p1 = S;
-    d->o_p2 = 1;
+    d->o_p2 = 1;  d->o_chan = g * Kg;
 #endif
 }
 

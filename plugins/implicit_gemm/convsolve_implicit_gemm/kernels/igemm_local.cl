@@ -1,8 +1,10 @@
 /* igemm_local.cl: implicit GEMM for GPUs, tiles staged in local memory (igemm_common.cl gives
  * the GEMM C = A B of each direction; no workspace, nothing unfolded in global memory).
  *
- * Kernel igemm_local(a, b, out, CS_CONV_PARAMS, SPLITS): a, b, out as igemm_common.cl's table
- * (forward: w, x, y; backward data: w, dy, dx; backward weights: dy, x, dw or the partials).
+ * Kernel igemm_local(a, b, out, CS_CONV_PARAMS, SPLITS[, CS_EPILOGUE_PARAMS]): a, b, out as
+ * igemm_common.cl's table (forward: w, x, y; backward data: w, dy, dx; backward weights: dy, x,
+ * dw or the partials); with CS_EPI, the output's epilogue values (convsolve_epilogue.h), applied
+ * in the store of C.
  * Launch: local (BN / TN, BM / TM, 1); global (ceil(P / BN) * BN / TN, ceil(M / BM) * BM / TM,
  * slices), P the largest slice's (backward data: the largest phase's).  Work-group (bx, by, z)
  * computes the BM x BN block of C at (by * BM, bx * BN) of slice z.
@@ -26,7 +28,8 @@
  * global memory leaving those products out (ig_exact), so inf and NaN land where the reference
  * puts them.  Products are float32 fma (no TF32); the sum runs over j in order, so runs repeat.
  *
- * Defines read: DIRECTION (igemm_common.cl); tunables BM, BN, BK, TM, TN, VW, DOUBLE_BUF.
+ * Defines read: DIRECTION and the epilogue's (igemm_common.cl); tunables BM, BN, BK, TM, TN,
+ * VW, DOUBLE_BUF.
  */
 #include "igemm_common.cl"
 
@@ -109,7 +112,7 @@ inline float ig_exact(const IgGemm *d, __global const real *a, __global const re
 
 __kernel __attribute__((reqd_work_group_size(WGN, WGM, 1)))
 void igemm_local(__global const real *a, __global const real *b, __global real *out,
-                 CS_CONV_PARAMS, const int SPLITS)
+                 CS_CONV_PARAMS, const int SPLITS CS_EPI_ARGS)
 {
     __local floatv as_v[BUFS][BK * LDA / VW];
     __local floatv bs_v[BUFS][BK * LDB / VW];
@@ -220,6 +223,7 @@ void igemm_local(__global const real *a, __global const real *b, __global real *
     barrier(CLK_LOCAL_MEM_FENCE);
     const bool exact = nonfinite != 0;
 #endif
+    CS_EPI_VALUES(ig_epi, d.o_chan);
 #pragma unroll
     for (int jn = 0; jn < TN; ++jn) {
         const int p = p_wg + ((jn / VW) * WGN + tx) * VW + jn % VW;
@@ -237,7 +241,7 @@ void igemm_local(__global const real *a, __global const real *b, __global real *
             if (exact)
                 value = ig_exact(&d, a, b, m, &col);
 #endif
-            out[col.out + m * d.o_m] = (real)value;
+            CS_EPI_STORE(ig_epi, out, col.out + m * d.o_m, ig_epi.chan + m, value);
         }
     }
 }

@@ -1,9 +1,9 @@
 /* igemm_vector.cl: implicit GEMM for CPUs, explicit vectors along m and register tiles, no local
  * memory (igemm_common.cl gives the GEMM C = A B of each direction; no workspace).
  *
- * Kernel igemm_vector(a, b, out, CS_CONV_PARAMS, SPLITS, BAND): arguments as igemm_local.cl's,
- * and BAND <= MR, the tiles each work-item takes (the host sizes it so that there are enough
- * work-items for the device).  Launch: global (ceil(M / (VK * VW)), ceil(tiles / BAND), slices),
+ * Kernel igemm_vector(a, b, out, CS_CONV_PARAMS, SPLITS, BAND[, CS_EPILOGUE_PARAMS]): arguments
+ * as igemm_local.cl's, and BAND <= MR, the tiles each work-item takes (the host sizes it so that
+ * there are enough work-items for the device).  Launch: global (ceil(M / (VK * VW)), ceil(tiles / BAND), slices),
  * any local size ((1, 1, 1) suits PoCL), M and tiles those of the largest slice.  Work-item
  * (mb, t, z) computes rows [mb * VK * VW, +VK * VW) of C at the columns of tiles
  * [t * BAND, +BAND) of slice z; the work-items of one band are neighbours, so that they meet its
@@ -29,7 +29,7 @@
  * (the weights) is finite, so a chunk holding a non-finite weight takes loop 3, which leaves those
  * products out.  Results are float32 fma sums over j in order (deterministic).
  *
- * Defines read: DIRECTION (igemm_common.cl); tunables VW, VK, TP, MR, JB.
+ * Defines read: DIRECTION and the epilogue's (igemm_common.cl); tunables VW, VK, TP, MR, JB.
  */
 #include "igemm_common.cl"
 
@@ -102,7 +102,7 @@ typedef IG_CAT(float, VW) floatv;
 #endif
 
 __kernel void igemm_vector(__global const real *a, __global const real *b, __global real *out,
-                           CS_CONV_PARAMS, const int SPLITS, const int BAND)
+                           CS_CONV_PARAMS, const int SPLITS, const int BAND CS_EPI_ARGS)
 {
     IgGemm d;
     ig_describe(&d, N, C, H, W, K, R, S, OH, OW, G, PAD_T, PAD_L, STRIDE_H, STRIDE_W, DIL_H,
@@ -293,7 +293,7 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
                         stash[tile][q][v] = acc[q][v];
                 continue;
             }
-            /* the last chunk: C's rows of each column, one lane at a time */
+            /* the last chunk: C's rows of each column, one lane at a time, with the epilogue */
             float lanes[TP][MT];
 #pragma unroll
             for (int q = 0; q < TP; ++q)
@@ -301,14 +301,17 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
                 for (int v = 0; v < VK; ++v)
                     IG_VSTORE(acc[q][v], q * VK + v, (float *)lanes);
             const int rows = min(MT, d.M - m0), columns = len[tile];
+            CS_EPI_VALUES(ig_epi, d.o_chan + m0);
             if (ROW_TILES && d.o_p2 == 1) {       /* a run of pixels per row of C */
                 for (int l = 0; l < rows; ++l)
                     for (int q = 0; q < columns; ++q)
-                        out[pout[tile][0] + (m0 + l) * d.o_m + q] = (real)lanes[q][l];
+                        CS_EPI_STORE(ig_epi, out, pout[tile][0] + (m0 + l) * d.o_m + q,
+                                     ig_epi.chan + l, lanes[q][l]);
             } else {
                 for (int q = 0; q < columns; ++q)
                     for (int l = 0; l < rows; ++l)
-                        out[pout[tile][q] + (m0 + l) * d.o_m] = (real)lanes[q][l];
+                        CS_EPI_STORE(ig_epi, out, pout[tile][q] + (m0 + l) * d.o_m,
+                                     ig_epi.chan + l, lanes[q][l]);
             }
         }
     }

@@ -25,10 +25,15 @@
  * C * rows * ceil(TW / TT) work-items, runs fastest, then tile rows, then channels (channels
  * fastest for tile-major stores).
  *
+ * The kernels that write the convolution's output, wino_output (y, or dx) and wino_filter_out
+ * (dw), apply its epilogue as they store each element (convsolve_epilogue.h: with CS_EPI they
+ * take CS_EPILOGUE_PARAMS after their own; without it they are the bare kernels).
+ *
  * Defines read: WINO_M (winograd_transforms.cl), TT and WINO_KERNEL (below; building one kernel
- * at a time keeps PoCL's build time down), CS_PRECISION (convsolve.h).
+ * at a time keeps PoCL's build time down), CS_PRECISION (convsolve.h), CS_EPI and the epilogue's
+ * structure (convsolve_epilogue.h).
  */
-#include "convsolve.h"
+#include "convsolve_epilogue.h"
 
 #ifndef TT
 #define TT 16 /* tiles per work-item, one per vector lane (1, 2, 4, 8 or 16) */
@@ -109,6 +114,63 @@ WINO_INLINE void wino_store_run(__global real *dst, wvec v, int n)
         *dst = v.s0;
 #endif
 }
+
+#if CS_EPI
+/* The vector whose lanes 0 .. n - 1 are src[0 .. n - 1] (0 < n <= TT), the rest zero, loaded in
+ * pieces as wino_store_run stores them: nothing past the run is read (the next elements belong
+ * to another row, maybe another work-item's). */
+WINO_INLINE wvec wino_load_run(const __global real *src, int n)
+{
+#if TT == 1
+    return *src;
+#else
+    if (n == TT)
+        return WVLOAD(src);
+    float t[TT] = {0.0f};
+    int l = 0;
+#if TT == 16
+    if (n & 8) {
+        vstore8(vload8(0, src), 0, t);
+        l = 8;
+    }
+#endif
+#if TT >= 8
+    if (n & 4) {
+        vstore4(vload4(0, src + l), 0, t + l);
+        l += 4;
+    }
+#endif
+#if TT >= 4
+    if (n & 2) {
+        vstore2(vload2(0, src + l), 0, t + l);
+        l += 2;
+    }
+#endif
+    if (n & 1)
+        t[l] = src[l];
+    return WVLOAD(t);
+#endif
+}
+
+/* y[at ..] = the epilogue of the run of `live` lanes v of channel k: z and the prior y are read
+ * at the same elements (WINO_LOAD_LIVE), before they are written. */
+#define WINO_LOAD_LIVE(p, at) wino_load_run((p) + (at), live)
+WINO_INLINE void wino_store_epilogue(__global real *y, size_t at, wvec v, int live, int k,
+                                     const cs_epilogue e)
+{
+    CS_EPILOGUE(wvec, WINO_LOAD_LIVE, e, v, k, y, at);
+    wino_store_run(y + at, v, live);
+}
+#endif
+
+/* WINO_STORE_RUN(y, p, v, n, k) stores the run of n lanes v of channel k at p, a pointer into
+ * the output y: with CS_EPI, their epilogue (the kernel's values `epi`, CS_EPI_VALUES); bare, as
+ * they are (the bare kernels are unchanged). */
+#if CS_EPI
+#define WINO_STORE_RUN(y, p, v, n, k) wino_store_epilogue(y, (p) - (y), v, n, k, epi)
+#else
+#define WINO_STORE_RUN(y, p, v, n, k) wino_store_run(p, v, n)
+#endif
 
 /* s[q] lane l = image row `row` at column c0 + q * TT + l for the first `used` elements, zero
  * outside columns 0 .. W - 1 or when the row lies outside the image (`inside` false).  `room`
@@ -350,14 +412,16 @@ __kernel void wino_grad(__global const real *dy, __global real *out, const int o
 
 #if WINO_KERNEL == 0 || WINO_KERNEL == 3
 /* Output tiles: y[n][k][th * m + i][tw * m + j] = (A^T M A)[i][j], M in plain rows (K
- * channels, `rows` tile rows of the chunk); elements past OH, OW are not stored. */
+ * channels, `rows` tile rows of the chunk), and its epilogue with CS_EPI; elements past OH, OW
+ * are not stored. */
 __kernel void wino_output(__global const real *mm, const int mm_off, __global real *y,
                           const int K, const int OH, const int OW, const int TH, const int TW,
-                          const int r0, const int rows, const int pitch)
+                          const int r0, const int rows, const int pitch CS_EPI_ARGS)
 {
     int k, r, tw0, nt;
     if (!wino_run(get_global_id(0), K, rows, TW, false, &k, &r, &tw0, &nt))
         return;
+    CS_EPI_VALUES(epi, 0);
     const int n = (r0 + r) / TH, th = (r0 + r) % TH;
     __global const real *base = mm + mm_off + (size_t)k * pitch + r * TW + tw0;
     wvec v[ALPHA][ALPHA], t[ALPHA * WINO_M], o[WINO_M * WINO_M];
@@ -378,20 +442,19 @@ __kernel void wino_output(__global const real *mm, const int mm_off, __global re
         const int oh = th * WINO_M + i;
         if (oh >= OH)
             break;
-        __global real *row = y + CS_NCHW(n, k, oh, c0, K, OH, OW);
-        __global real *at = row;
+        __global real *at = y + CS_NCHW(n, k, oh, c0, K, OH, OW);
         wvec *oi = o + i * WINO_M;
-        wino_store_run(at, WINO_INTERLEAVE(oi, 0), min(TT, width));
+        WINO_STORE_RUN(y, at, WINO_INTERLEAVE(oi, 0), min(TT, width), k);
         if (TT < width)
-            wino_store_run(at + TT, WINO_INTERLEAVE(oi, 1), min(TT, width - TT));
+            WINO_STORE_RUN(y, at + TT, WINO_INTERLEAVE(oi, 1), min(TT, width - TT), k);
         if (2 < WINO_M && 2 * TT < width)
-            wino_store_run(at + 2 * TT, WINO_INTERLEAVE(oi, 2), min(TT, width - 2 * TT));
+            WINO_STORE_RUN(y, at + 2 * TT, WINO_INTERLEAVE(oi, 2), min(TT, width - 2 * TT), k);
         if (3 < WINO_M && 3 * TT < width)
-            wino_store_run(at + 3 * TT, WINO_INTERLEAVE(oi, 3), min(TT, width - 3 * TT));
+            WINO_STORE_RUN(y, at + 3 * TT, WINO_INTERLEAVE(oi, 3), min(TT, width - 3 * TT), k);
         if (4 < WINO_M && 4 * TT < width)
-            wino_store_run(at + 4 * TT, WINO_INTERLEAVE(oi, 4), min(TT, width - 4 * TT));
+            WINO_STORE_RUN(y, at + 4 * TT, WINO_INTERLEAVE(oi, 4), min(TT, width - 4 * TT), k);
         if (5 < WINO_M && 5 * TT < width)
-            wino_store_run(at + 5 * TT, WINO_INTERLEAVE(oi, 5), min(TT, width - 5 * TT));
+            WINO_STORE_RUN(y, at + 5 * TT, WINO_INTERLEAVE(oi, 5), min(TT, width - 5 * TT), k);
     }
 }
 #endif
@@ -457,9 +520,10 @@ __kernel void wino_filter(__global const real *w, __global real *u, const int u_
 
 #if WINO_KERNEL == 0 || WINO_KERNEL == 5
 /* dw[k][c][r][s] = (G^T S[.][k][c] G)[r][s] for TT adjacent c, S in [pos][k][Cgpad] at
- * sum_off. */
+ * sum_off, and its epilogue (alpha, blend) with CS_EPI. */
 __kernel void wino_filter_out(__global const real *sum, const int sum_off, const int plane,
-                              __global real *dw, const int K, const int Cg, const int Cgpad)
+                              __global real *dw, const int K, const int Cg,
+                              const int Cgpad CS_EPI_ARGS)
 {
     const int blocks = CS_DIV_UP(Cg, TT);
     const int gid = get_global_id(0);
@@ -467,6 +531,7 @@ __kernel void wino_filter_out(__global const real *sum, const int sum_off, const
         return;
     const int c0 = (gid % blocks) * TT, k = gid / blocks;
     const int live = min(TT, Cg - c0);
+    CS_EPI_VALUES(epi, 0);
     __global const real *src = sum + sum_off + (size_t)k * Cgpad + c0;
     wvec v[ALPHA][ALPHA], t[ALPHA * 3], o[3 * 3];
 #pragma unroll
@@ -487,11 +552,11 @@ __kernel void wino_filter_out(__global const real *sum, const int sum_off, const
 #pragma unroll
         for (int s = 0; s < 3; ++s)
             WVSTORE(o[r * 3 + s], taps[r][s]);
-    __global real *dst = dw + ((size_t)k * Cg + c0) * 9;
+    const size_t at = ((size_t)k * Cg + c0) * 9;
     for (int l = 0; l < live; ++l)
         for (int r = 0; r < 3; ++r)
             for (int s = 0; s < 3; ++s)
-                dst[l * 9 + r * 3 + s] = taps[r][s][l];
+                CS_EPI_STORE(epi, dw, at + l * 9 + r * 3 + s, k, taps[r][s][l]);
 }
 #endif
 
