@@ -268,12 +268,18 @@ class Handle:
         key = (solver.name, problem.key(), config_key(config))
         if key[:2] in self._hung:   # its thread may still hold the key's lock
             raise BuildError(f"{solver.name!r} on {problem.key()}: {self._hung[key[:2]]}")
+        return self.kept(key, solver.name, lambda: build_invoker(solver, problem, self, config))
+
+    def kept(self, key, name, build):
+        """The invoker ``build()`` returns, built on first use under ``key`` (a tuple whose
+        first two items name its maker and what it is for) and kept in the handle: solvers'
+        invokers and the core's own (backward-bias) alike.  It enqueues under the handle's lock
+        and must return events (PluginError names ``name`` otherwise)."""
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:
             if key not in self._invokers:
-                self._invokers[key] = self._serialised(
-                    solver.name, build_invoker(solver, problem, self, config))
+                self._invokers[key] = self._serialised(name, build())
             return self._invokers[key]
 
     def _serialised(self, name, invoker):
@@ -286,9 +292,9 @@ class Handle:
         """
         lock = self._enqueue_lock
 
-        def serialised(buffers, scratch):
+        def serialised(*args):
             with lock:
-                return events_of(name, invoker(buffers, scratch))
+                return events_of(name, invoker(*args))
         return serialised
 
     def mark_hung(self, solver, problem, reason):
