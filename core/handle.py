@@ -215,8 +215,8 @@ class Handle:
 
         ``file`` is a path or an importlib.resources file (a plugin's ``kernels/x.cl``); the core's
         ``convsolve.h`` and the file's own folder are on the include path.  Programs are built once
-        per handle and kept in the on-disk kernel cache; each call returns a new Kernel object,
-        so invokers never share argument state.
+        per handle and kept in the on-disk kernel cache (on PoCL, in PoCL's own); each call
+        returns a new Kernel object, so invokers never share argument state.
         """
         source = file.read_text()
         include_dirs = [str(CORE_KERNELS)]
