@@ -12,14 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from convsolve import ConfigSpace, Direction, ceil_div, hookimpl, round_up, tuning
 
-from .common import (
-    KERNELS,
-    capped,
-    enqueue,
-    pick_default,
-    set_sizes,
-    work_group_reasons,
-)
+from .common import KERNELS, capped, enqueue, pick_default, set_sizes, work_group_reasons
 
 #: Independent work units (work-items or work-groups) the tiles of a chunk should offer at least:
 #: room to balance two CPU cores and a GPU's first wave; more makes tiles short, and each
