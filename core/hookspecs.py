@@ -340,7 +340,8 @@ def fused_epilogue(problem: Problem) -> int:
     hook then gets it) for ``problem.with_epilogue(problem.epilogue.prefix(n))`` and runs it
     with ``buffers.epilogue`` holding the values; it applies the remaining stages itself in one
     pass of ``convsolve_epilogue.h``, the header the solver's kernels include too (``#include
-    "convsolve_epilogue.h"``, ``CS_EPILOGUE_PARAMS``, ``CS_EPILOGUE``; ``problem.defines()``
+    "convsolve_epilogue.h"``, ``CS_EPILOGUE_PARAMS``, ``CS_EPILOGUE``, or for one value at a
+    time ``CS_EPI_ARGS``, ``CS_EPI_VALUES``, ``CS_EPI_STORE``; ``problem.epilogue_defines()``
     gives its ``CS_EPI_*`` defines), so the fused and the unfused arithmetic are the same code.
     Find also times the solver unfused (named ``<name>/unfused``: the bare convolution, then the
     core's pass), and the faster wins.  Without this hook, or for 0, the solver only ever sees
