@@ -1,17 +1,16 @@
 """check_solver's epilogue checks, for solvers that declare ``fused_epilogue``: each fused part
 against the float64 reference and against the core's unfused pass, with edge values.
 
-For a few problems the solver accepts (two per direction; on Oclgrind one, with the cases that
-touch other memory), each case of CASES that the solver fuses at least one stage of runs fused
-and unfused on guarded NaN-filled buffers, in process or in check_solver's workers alike; a
-fused result must match the reference (its NaN and inf exactly) within the solver's tolerance,
-and the unfused one within the same tolerance.
-For a solver with nonfinite = "spread" the reference takes, where the solver's own bare
-convolution is not finite, the epilogue of that value instead.  The cases hold the edges of
-the semantics: alpha 0 (the convolution unread: a NaN planted in the input must not show) and
-negative, beta 0 with a NaN-filled output (unread), z being the output's own buffer, activation
-parameters at their limits (leaky relu a = 0, clipped relu a = 0), infinities through relu
-(never 0 * inf).
+For a few problems the solver accepts (two per direction, the second with the cases that touch
+other memory only; on Oclgrind one, with those), each case of CASES that the solver fuses at
+least one stage of runs fused and unfused on guarded NaN-filled buffers, in process or in
+check_solver's workers alike; a fused result must match the reference (its NaN and inf exactly)
+within the solver's tolerance, and the unfused one within the same tolerance.  For a solver
+with nonfinite = "spread" the reference takes, where the solver's own bare convolution is not
+finite, the epilogue of that value instead.  The cases hold the edges of the semantics: alpha
+0 (the convolution unread: a NaN planted in the input must not show) and negative, beta 0 with
+a NaN-filled output (unread), z being the output's own buffer, activation parameters at their
+limits (leaky relu a = 0, elu a = 0), infinities through relu (never 0 * inf).
 """
 import numpy as np
 import pyopencl as cl
@@ -35,9 +34,8 @@ CASES = {
         ("all, beta=0, leaky a=0", Epilogue(True, True, True, "leaky_relu", True),
          {"alpha": 0.75, "beta": 0.0, "z_scale": -0.5, "activation": ("leaky_relu", 0.0)},
          "nan-y"),
-        ("alpha=0, z is y, clipped a=0", Epilogue(residual=True, activation="clipped_relu",
-                                                  blend=True),
-         {"alpha": 0.0, "beta": 0.5, "activation": ("clipped_relu", 0.0)}, "nan-x alias"),
+        ("alpha=0, z is y, elu a=0", Epilogue(residual=True, activation="elu", blend=True),
+         {"alpha": 0.0, "beta": 0.5, "activation": ("elu", 0.0)}, "nan-x alias"),
         ("z is y, elu, blend", Epilogue(residual=True, activation="elu", blend=True),
          {"alpha": 1.25, "beta": -0.5, "z_scale": 2.0, "activation": ("elu", 0.5)}, "alias"),
     ],
@@ -46,13 +44,13 @@ CASES = {
         ("alpha=0", Epilogue(), {"alpha": 0.0}, "nan-x nan-y"),
     ],
 }
-#: The cases a simulator runs (Oclgrind, whose checks are of memory and races, and where each
-#: run costs seconds): those whose kernels touch other memory, every operand read (scale, bias
+#: The cases whose kernels touch other memory than the rest's: every operand read (scale, bias
 #: and z apart from the output) and z being the output with its prior contents read; backward,
-#: the prior output read.
-SANITIZED_CASES = ("all, beta=0, leaky a=0", "z is y, elu, blend", "alpha, blend")
-#: Problems checked per direction; on Oclgrind (check_solver's sanitize=True), where each run
-#: costs seconds, fewer.
+#: the prior output read.  The later problems of a direction run these, and a simulator
+#: (Oclgrind, whose checks are of memory and races, and where each run costs seconds) only these.
+MEMORY_CASES = ("all, beta=0, leaky a=0", "z is y, elu, blend", "alpha, blend")
+#: Problems checked per direction (the first with every case); on Oclgrind (check_solver's
+#: sanitize=True) fewer.
 PROBLEMS_PER_DIRECTION = 2
 SANITIZED_PROBLEMS_PER_DIRECTION = 1
 
@@ -148,29 +146,35 @@ def _check_case(solver, handle, problem, case, seed, progress):
     return failures
 
 
-def chosen(problems, per_direction=PROBLEMS_PER_DIRECTION):
-    """The problems of ``problems`` that check_solver runs the epilogue cases on: per direction,
-    the first ``per_direction`` in this order: grouped ones with several output channels (a
-    channel's scale and bias then sit at a group's offset), the others with several, the rest."""
+def plan(problems, sanitize=False):
+    """{problem key: the labels of the cases check_solver runs on it} for the problems of
+    ``problems`` it checks epilogues on: per direction, the first PROBLEMS_PER_DIRECTION (on
+    Oclgrind, ``sanitize``, SANITIZED_PROBLEMS_PER_DIRECTION) in this order: grouped ones with
+    several output channels (a channel's scale and bias then sit at a group's offset), the
+    others with several, the rest.  The first takes every case, the others (and every one on
+    Oclgrind) MEMORY_CASES."""
     def order(problem):
         channels = getattr(problem, problem.direction.output).shape[1]
         return channels == 1, problem.groups == 1
-    found = []
+    every = tuple(label for cases in CASES.values() for label, *_ in cases)
+    per_direction = SANITIZED_PROBLEMS_PER_DIRECTION if sanitize else PROBLEMS_PER_DIRECTION
+    found = {}
     for direction in dict.fromkeys(p.direction for p in problems):
-        own = [p for p in problems if p.direction is direction]
-        found += sorted(own, key=order)[:per_direction]
+        own = sorted((p for p in problems if p.direction is direction), key=order)
+        for index, problem in enumerate(own[:per_direction]):
+            found[problem.key()] = every if index == 0 and not sanitize else MEMORY_CASES
     return found
 
 
-def failures(solver, handle, problem, seed=0, progress=None):
-    """check_solver's epilogue findings for ``solver`` on ``problem``, which it accepts: every
-    case of its direction (on a simulator, SANITIZED_CASES); none when the solver has no
-    ``fused_epilogue`` hook.
-    ``progress(problem, None)`` is called with the case's problem before each case runs."""
+def failures(solver, handle, problem, seed=0, progress=None, cases=None):
+    """check_solver's epilogue findings for ``solver`` on ``problem``, which it accepts: the
+    cases of its direction labelled in ``cases`` (None: every one); none when the solver has no
+    ``fused_epilogue`` hook.  ``progress(problem, None)`` is called with the case's problem
+    before each case runs."""
     if not callable(getattr(solver, "fused_epilogue", None)):
         return []
     found = []
     for case in CASES.get(problem.direction, CASES["backward"]):
-        if not handle.is_simulator or case[0] in SANITIZED_CASES:
+        if cases is None or case[0] in cases:
             found += _check_case(solver, handle, problem, case, seed, progress)
     return found

@@ -226,10 +226,10 @@ def _configs(solver, handle, problem, seed, count):
     return [default, *itertools.islice(others, count)]
 
 
-def check_problem(solver, handle, problem, seed=0, configs=0, progress=None, epilogues=False):
+def check_problem(solver, handle, problem, seed=0, configs=0, progress=None, epilogues=()):
     """check_solver's failure messages for one ``problem`` that ``solver`` accepts (empty when
     it passes); a tunable solver is checked with its default config and up to ``configs``
-    others drawn at random, and with ``epilogues``, the epilogue cases follow
+    others drawn at random, then the epilogue cases labelled in ``epilogues``
     (epilogue_check).  ``progress(problem, config)`` is called before each run."""
     key = problem.key()
     try:   # the contract's checks, as find applies them
@@ -250,7 +250,7 @@ def check_problem(solver, handle, problem, seed=0, configs=0, progress=None, epi
                         f"{max(written) + 1}" + (f" with any of the {len(runs)} configs checked"
                                                  if len(runs) > 1 else ""))
     if epilogues:
-        failures += epilogue_check.failures(solver, handle, problem, seed, progress)
+        failures += epilogue_check.failures(solver, handle, problem, seed, progress, epilogues)
     return failures
 
 
@@ -395,10 +395,8 @@ def check_solver(solver, handle=None, problems=None, seed=0, *, configs=3, isola
                 accepted.append(problem)
         except Exception as exc:  # noqa: BLE001
             failures.append(f"{problem.key()}: is_applicable raised {exc!r}")
-    with_epilogues = {p.key() for p in epilogue_check.chosen(accepted, (
-        epilogue_check.SANITIZED_PROBLEMS_PER_DIRECTION if sanitize
-        else epilogue_check.PROBLEMS_PER_DIRECTION))}
-    jobs = [(problem, count, problem.key() in with_epilogues)
+    epilogue_cases = epilogue_check.plan(accepted, sanitize)
+    jobs = [(problem, count, epilogue_cases.get(problem.key(), ()))
             for problem, count in zip(accepted, _spread(configs, len(accepted), seed))]
     if jobs and sanitize:
         check_worker.oclgrind_or_skip()
