@@ -1,13 +1,14 @@
 """convsolve-gemm's fused epilogue: the kernel after which each output element is final stores
-it (the forward GEMM in either launch order of grouped products, edge columns, chunks; col2im,
-sum_partials, dW accumulated over launches), workspace unchanged."""
+it (the forward GEMM in either launch order of grouped products, edge columns; col2im,
+sum_partials, dW accumulated over launches), workspace unchanged.  Chunks of images, dW
+summed over them included, meet check_solver's epilogue cases in test_gemm.py's
+test_chunked_batches."""
 import convsolve
 import numpy as np
 import pyopencl as cl
 import pytest
 from convsolve import Direction, Epilogue, Problem
-from convsolve.testing import check_solver, device_buffers, random_tensors, read_output
-from convsolve_gemm import conv_layout, matmul_conv
+from convsolve.testing import device_buffers, random_tensors, read_output
 
 ALL = Epilogue(True, True, True, "leaky_relu", True)
 PROBLEMS = [   # images > groups (a launch per group), images <= groups (per image), odd widths
@@ -47,19 +48,3 @@ def test_fused_equals_unfused(handle, problem):
                       z=buffers["y"], alpha=-1.5, beta=0.5, activation=("leaky_relu", 0.1))
         outputs.append(read_output(handle, problem, buffers))
     assert np.abs(outputs[0] - outputs[1]).max() <= 1e-6 * np.abs(outputs[1]).max()
-
-
-@pytest.mark.parametrize("name, side_by_side", [("gemm.Im2ColGemm", False),
-                                                ("gemm.GemmWrwSplitK", True)])
-def test_chunks_store_their_own_images(handle, monkeypatch, name, side_by_side):
-    """With a workspace of two images, each chunk stores the epilogue of its images, and dW
-    summed over chunks takes alpha for every part and beta once (check_solver's epilogue cases,
-    on a 5-image problem in chunks of 2, 2 and 1, in every direction)."""
-    solver = convsolve.registry().get(name)
-    forward = Problem.conv2d((5, 6, 9, 7), (4, 3, 3, 2), stride=(2, 1), padding=((1, 0), (0, 1)),
-                             groups=2)
-    for direction in solver.directions:
-        problem = forward.with_direction(direction)
-        monkeypatch.setattr(conv_layout, "COLUMN_BUDGET_BYTES",
-                            2 * matmul_conv.bytes_per_image(problem, side_by_side) + 1)
-        assert check_solver(solver, handle, [problem], configs=0) == 1

@@ -75,15 +75,15 @@ def test_conformance_on_the_standard_set(handle, direction):
 @pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
 def test_sweep_with_both_kernels(handle, monkeypatch, direction, config):
     """The GPU kernel (local memory, on PoCL) and a CPU config other than the default pass
-    check_solver on odd strides, dilations, groups, asymmetric padding and tile edges.  The GPU
-    configs skip check_solver's epilogue cases (their store is one code in every config, and
-    each case is a build of seconds): test_igemm_epilogue.py checks it on PoCL, Oclgrind's GPU
-    profile with every case (tests/test_sanitized.py)."""
+    check_solver on odd strides, dilations, groups, asymmetric padding and tile edges.  These
+    configs skip check_solver's epilogue cases (the store is one code in every config of a
+    kernel, and each case is a build of seconds): the default config's conformance runs them,
+    test_igemm_epilogue.py both kernels, Oclgrind's GPU profile the GPU kernel
+    (tests/test_sanitized.py)."""
     if handle.is_gpu and not config["LOCAL"]:
         pytest.skip("the CPU kernel's config, which a GPU's check_config refuses")
     monkeypatch.setattr(configs, "default", lambda problem, device: configs.complete(config))
-    if config["LOCAL"]:
-        monkeypatch.setattr(epilogue_check, "PROBLEMS_PER_DIRECTION", 0)
+    monkeypatch.setattr(epilogue_check, "PROBLEMS_PER_DIRECTION", 0)
     assert check_solver(solver(direction), handle, sweep(direction), configs=0) == len(SWEEP)
 
 
