@@ -4,9 +4,9 @@ from typing import NamedTuple
 
 import numpy as np
 import pyopencl as cl
-from convsolve import EpilogueArgs, Problem, ceil_div, round_up
+from convsolve import Problem, ceil_div, round_up
 
-from .gemm import device_kind
+from .gemm import device_kind, epilogue_kernel
 
 KERNELS = resources.files(__package__) / "kernels"
 
@@ -36,15 +36,6 @@ class View(NamedTuple):
         return self._replace(offset=self.offset + image * self.image + group * self.group)
 
 
-def _epilogue_kernel(handle, file, name, defines, scalars, epilogue):
-    """Kernel ``name`` of ``file`` built with ``defines`` and ``epilogue``'s (None: bare), its
-    argument types ``scalars`` then, with an epilogue, CS_EPILOGUE_PARAMS'."""
-    kernel = handle.build(KERNELS / file, name, {**defines,
-                                                 **(epilogue.defines() if epilogue else {})})
-    kernel.set_scalar_arg_dtypes(scalars + (EpilogueArgs.kernel_arg_dtypes() if epilogue else []))
-    return kernel
-
-
 class Columns:
     """im2col, col2im and the output-gradient gather of one problem, into or out of Views;
     col2im stores ``epilogue`` (backward data's, or None) into dx."""
@@ -60,7 +51,7 @@ class Columns:
         self.im2col_kernel = handle.build(KERNELS / "im2col.cl", "im2col",
                                           {"IM2COL_TW": self.im2col_tw})
         self.im2col_kernel.set_scalar_arg_dtypes([None, None, *_CONV_ARGS, *[np.int32] * 5])
-        self.col2im_kernel = _epilogue_kernel(handle, "col2im.cl", "col2im",
+        self.col2im_kernel = epilogue_kernel(handle, "col2im.cl", "col2im",
                                               {"COL2IM_TW": self.col2im_tw},
                                               [None, None, *_CONV_ARGS, *[np.int32] * 5], epilogue)
 
@@ -99,7 +90,7 @@ class SumPartials:
 
     def __init__(self, handle, epilogue=None):
         self.queue = handle.queue
-        self.kernel = _epilogue_kernel(handle, "sum_partials.cl", "sum_partials", {},
+        self.kernel = epilogue_kernel(handle, "sum_partials.cl", "sum_partials", {},
                                        [None, np.int32, np.int32, np.int32, None, np.int32],
                                        epilogue)
 

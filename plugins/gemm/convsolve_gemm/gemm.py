@@ -102,6 +102,17 @@ def device_kind(handle):
     return "gpu" if handle.is_gpu else "cpu"
 
 
+def epilogue_kernel(handle, file, name, defines, scalars, epilogue, tail=()):
+    """Kernel ``name`` of kernels/``file`` built with ``defines`` and ``epilogue``'s (a
+    convsolve.Epilogue; None: bare), its scalar argument types ``scalars`` then, with an
+    epilogue, CS_EPILOGUE_PARAMS' and ``tail``."""
+    kernel = handle.build(KERNELS / file, name, {**defines,
+                                                 **(epilogue.defines() if epilogue else {})})
+    kernel.set_scalar_arg_dtypes(
+        list(scalars) + (EpilogueArgs.kernel_arg_dtypes() + list(tail) if epilogue else []))
+    return kernel
+
+
 class Gemm:
     """A built batched GEMM: one transposition variant with one parameter set; with
     ``epilogue`` (a convsolve.Epilogue), that epilogue fused into its store of C, a convolution's
@@ -113,11 +124,9 @@ class Gemm:
             raise BuildError(f"gemm parameters {params} do not fit {handle.name}: "
                              + "; ".join(problems))
         self.queue, self.epilogue = handle.queue, epilogue
-        self.kernel = handle.build(KERNELS / "gemm.cl", "gemm", {
-            "TRANS_A": int(trans_a), "TRANS_B": int(trans_b), **params,
-            **(epilogue.defines() if epilogue else {})})
-        self.kernel.set_scalar_arg_dtypes(_GEMM_SCALARS + (
-            EpilogueArgs.kernel_arg_dtypes() + [np.int32] * 2 if epilogue else []))
+        self.kernel = epilogue_kernel(
+            handle, "gemm.cl", "gemm", {"TRANS_A": int(trans_a), "TRANS_B": int(trans_b),
+                                        **params}, _GEMM_SCALARS, epilogue, [np.int32] * 2)
         self.tile_m, self.tile_n = tile_shape(params)
         self.local = (params["WGD_N"], params["WGD_M"], 1)
 
