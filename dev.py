@@ -2,8 +2,9 @@
 """Set up convsolve in ./.venv (core, every plugin, PoCL) and run the demo or the test suite.
 
     python3 dev.py demo    set up, then run the driver on a ResNet-50 layer with verification
-    python3 dev.py test    set up with the test extra, then run the test suite (pytest, one
-                           worker a core; further arguments go to pytest)
+    python3 dev.py test    set up with the test extra, then run the test suite: the core's tests
+                           and the plugins' in two pytest processes at once (arguments given:
+                           one pytest run with them instead, e.g. `dev.py test tests -k find`)
 
 Only the standard library is used here, so this works on a machine with nothing but Python.
 """
@@ -12,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import venv
 from pathlib import Path
 
@@ -23,6 +25,11 @@ PLUGINS = sorted(p for p in (ROOT / "plugins").iterdir()
 DEMO = ["conv", "-n", "8", "-c", "64", "-H", "56", "-W", "56", "-k", "64",
         "-y", "3", "-x", "3", "-p", "1", "-q", "1", "-V", "1"]
 ICD_DIR = Path("/etc/OpenCL/vendors")
+#: The suite's halves, each a pytest process of its own, run at once: the suite's time is mostly
+#: PoCL compiling kernels, on one core per process.  Plain processes, not pytest-xdist workers, so
+#: that a test that kills its process (a crash in an OpenCL runtime) fails that half with the
+#: signal named; the halves take about the same time on 2 cores with cold caches.
+SHARDS = {"core": ["tests"], "plugins": ["plugins"]}
 
 
 def step(message):
@@ -76,10 +83,39 @@ def main():
     ensure_venv("test" if command == "test" else "")
     if command == "demo":
         args = [str(BIN / "convsolve"), *DEMO, *rest]
-    else:   # a pytest-xdist worker a core: the suite's time is mostly PoCL compiling, on one core
-        args = [str(BIN / "python"), "-m", "pytest", "-n", "auto", "--dist", "worksteal", *rest]
+    elif rest:
+        args = [str(BIN / "python"), "-m", "pytest", *rest]
+    else:
+        return run_shards()
     step(" ".join(args))
     return subprocess.run(args, cwd=ROOT).returncode
+
+
+def run_shards():
+    """Each of SHARDS in its own pytest process, all at once, their output lines relayed as they
+    come, each prefixed with its shard's name; 0 when every one passed, else 1."""
+    processes = {}
+    for name, paths in SHARDS.items():
+        args = [str(BIN / "python"), "-m", "pytest", *paths]
+        step(f"[{name}] " + " ".join(args))
+        processes[name] = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE,
+                                           stderr=subprocess.STDOUT, text=True, errors="replace")
+    relays = [threading.Thread(target=relay, args=item, daemon=True) for item in processes.items()]
+    for thread in relays:
+        thread.start()
+    codes = {name: process.wait() for name, process in processes.items()}
+    for thread in relays:   # daemons: a child the shard left behind may hold its pipe open
+        thread.join(10)
+    for name, code in codes.items():
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        step(f"[{name}] " + ("passed" if code == 0 else f"failed ({how})"))
+    return 0 if all(code == 0 for code in codes.values()) else 1
+
+
+def relay(name, process):
+    """Print ``process``'s output lines as they come, each prefixed with ``name``."""
+    for line in process.stdout:
+        print(f"[{name}] {line}", end="", flush=True)
 
 
 if __name__ == "__main__":

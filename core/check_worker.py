@@ -12,7 +12,8 @@ worker answers ``["start", key, config]`` before each run, ``["done", key, failu
 reports]`` after each problem, then ``["end"]``.  When it dies, the caller names the problem
 and config it had started, the signal and the last lines of its stderr, starts a new worker and
 goes on; a problem that was not the worker's first is checked again alone in a new one first,
-since an earlier problem may have corrupted the memory.
+since an earlier problem may have corrupted the memory.  A worker silent for REPLY_LIMIT_S (a
+kernel that never finishes) is killed, and its run fails as hung.
 
 Under Oclgrind the checks that are on:
 
@@ -37,6 +38,7 @@ import importlib.util
 import json
 import os
 import pickle
+import queue
 import re
 import shutil
 import signal
@@ -73,6 +75,9 @@ _FATAL = "OCLGRIND FATAL ERROR"
 PROFILES = ("CPU", "GPU")
 #: Lines of a dead worker's stderr quoted in its failure.
 STDERR_LINES = 12
+#: Seconds a worker may run one config of a problem (it reports each) before it counts as hung
+#: and is killed; the longest silence of the sanitized tests on Oclgrind is about 16 s.
+REPLY_LIMIT_S = 600
 
 
 # {{{ Oclgrind's reports
@@ -218,6 +223,13 @@ class _Worker:
             self.process = subprocess.Popen(
                 [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=stderr, env=env, text=True)
+        self.lines, self.silent_s = queue.Queue(), None   # silent_s: why it was killed
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
 
     def send(self, solver, problems, seed):
         request = {"solver": solver, "problems": problems, "seed": seed,
@@ -227,19 +239,29 @@ class _Worker:
         self.process.stdin.flush()
 
     def replies(self):
-        """Its reply lines up to ``["end"]``; EOFError when it ended first."""
-        for line in self.process.stdout:
+        """Its reply lines up to ``["end"]``; EOFError when it ended first, or when it sent
+        nothing for REPLY_LIMIT_S (it is killed: a kernel that never finishes)."""
+        while True:
+            try:
+                line = self.lines.get(timeout=REPLY_LIMIT_S)
+            except queue.Empty:
+                self.silent_s = REPLY_LIMIT_S
+                self.process.kill()
+                raise EOFError from None
+            if line is None:
+                raise EOFError
             message = json.loads(line)
             if message[0] == "end":
                 return
             yield message
-        raise EOFError
 
     def death(self):
         """How it ended, and its last lines of stderr."""
         code = self.process.wait()
         how = (f"killed by {signal.Signals(-code).name}" if code < 0 and -code in
                signal.valid_signals() else f"exit code {code}")
+        if self.silent_s is not None:
+            how = f"no reply within {self.silent_s:g} s: hung, {how}"
         tail = (self.folder / "stderr.txt").read_text(errors="replace").strip().splitlines()
         return how + "".join(f"\n      | {line}" for line in tail[-STDERR_LINES:])
 
@@ -336,9 +358,9 @@ def _collect(name, request, target):
             if running is None:
                 return failures + [(f"{on}the worker process ended between problems: "
                                     f"{worker.death()}")]
-            before, how = worker.history[-3:], worker.death()
+            before, how, hung = worker.history[-3:], worker.death(), worker.silent_s
             worker = _worker(target, fresh=True)
-            if before:   # check it again alone: an earlier problem may be to blame
+            if before and not hung:   # check it again alone: an earlier problem may be to blame
                 suspect = (*running, how, before)
                 worker.send(request[0], [(running[0], *jobs[running[0]])], request[2])
                 continue

@@ -32,7 +32,6 @@ fetch() {
             --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
             --platform manylinux2014_x86_64 -d "$dir" pyopencl pytools siphash24 platformdirs \
             pluggy typing_extensions packaging setuptools wheel pytest iniconfig hypothesis \
-            pytest-xdist execnet \
             attrs sortedcontainers exceptiongroup tomli tqdm
     done
     du -sh "$WHEELS"

@@ -198,6 +198,18 @@ def test_a_crash_caused_earlier_is_named_as_such(handle):
             "it did not" in str(info.value))
 
 
+def test_a_kernel_that_never_finishes_fails_as_hung_under_isolation(handle, monkeypatch):
+    """With isolate=True a worker silent for check_worker.REPLY_LIMIT_S (its kernel never
+    finishes) is killed, and the problem fails as hung."""
+    import cs_deadly
+    from convsolve import check_worker
+    monkeypatch.setattr(check_worker, "REPLY_LIMIT_S", 8)
+    with pytest.raises(AssertionError) as info:
+        check_solver(cs_deadly.HangsRunning(), handle, FORWARD[:1], isolate=True)
+    assert (f"  {FORWARD[0].key()}: the worker process died checking it (no reply within 8 s: "
+            "hung, killed by SIGKILL" in str(info.value)), str(info.value)
+
+
 def test_a_stride_lie_is_caught_in_isolation(handle):
     """is_applicable accepting strides its kernel ignores: on a small problem the guard zone
     catches the overrun, on a large one the worker may die; either way solver and problem are
