@@ -7,8 +7,11 @@ any, makes the OpenCL library crash at process exit (RELIABILITY.md: NVIDIA's, a
 import subprocess
 import sys
 
-_SETUP = "import gc, numpy as np, convsolve; x = np.ones((1, 16, 14, 14), np.float32); " \
-         "w = np.ones((16, 16, 3, 3), np.float32); "
+_SMALL = "import numpy as np, convsolve; x = np.ones((1, 3, 8, 8), np.float32); " \
+         "w = np.ones((4, 3, 3, 3), np.float32); "
+_FIND = "import gc, numpy as np, convsolve; x = np.ones((1, 16, 14, 14), np.float32); " \
+        "w = np.ones((16, 16, 3, 3), np.float32); h = convsolve.Handle(); " \
+        "convsolve.conv2d(x, w, padding=1, handle=h); "
 CASES = {
     "pyopencl only": "import pyopencl as cl; from convsolve.handle import choose_device; "
                      "ctx = cl.Context([choose_device(None)]); "
@@ -16,14 +19,14 @@ CASES = {
                      "cl.Program(ctx, '__kernel void k(__global float *y) { y[0] = 1; }')"
                      ".build().k(q, (1,), None, b); q.finish()",
     "a handle": "import convsolve; h = convsolve.Handle()",
-    "conv2d, a named solver": _SETUP + "h = convsolve.Handle(); "
+    "conv2d, a named solver": _SMALL + "h = convsolve.Handle(); "
                               "convsolve.conv2d(x, w, padding=1, handle=h, solver='direct.NaiveFwd')",
-    "conv2d, the default handle": _SETUP + "convsolve.conv2d(x, w, padding=1)",
-    "conv2d after find": _SETUP + "h = convsolve.Handle(); convsolve.conv2d(x, w, padding=1, handle=h)",
-    "conv2d after find, handle deleted": _SETUP + "h = convsolve.Handle(); "
-                                         "convsolve.conv2d(x, w, padding=1, handle=h); "
-                                         "h.queue.finish(); del h; gc.collect()",
-    "backward bias": _SETUP + "convsolve.conv2d_backward_bias(x)",
+    "conv2d, the default handle": _SMALL + "convsolve.conv2d(x, w, padding=1, "
+                                  "solver='direct.NaiveFwd')",
+    "conv2d after find": _FIND,
+    "conv2d after find, handle deleted": _FIND + "h.queue.finish(); del h; gc.collect()",
+    "backward bias": "import numpy as np, convsolve; h = convsolve.Handle(); "
+                     "convsolve.conv2d_backward_bias(np.ones((2, 4, 8, 8), np.float32), handle=h)",
 }
 
 
