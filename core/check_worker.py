@@ -38,7 +38,6 @@ import importlib.util
 import json
 import os
 import pickle
-import queue
 import re
 import shutil
 import signal
@@ -48,6 +47,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .parallel import LineReader
 from .tuning import config_key
 
 #: Oclgrind's checks (the module docstring says which and why).  It prints at most
@@ -223,13 +223,7 @@ class _Worker:
             self.process = subprocess.Popen(
                 [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=stderr, env=env, text=True)
-        self.lines, self.silent_s = queue.Queue(), None   # silent_s: why it was killed
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.process.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
+        self.lines, self.silent_s = LineReader(self.process.stdout), None   # silent_s: why killed
 
     def send(self, solver, problems, seed):
         request = {"solver": solver, "problems": problems, "seed": seed,
@@ -242,15 +236,11 @@ class _Worker:
         """Its reply lines up to ``["end"]``; EOFError when it ended first, or when it sent
         nothing for REPLY_LIMIT_S (it is killed: a kernel that never finishes)."""
         while True:
-            try:
-                line = self.lines.get(timeout=REPLY_LIMIT_S)
-            except queue.Empty:
+            message = self.lines.next(REPLY_LIMIT_S)
+            if message is None:
                 self.silent_s = REPLY_LIMIT_S
                 self.process.kill()
-                raise EOFError from None
-            if line is None:
                 raise EOFError
-            message = json.loads(line)
             if message[0] == "end":
                 return
             yield message

@@ -1,4 +1,6 @@
-"""Calls in daemon threads with a time limit per call: find builds candidates this way."""
+"""Waiting with a time limit on work in daemon threads: calls (find builds candidates this way)
+and the JSON lines a child process writes (the worker processes' replies)."""
+import json
 import queue
 import threading
 import time
@@ -53,3 +55,28 @@ def call_all(function, items, workers, limit_s):
                 outcome[item] = (None, Overdue(f"did not return within {limit_s:g} s"))
                 spawn()   # the stuck worker's replacement
     return outcome
+
+
+class LineReader:
+    """The JSON lines of ``stream`` (a child process's stdout), read by a daemon thread, so that
+    the caller can wait for the next one with a time limit."""
+
+    def __init__(self, stream):
+        self._lines = queue.Queue()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream):
+        for line in stream:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def next(self, limit_s):
+        """The next line's value; None when none comes within ``limit_s`` seconds, EOFError
+        when the stream has ended."""
+        try:
+            line = self._lines.get(timeout=limit_s)
+        except queue.Empty:
+            return None
+        if line is None:
+            raise EOFError
+        return json.loads(line)

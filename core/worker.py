@@ -11,7 +11,6 @@ candidate (fusion.py) by its name.
 import json
 import logging
 import os
-import queue
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ import threading
 from . import env, fusion
 from .errors import FindError
 from .handle import list_devices
+from .parallel import LineReader
 from .policy import Policy
 from .solutions import Solution
 from .tensors import device_buffers, random_epilogue_tensors
@@ -122,13 +122,7 @@ class Worker:
             [sys.executable, "-c", f"from convsolve.worker import _serve; _serve({device_index})"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": path})
-        self.replies = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.process.stdout:
-            self.replies.put(json.loads(line))
-        self.replies.put(EOFError)
+        self.replies = LineReader(self.process.stdout)
 
     def send(self, *request):
         self.process.stdin.write(json.dumps(request) + "\n")
@@ -137,13 +131,7 @@ class Worker:
     def receive(self, limit_s):
         """The next reply, or None when there is none within ``limit_s`` seconds; EOFError
         when the worker has ended."""
-        try:
-            reply = self.replies.get(timeout=limit_s)
-        except queue.Empty:
-            return None
-        if reply is EOFError:
-            raise EOFError
-        return reply
+        return self.replies.next(limit_s)
 
     def stop(self):
         self.process.kill()
