@@ -11,7 +11,18 @@ from .api import (
                   default_handle,
 )
 from .arith import ceil_div, round_up
-from .bias_grad import backward_bias, backward_bias_workspace
+from .device.handle import Handle, list_devices
+from .engine.bias_grad import backward_bias, backward_bias_workspace
+from .engine.find import FindMode, find
+from .engine.immediate import (
+                  compile_solution,
+                  get_solution_count,
+                  get_solution_workspace_size,
+                  get_solutions,
+                  run_solution,
+)
+from .engine.run import run
+from .engine.solutions import Solution
 from .epilogue import Activation, Epilogue, EpilogueArgs, fold_batch_norm
 from .errors import (
                   BuildError,
@@ -25,20 +36,9 @@ from .errors import (
                   SolverError,
                   ValidationError,
 )
-from .execute import run
-from .find import FindMode, find
-from .handle import Handle, list_devices
 from .hookspecs import SOLVER_API_VERSION, Buffers, Invoker, Solver, hookimpl, hookspec
-from .immediate import (
-                  compile_solution,
-                  get_solution_count,
-                  get_solution_workspace_size,
-                  get_solutions,
-                  run_solution,
-)
-from .plugins import registry
 from .problem import ConvDesc, Direction, Problem, TensorDesc
-from .solutions import Solution
+from .solvers.registry import registry
 from .tuning import ConfigSpace
 
 __version__ = "0.1.0"

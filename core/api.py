@@ -4,15 +4,15 @@ import threading
 import numpy as np
 import pyopencl as cl
 
-from .bias_grad import backward_bias
+from .device.handle import Handle
+from .device.tensors import read_output
+from .engine.bias_grad import backward_bias
+from .engine.find import find
+from .engine.run import check_device_limits, check_handle, check_problem, run
 from .epilogue import Activation, Epilogue, finite
 from .errors import ValidationError
-from .execute import check_device_limits, check_handle, check_problem, run
-from .find import find
-from .handle import Handle
-from .plugins import registry
 from .problem import Direction, Problem, split_output_padding
-from .tensors import read_output
+from .solvers.registry import registry
 
 _default_handle = None
 _default_lock = threading.Lock()

@@ -17,7 +17,7 @@ for ``run(solver=family)``.
 A plugin module declares the solver API versions it supports as a PEP 440 specifier,
 ``CONVSOLVE_SOLVER_API = ">=2.1,<3"``; a plugin that does not admit ``SOLVER_API_VERSION`` is
 refused at load time.  docs/hooks.md is generated from this module (``convsolve hooks``,
-``python -m convsolve.docgen docs``).
+``python -m convsolve.cli.docgen docs``).
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ import pluggy
 if TYPE_CHECKING:
     import pyopencl as cl
 
+    from .device.handle import Handle
     from .epilogue import EpilogueArgs
-    from .handle import Handle
     from .problem import Direction, Problem
     from .tuning import ConfigSpace
 

@@ -19,8 +19,9 @@ import sys
 import convsolve
 import numpy as np
 import pyopencl as cl
-from convsolve import bias_grad, reference
-from convsolve.timing import elapsed_ms
+from convsolve import reference
+from convsolve.device.timing import elapsed_ms
+from convsolve.engine import bias_grad
 
 #: ResNet-50's output-channel planes (K, H, W), one per stage and the stem.
 RESNET50 = "64x112x112,256x56x56,512x28x28,1024x14x14,2048x7x7"
@@ -59,7 +60,7 @@ def main(argv=None):
     parser.add_argument("--shapes", default=RESNET50, help="comma-separated KxHxW")
     parser.add_argument("--repeat", type=int, default=20, help="timed runs, the best kept")
     parser.add_argument("--config", metavar="G,I,S,V,A,STRIDED", help="try another "
-                        "convsolve.bias_grad.Config than the device type's (its fields in order)")
+                        "convsolve.engine.bias_grad.Config than the device type's (its fields in order)")
     args = parser.parse_args(argv)
     handle = convsolve.Handle(args.device)
     if args.config:

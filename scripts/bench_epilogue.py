@@ -21,11 +21,12 @@ import sys
 import convsolve
 import numpy as np
 import pyopencl as cl
-from convsolve import fusion, tuned
 from convsolve.bench.command import layer_problem, load_suite
+from convsolve.device.tensors import device_buffers, random_tensors
+from convsolve.device.timing import elapsed_ms
+from convsolve.engine import fusion
+from convsolve.engine import search as tuned
 from convsolve.epilogue import Epilogue, EpilogueArgs
-from convsolve.tensors import device_buffers, random_tensors
-from convsolve.timing import elapsed_ms
 
 STRUCTURES = {"bias+relu": Epilogue(bias=True, activation="relu"),
               "bias+add+relu": Epilogue(bias=True, residual=True, activation="relu")}
@@ -69,7 +70,7 @@ def bench_layer(handle, layer, batch, repeat, solver_name, clock):
     flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
     bias = cl.Buffer(handle.context, flags, hostbuf=np.linspace(-1, 1, bare.k, dtype=np.float32))
     z = cl.Buffer(handle.context, flags, hostbuf=host["y"])
-    size = {"bare": convsolve.calls.workspace_of(solver, bare)}
+    size = {"bare": convsolve.solvers.calls.workspace_of(solver, bare)}
     runs = {"bare": (tuned.invoker(handle, solver, bare), buffers)}
     for label, structure in STRUCTURES.items():
         problem = bare.with_epilogue(structure)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Line budget: code lines of the core and of each plugin, and of their largest modules.
+"""Line budget: code lines of each wing of the core and of each plugin, and of their largest modules.
 
 Counts the lines of Python that are neither blank, comments nor docstrings, and the lines of
 OpenCL (.cl, .h) that are neither blank nor comment-only.  Exits 1 when a package or a module is
@@ -15,21 +15,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Budgets in code lines, set on 2026-12-01 from that day's counts (core 2,146 Python lines,
-#: bench 682, gemm 348 + 660 OpenCL) with room for the families still to come; the core's was
-#: raised from 2,600 to 3,200 the same day for the reliability layer (calls, parallel, verify,
-#: worker, sampled reference: ~480 lines), then to 3,500 for MIOpenDriver's command line
-#: (driver_args: ~150 lines) and room for the tuner, then to 5,000 for issue 11's tuning
-#: machinery (tuning spaces and device classes, the shared SQLite store and the perf-db, search,
-#: db export/import, `convsolve tune`: ~900 lines) and issue 18's crash and Oclgrind workers for
-#: check_solver, then to 5,600 Python and 250 OpenCL for issue 16's epilogues (structure, fused and
-#: unfused candidates, the shared epilogue header and pass, backward-bias, their driver flags and
-#: check_solver cases: ~830 Python, ~160 OpenCL lines); the core's OpenCL to 275 when the
-#: families' fused stores moved their store macros into convsolve_epilogue.h (CS_EPI_ARGS,
-#: CS_EPI_VALUES, CS_EPI_STORE: +15 core lines, -65 plugin lines) and backward-bias became
-#: bandwidth-bound (+20).  Raising one is a decision a commit states and explains.
+#: Budgets in code lines per wing of the core (docs/architecture.md has the map) and per plugin.
+#: The core's history: 2,500 at the start (2026-12-01), raised to 3,200, 3,500, 5,000 and 5,600
+#: as the reliability layer, MIOpenDriver's command line, tuning and epilogues came; a single
+#: figure for all of it recorded growth rather than bounding it, so on 2026-12-03 it was split by
+#: wing, each budget that day's count (door 1,302, solvers 385, device 410, db 572, engine 1,335,
+#: testing 652, cli 919, bench 751 Python lines; 264 OpenCL lines in core/kernels) plus the room
+#: that the open reliability work (issue 25: input checks in the door and the dbs, worker
+#: watchdogs, honest CLI output) was expected to take.  The engine's is the tight one: what it
+#: gains must come with a reason in the commit.  Raising one is a decision a commit states and
+#: explains.
+WINGS = ("device", "solvers", "db", "engine", "testing", "cli", "bench")
 BUDGETS = {
-    "core": {"python": 5600, "opencl": 275},
+    "core (door)": {"python": 1400, "opencl": 0},
+    "core/kernels": {"python": 0, "opencl": 275},
+    "core/solvers": {"python": 420, "opencl": 0},
+    "core/device": {"python": 450, "opencl": 0},
+    "core/db": {"python": 650, "opencl": 0},
+    "core/engine": {"python": 1400, "opencl": 0},
+    "core/testing": {"python": 760, "opencl": 0},
+    "core/cli": {"python": 1050, "opencl": 0},
     "core/bench": {"python": 800, "opencl": 60},
 }
 PLUGIN_BUDGET = {"python": 1200, "opencl": 1500}   # each plugin
@@ -78,9 +83,11 @@ def opencl_lines(source):
 
 
 def package_dirs():
-    """(label, folder, files to skip) for the core, its bench subpackage and each plugin."""
-    yield "core", ROOT / "core", {"bench", "plugin_template"}
-    yield "core/bench", ROOT / "core" / "bench", set()
+    """(label, folder, files to skip) for each wing of the core and each plugin."""
+    yield "core (door)", ROOT / "core", {"plugin_template", "kernels", *WINGS}
+    yield "core/kernels", ROOT / "core" / "kernels", set()
+    for wing in WINGS:
+        yield f"core/{wing}", ROOT / "core" / wing, set()
     for plugin in sorted((ROOT / "plugins").iterdir()):
         if (plugin / "pyproject.toml").exists() and not plugin.name.startswith("_"):
             yield f"plugins/{plugin.name}", plugin, {"tests", "tools"}

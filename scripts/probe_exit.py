@@ -13,7 +13,7 @@ _FIND = "import gc, numpy as np, convsolve; x = np.ones((1, 16, 14, 14), np.floa
         "w = np.ones((16, 16, 3, 3), np.float32); h = convsolve.Handle(); " \
         "convsolve.conv2d(x, w, padding=1, handle=h); "
 CASES = {
-    "pyopencl only": "import pyopencl as cl; from convsolve.handle import choose_device; "
+    "pyopencl only": "import pyopencl as cl; from convsolve.device.handle import choose_device; "
                      "ctx = cl.Context([choose_device(None)]); "
                      "q = cl.CommandQueue(ctx); b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64); "
                      "cl.Program(ctx, '__kernel void k(__global float *y) { y[0] = 1; }')"

@@ -23,7 +23,7 @@ import numpy as np
 import pyopencl as cl
 from convsolve import Epilogue, registry
 from convsolve.bench.command import layer_problem, load_suite, suite_names
-from convsolve.plugins import solver_attribute
+from convsolve.solvers.registry import solver_attribute
 from convsolve.testing import device_buffers, random_tensors, read_output, relative_error
 
 FORWARD = Epilogue(True, True, True, "leaky_relu", True)

@@ -10,7 +10,7 @@ import numpy as np
 import pyopencl as cl
 import pytest
 from convsolve import Problem, SolverError, ValidationError, reference
-from convsolve.find_db import FindDb
+from convsolve.db.find_db import FindDb
 from convsolve.testing import device_buffers, random_tensors
 
 RNG = np.random.default_rng(7)

@@ -21,8 +21,8 @@ import time
 import traceback
 
 from convsolve import env
-from convsolve.find_db import FindDb, Record
-from convsolve.kernel_cache import KernelCache
+from convsolve.db.find_db import FindDb, Record
+from convsolve.device.kernel_cache import KernelCache
 
 PROCESSES = env.integer(env.STRESS_PROCESSES, minimum=2)
 ROUNDS = env.integer(env.STRESS_ROUNDS, minimum=1)
@@ -149,7 +149,7 @@ def test_processes_threads_and_kills_lose_nothing(tmp_path):
     system_path.write_text("")
     db_path.write_bytes(b"garbage, not sqlite\n" * 200)
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["convsolve.find_db", "convsolve.kernel_cache"])
+    ctx.set_forkserver_preload(["convsolve.db.find_db", "convsolve.device.kernel_cache"])
     rng = random.Random(SEED)
     start, logs, kills = time.monotonic(), [], 0
     for number in range(ROUNDS):
@@ -191,7 +191,7 @@ def test_processes_starting_together_on_a_garbage_db_set_it_aside_once(tmp_path)
     it is set aside exactly once and every process's record is in the rebuilt db (a process
     that found the garbage late must not move the rebuilt db aside)."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["convsolve.find_db", "convsolve.kernel_cache"])
+    ctx.set_forkserver_preload(["convsolve.db.find_db", "convsolve.device.kernel_cache"])
     system_path = tmp_path / "system.jsonl"
     system_path.write_text("")
     for number in range(ROUNDS * 2):

@@ -2,7 +2,8 @@
 from pathlib import Path
 
 import pytest
-from convsolve import ValidationError, docgen, env
+from convsolve import ValidationError, env
+from convsolve.cli import docgen
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "environment.md"
 

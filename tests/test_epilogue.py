@@ -7,11 +7,12 @@ import convsolve
 import numpy as np
 import pyopencl as cl
 import pytest
-from convsolve import Activation, Direction, Epilogue, Problem, ValidationError, plugins, reference
+from convsolve import Activation, Direction, Epilogue, Problem, ValidationError, reference
+from convsolve.engine.fusion import candidates
 from convsolve.epilogue import ACTIVATIONS, STAGES, fold_batch_norm
-from convsolve.epilogue_check import CASES
-from convsolve.fusion import candidates
+from convsolve.solvers import registry as plugins
 from convsolve.testing import random_tensors, read_output
+from convsolve.testing.epilogue_cases import CASES
 
 FORWARD = [Problem.conv2d((2, 4, 6, 5), (6, 4, 3, 3), padding=1),
            Problem.conv2d((2, 8, 5, 4), (6, 8, 1, 1)),

@@ -24,10 +24,10 @@ from convsolve import (
     Problem,
     TensorDesc,
     ValidationError,
-    cli,
     env,
     reference,
 )
+from convsolve.cli import commands as cli
 from hypothesis import HealthCheck, event, example, given, reject, settings
 from hypothesis import strategies as st
 

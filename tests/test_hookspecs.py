@@ -3,7 +3,8 @@ import inspect
 from pathlib import Path
 
 import pytest
-from convsolve import docgen, hookspecs
+from convsolve import hookspecs
+from convsolve.cli import docgen
 
 DOCS = (Path(__file__).resolve().parents[1] / "docs" / "hooks.md").read_text()
 SPECS = [name for name, obj in vars(hookspecs).items()

@@ -5,26 +5,32 @@ import os
 import statistics
 import sys
 import time
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
 
-from .. import __version__
+from ..device.handle import Handle
+from ..device.tensors import device_buffers, random_epilogue_tensors, random_tensors
+from ..device.timing import elapsed_ms
+from ..engine.find import find
+from ..engine.immediate import get_solutions
+from ..engine.run import run
 from ..epilogue import Epilogue
 from ..errors import ConvsolveError, ValidationError
-from ..execute import run
-from ..find import find
-from ..handle import Handle
-from ..immediate import get_solutions
 from ..problem import Direction, Problem
-from ..tensors import device_buffers, random_epilogue_tensors, random_tensors
-from ..timing import elapsed_ms
 from . import overhead, torch_peer
 from .peak import measure_peak
-from .report import (format_overhead, format_report, gflops, need_matplotlib, network_total, plot,
-                     shape)
+from .report import (
+    format_overhead,
+    format_report,
+    gflops,
+    need_matplotlib,
+    network_total,
+    plot,
+    shape,
+)
 
 SUITES = resources.files("convsolve.bench") / "suites"
 #: Timed rounds per layer: at least MIN_ROUNDS, then more until --repeat or the time budget.
@@ -206,7 +212,7 @@ def run_suite(args, suite, layers, directions, batch):
     report = {"suite": suite["name"], "source": suite.get("source", args.suite),
               "device": handle.name, "is_gpu": is_gpu, "compare_wall": not is_gpu,
               "batch": batch, "peak": peak, "torch": torch_note, "load": [os.getloadavg()],
-              "convsolve": __version__, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "convsolve": metadata.version("convsolve"), "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "options": {k: v for k, v in vars(args).items() if k not in ("func", "command")},
               "results": []}
     progress = Progress(len(layers) * len(directions))

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pyopencl as cl
 
-from ..execute import resolve_solver, run
+from ..device.handle import Handle
+from ..device.tensors import device_buffers, random_tensors
+from ..device.timing import elapsed_ms
+from ..engine.find import find
+from ..engine.immediate import compile_solution
+from ..engine.run import resolve_solver, run
 from ..hookspecs import Buffers
-from ..find import find
-from ..handle import Handle
-from ..immediate import compile_solution
 from ..problem import Problem
-from ..tensors import device_buffers, random_tensors
-from ..timing import elapsed_ms
 
 #: Calls of run() and of the bare invoker timed for the per-call overhead (alternating): at
 #: most CALLS, at least MIN_CALLS.

@@ -4,8 +4,8 @@ from importlib import resources
 import numpy as np
 import pyopencl as cl
 
-from ..handle import is_gpu
-from ..timing import elapsed_ms
+from ..device.handle import is_gpu
+from ..device.timing import elapsed_ms
 
 PEAK_SOURCE = resources.files("convsolve.bench") / "kernels" / "peak.cl"
 #: (vector width, independent chains) tried on a GPU; the fastest counts.

@@ -1,5 +1,5 @@
 /* bias_grad.cl: backward-bias, db[k] = alpha * sum over n, h, w of dy[n][k][h][w] + beta * db[k],
- * as a deterministic reduction in a fixed order (convsolve.bias_grad launches it).
+ * as a deterministic reduction in a fixed order (convsolve.engine.bias_grad launches it).
  *
  * One pass reduces, per channel k, `units` units of floats (a unit: CS_BIAS_VECTOR floats when
  * CS_BIAS_STRIDED, else one float): runs of `run` units, run s of channel k starting at unit
@@ -29,7 +29,7 @@
  *               float beta)
  *   global size = (ceil(channels / (GROUP / team)) * chunks * GROUP), local size = (GROUP)
  *
- * Defines read (convsolve.bias_grad.Config): CS_BIAS_GROUP (a power of two), CS_BIAS_ITEMS,
+ * Defines read (convsolve.engine.bias_grad.Config): CS_BIAS_GROUP (a power of two), CS_BIAS_ITEMS,
  * CS_BIAS_ACCS (a power of two dividing ITEMS), CS_BIAS_VECTOR (1, 2, 4, 8 or 16; 16 at most
  * when not strided), CS_BIAS_STRIDED (0 or 1).
  */

@@ -7,7 +7,6 @@ from convsolve import Direction, Problem, bench, registry
 from convsolve.bench import command
 from convsolve.errors import ValidationError
 
-
 NETWORKS = {  # suite: (distinct shapes, layers, GFLOP per 224x224 image) from the issue and data
     "resnet50": (23, 53, 8.1743), "vgg16": (9, 13, 30.6933), "mobilenet_v2": (30, 52, 0.599)}
 

@@ -6,7 +6,6 @@ import pytest
 from convsolve.bench import report
 from convsolve.errors import ConvsolveError
 
-
 # {{{ totals
 
 def test_gflops():

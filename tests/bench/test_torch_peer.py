@@ -51,7 +51,7 @@ def test_torch_epilogue_is_the_same_computation(parts):
     import numpy as np
     import torch
     from convsolve import Epilogue, reference
-    from convsolve.tensors import random_epilogue_tensors, random_tensors
+    from convsolve.device.tensors import random_epilogue_tensors, random_tensors
     problem = Problem.conv2d((2, 4, 7, 6), (6, 2, 3, 3), stride=(2, 1), padding=1,
                              groups=2).with_epilogue(Epilogue.from_key("epi." + parts))
     host = {**random_tensors(problem, 3), **random_epilogue_tensors(problem, 4)}

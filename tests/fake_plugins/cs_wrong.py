@@ -1,8 +1,7 @@
 """Test-only plugin: a forward solver that never writes its output (verification must fail)."""
 import pyopencl as cl
-from cs_contract import Base
-
 from convsolve import hookimpl
+from cs_contract import Base
 
 CONVSOLVE_SOLVER_API = ">=2.0,<3"
 

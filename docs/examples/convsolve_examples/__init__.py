@@ -1,7 +1,7 @@
 """convsolve-examples: the examples of docs/hooks.md as a plugin that works.
 
 Every example in docs/hooks.md is text of these files (it comes from the docstrings of
-core/hookspecs.py), and tests/test_docgen.py checks that and runs each solver through
+core/hookspecs.py), and tests/cli/test_docgen.py checks that and runs each solver through
 check_solver, so an example can never accept what it cannot compute.
 """
 from convsolve import hookimpl

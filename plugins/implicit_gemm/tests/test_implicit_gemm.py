@@ -8,9 +8,9 @@ import convsolve
 import numpy as np
 import pyopencl as cl
 import pytest
-from convsolve import Direction, Problem
-from convsolve import Buffers, epilogue_check
+from convsolve import Buffers, Direction, Problem
 from convsolve.testing import check_solver, device_buffers, random_tensors, read_output
+from convsolve.testing import epilogue_cases as epilogue_check
 from convsolve_implicit_gemm import configs, plan
 
 SOLVERS = {Direction.FORWARD: "implicit_gemm.Fwd", Direction.BACKWARD_DATA: "implicit_gemm.BwdData",
@@ -79,7 +79,7 @@ def test_sweep_with_both_kernels(handle, monkeypatch, direction, config):
     configs skip check_solver's epilogue cases (the store is one code in every config of a
     kernel, and each case is a build of seconds): the default config's conformance runs them,
     test_igemm_epilogue.py both kernels, Oclgrind's GPU profile the GPU kernel
-    (tests/test_sanitized.py)."""
+    (tests/testing/test_sanitized.py)."""
     if handle.is_gpu and not config["LOCAL"]:
         pytest.skip("the CPU kernel's config, which a GPU's check_config refuses")
     monkeypatch.setattr(configs, "default", lambda problem, device: configs.complete(config))

@@ -1,0 +1,115 @@
+"""`convsolve conv` and `explain` with epilogues: the activation and residual flags, random
+epilogue values, verification with the epilogue, and -b 1's backward-bias."""
+import statistics
+
+import numpy as np
+import pyopencl as cl
+
+from .. import reference
+from ..device.tensors import read_tensor
+from ..device.timing import elapsed_ms
+from ..engine.bias_grad import backward_bias
+from ..engine.verify import WHOLE_REFERENCE_BYTES, sample_index
+from ..epilogue import Activation, Epilogue
+from ..errors import ValidationError
+from ..problem import Direction
+
+#: Relative RMS error backward-bias must stay under (a tree sum: ~1e-7 on large layers).
+BIAS_TOLERANCE = 1e-5
+
+
+def add_flags(parser):
+    """convsolve's epilogue flags of conv and explain (forward problems only)."""
+    flag = parser.add_argument
+    flag("--activation", metavar="MODE", help="fuse an activation into the forward output: "
+         "identity, logistic, tanh, relu, softrelu, abs, power, clipped_relu, leaky_relu, elu "
+         "(or MIOpen's name or number)")
+    flag("--activation-params", metavar="A[,B[,G]]", help="the activation's parameters "
+         "(MIOpen's activAlpha, activBeta, activGamma; default: the mode's)")
+    flag("--residual", action="store_true", help="add a residual tensor z (random) to the "
+         "forward output before the activation, as ResNet's shortcut")
+
+
+def structure(problem, args):
+    """``problem`` with the epilogue the flags ask for (forward only; -b 1's bias kept)."""
+    activation = _activation(args)
+    if problem.direction is not Direction.FORWARD or not (
+            args.residual or activation is not None or problem.epilogue is not None):
+        return problem
+    bias = problem.epilogue is not None and problem.epilogue.bias
+    return problem.with_epilogue(Epilogue(bias=bias, residual=args.residual, activation=(
+        activation.mode if activation else "identity")))
+
+
+def _activation(args):
+    params = getattr(args, "activation_params", None)
+    if getattr(args, "activation", None) is None:
+        if params:
+            raise ValidationError("--activation-params", params, "needs --activation")
+        return None
+    try:
+        numbers = [float(p) for p in params.split(",")] if params else []
+    except ValueError:
+        raise ValidationError("--activation-params", params, "expected A[,B[,G]]") from None
+    if len(numbers) > 3:
+        raise ValidationError("--activation-params", params, "expected at most 3 numbers")
+    return Activation(args.activation, *numbers)
+
+
+def values(handle, problem, args, rng):
+    """(find's and run's epilogue keywords, their host arrays) of random values for
+    ``problem``'s epilogue ({}, {} without one)."""
+    structure = problem.epilogue
+    if structure is None:
+        return {}, {}
+    host = {"activation": _activation(args) or Activation(structure.activation)}
+    if structure.bias:
+        host["bias"] = rng.uniform(-1, 1, problem.k).astype(np.float32)
+    if structure.residual:
+        host["z"] = rng.uniform(-1, 1, problem.y.shape).astype(np.float32)
+    flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+    device = {name: cl.Buffer(handle.context, flags, hostbuf=array) if isinstance(
+        array, np.ndarray) else array for name, array in host.items()}
+    return device, host
+
+
+def error(problem, host, values_host, output):
+    """Relative RMS error of ``output`` against the reference with the epilogue: over every
+    element, or over sampled ones when the whole reference would be too large."""
+    (pt, pb), (pl, pr) = problem.conv.pads
+    padded = problem.n * problem.c * (problem.in_h + pt + pb) * (problem.in_w + pl + pr) * 8
+    if padded <= WHOLE_REFERENCE_BYTES:
+        return reference.relative_error(output, reference.compute(problem, **host, **values_host))
+    index = sample_index(problem)
+    expected = reference.compute_at(problem, host["x"], host["w"], host["y"], index,
+                                    **values_host)
+    return reference.relative_error(output.ravel()[index], expected)
+
+
+def bias_report(handle, problem, host, buffers, command):
+    """-b 1 on a backward problem: db of its dy, timed (-t) and verified (-V) as the
+    convolution is."""
+    db = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 4 * problem.k)
+    report = {}
+    runs = [backward_bias(handle, problem.y, dy=buffers["y"], db=db)
+            for _ in range(command.iterations if command.time else 1)]
+    if command.time:
+        report["time_ms"] = statistics.median(elapsed_ms(events) for events in runs)
+    if command.verify:
+        cl.wait_for_events(runs[-1])
+        got = read_tensor(handle, type(problem.y)((problem.k,)), db)
+        err = reference.relative_error(got, reference.backward_bias(host["y"]))
+        report["verify"] = {"ok": bool(err < BIAS_TOLERANCE), "error": err,
+                            "tolerance": BIAS_TOLERANCE}
+    return report
+
+
+def print_bias(report):
+    """The text lines of a -b 1 backward-bias report."""
+    if "time_ms" in report:
+        print(f"Backward Bias: {report['time_ms']:.4f} ms (median of runs)")
+    verify = report.get("verify")
+    if verify:
+        state = "Verifies OK on CPU reference" if verify["ok"] else "FAILED:"
+        print(f"Backward Bias {state} ({verify['error']:.3g} "
+              f"{'<' if verify['ok'] else '>'} {verify['tolerance']:g})")

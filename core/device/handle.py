@@ -1,0 +1,367 @@
+"""Handle: one OpenCL device with its context and profiling queue; builds kernels and keeps invokers."""
+import contextlib
+import logging
+import re
+import threading
+from importlib import resources
+
+import pyopencl as cl
+
+from .. import env
+from ..errors import BuildError, DeviceError, ValidationError
+from ..solvers.calls import build_invoker, events_of
+from ..tuning import config_key
+from .kernel_cache import KernelCache, cache_dir, cache_key, included_sources
+
+log = logging.getLogger("convsolve")
+
+CORE_KERNELS = resources.files("convsolve") / "kernels"
+_PROBE_SOURCE = "__kernel void cs_probe(__global float *a) { a[get_global_id(0)] += 1.0f; }"
+_IDENTIFIER_RE = re.compile(r"^[A-Za-z_]\w*$")
+_POCL_HINT = ("install Debian's PoCL (apt-get install pocl-opencl-icd) for the CPU, or a GPU "
+              "driver's OpenCL ICD; PyPI's pocl-binary-distribution cannot build kernels on "
+              "recent CPUs ('unknown target CPU generic')")
+
+
+# {{{ device choice
+
+def list_devices():
+    """Every (platform, device) pyopencl sees, in platform order; the index is CONVSOLVE_DEVICE's."""
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:
+        return []
+    found = []
+    for platform in platforms:
+        try:
+            found.extend((platform, device) for device in platform.get_devices())
+        except cl.Error:
+            continue
+    return found
+
+
+def describe(platform, device):
+    """'platform name: device name', the text CONVSOLVE_DEVICE substrings are matched against."""
+    return f"{platform.name.strip()}: {device.name.strip()}"
+
+
+def probe(device):
+    """None when ``device`` builds and runs a tiny kernel, else the reason it cannot."""
+    try:
+        context = cl.Context([device])
+        program = cl.Program(context, _PROBE_SOURCE).build()
+        queue = cl.CommandQueue(context)
+        buffer = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4)
+        program.cs_probe(queue, (1,), None, buffer)
+        queue.finish()
+        return None
+    except cl.Error as exc:
+        return " ".join(str(exc).split())[:300]
+
+
+#: Substrings (lower case) of 'platform: device' that mark a simulator: correct, but about 1000x
+#: slower than real hardware, so never a default device (Oclgrind, the kernel checker).
+SIMULATORS = ("oclgrind",)
+
+
+def _kinds(device):
+    """The device-type bits ``device`` reports, of CPU, GPU and ACCELERATOR (DEFAULT ignored)."""
+    return {kind for kind in ("CPU", "GPU", "ACCELERATOR")
+            if device.type & getattr(cl.device_type, kind)}
+
+
+def is_gpu(device):
+    """True for a GPU: the GPU type bit and no CPU or accelerator bit (Oclgrind sets them all)."""
+    return _kinds(device) == {"GPU"}
+
+
+def caches_binaries(platform):
+    """Whether convsolve's binary cache serves this platform: every one but PoCL, which keeps
+    its own cache of built programs (POCL_CACHE_DIR; a hit builds in 0.02 s) and, asked for a
+    program's binary, first compiles every kernel in it (1.8 s for direct's tiled.cl, seven
+    times its build)."""
+    return "Portable Computing Language" not in platform.name
+
+
+def is_simulator(platform, device):
+    """True for a simulator (Oclgrind, or any device claiming more than one of CPU, GPU and
+    accelerator): usable when named, never chosen by default."""
+    text = describe(platform, device).lower()
+    return len(_kinds(device)) > 1 or any(name in text for name in SIMULATORS)
+
+
+def default_order(devices):
+    """``devices`` ((platform, device) pairs) in the order the default choice tries them: GPUs,
+    then PoCL, then the rest, each in platform order; simulators left out."""
+    def rank(pair):
+        platform, device = pair
+        return (not is_gpu(device), "portable computing language" not in platform.name.lower())
+    return sorted((pair for pair in devices if not is_simulator(*pair)), key=rank)
+
+
+def choose_device(spec=None):
+    """The device named by ``spec`` (index or substring), else by CONVSOLVE_DEVICE, else the default.
+
+    The default is the first GPU that builds kernels, else the first PoCL CPU device that does,
+    else any other device that does; a simulator (Oclgrind) only when named.
+    """
+    devices = list_devices()
+    if not devices:
+        raise DeviceError(f"no OpenCL platform found: {_POCL_HINT}")
+    spec = env.DEVICE.raw() if spec is None else str(spec)
+    if spec:
+        if spec.isdigit():
+            if int(spec) >= len(devices):
+                raise ValidationError("device", spec, f"only {len(devices)} devices are visible")
+            chosen = [devices[int(spec)]]
+        else:
+            chosen = [d for d in devices if spec.lower() in describe(*d).lower()]
+            if not chosen:
+                raise ValidationError("device", spec, "matches none of: " + "; ".join(
+                    describe(*d) for d in devices))
+    else:
+        chosen = default_order(devices)
+        if not chosen:
+            raise DeviceError("only simulators are visible (" + "; ".join(
+                describe(*d) for d in devices) + "): name one with CONVSOLVE_DEVICE (e.g. "
+                f"CONVSOLVE_DEVICE=Oclgrind) to use it, or {_POCL_HINT}")
+    failures = []
+    for platform, device in chosen:
+        reason = probe(device)
+        if reason is None:
+            return device
+        failures.append(f"{describe(platform, device)}: {reason}")
+        log.info("device %r cannot build kernels: %s", describe(platform, device), reason)
+    raise DeviceError("no OpenCL device can build kernels (" + "; ".join(failures) + f"); {_POCL_HINT}")
+
+# }}}
+
+
+def _build_log(message):
+    """The compiler's log out of a pyopencl build error: the non-empty lines after 'Build on ...'."""
+    lines = message.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Build on ")]
+    body = lines[starts[-1] + 1:] if starts else lines
+    return "\n".join(line for line in body if line.strip() and line.strip() != "(options: )")
+
+
+def format_defines(defines):
+    """``-D NAME=value`` options, sorted by name; values must be ints, floats or identifiers."""
+    options = []
+    for name in sorted(defines or {}):
+        value = defines[name]
+        if not _IDENTIFIER_RE.match(str(name)):
+            raise ValidationError("define name", name, "must be a C identifier")
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValidationError(f"define {name}", value, "must be an int, a float or an identifier")
+        if isinstance(value, str) and not _IDENTIFIER_RE.match(value):
+            raise ValidationError(f"define {name}", value, "a text value must be an identifier")
+        text = f"{value!r}f" if isinstance(value, float) else str(value)
+        options.append(f"-D{name}={text}")
+    return options
+
+
+class Handle:
+    """One OpenCL device, its context and profiling command queue, and what was built on it.
+
+    ``context`` and ``queue`` are the pyopencl objects, so callers allocate buffers and
+    synchronise with them.  The handle is safe to use from several threads at once: builds run
+    in parallel, and the invokers it keeps enqueue one call at a time on its in-order queue.
+    """
+
+    def __init__(self, device=None):
+        self.device = device if isinstance(device, cl.Device) else choose_device(device)
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(
+            self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        platform = self.device.platform
+        self.identity = {
+            "platform": platform.name.strip(), "platform_version": platform.version.strip(),
+            "device": self.device.name.strip(), "driver": self.device.driver_version.strip(),
+            "compute_units": self.device.max_compute_units}
+        self.is_cpu = bool(self.device.type & cl.device_type.CPU)
+        self.is_gpu = is_gpu(self.device)   # only a device that is nothing but a GPU
+        self.is_simulator = is_simulator(platform, self.device)
+        # Oclgrind crashes when two programs build at once on one context: build one at a time
+        self._build_lock = threading.Lock() if self.is_simulator else None
+        directory = cache_dir() if caches_binaries(platform) else None
+        self._kernel_cache = KernelCache(directory) if directory else None
+        self._programs = {}       # cache key -> built cl.Program
+        self._invokers = {}       # (solver name, problem key, config key) -> invoker
+        self._hung = {}           # (solver name, problem key) -> why its build was given up
+        self._scratch = None      # reusable workspace buffer for run()
+        self._lock = threading.Lock()
+        self._key_locks = {}
+        self._enqueue_lock = threading.Lock()   # one invoker sets its kernels' arguments at a time
+        self._best = {}           # find-db key -> {family: fastest solver name}, from find
+        self._resolved = {}       # (solver or family, problem) -> (switch state, what run() needs)
+        log.info("handle on %s (driver %s, %d compute units)", self.name,
+                 self.identity["driver"], self.identity["compute_units"])
+
+    @property
+    def name(self):
+        """'platform: device', as ``convsolve devices`` lists it."""
+        return describe(self.device.platform, self.device)
+
+    @property
+    def db_key(self):
+        """The device's id in find-dbs: device name and compute units (not the driver version)."""
+        return f"{self.identity['device']}/{self.identity['compute_units']}cu"
+
+    # {{{ building
+
+    def build(self, file, kernel, defines=None):
+        """A fresh ``pyopencl.Kernel`` named ``kernel`` from the .cl ``file`` built with ``defines``.
+
+        ``file`` is a path or an importlib.resources file (a plugin's ``kernels/x.cl``); the core's
+        ``convsolve.h`` and the file's own folder are on the include path.  Programs are built once
+        per handle and kept in the on-disk kernel cache (on PoCL, in PoCL's own); each call
+        returns a new Kernel object, so invokers never share argument state.
+        """
+        source = file.read_text()
+        include_dirs = [str(CORE_KERNELS)]
+        if hasattr(file, "parent"):   # a path: its own folder serves its includes
+            include_dirs.insert(0, str(file.parent))
+        defines_options = format_defines(defines)
+        key = cache_key(source, included_sources(source, include_dirs), defines_options,
+                        self.identity)
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            program = self._programs.get(key)
+            if program is None:
+                options = defines_options + [f"-I{d}" for d in include_dirs]
+                with self._build_lock or contextlib.nullcontext():
+                    program = self._program(key, source, options, file)
+                self._programs[key] = program
+        try:
+            return cl.Kernel(program, kernel)
+        except cl.Error as exc:
+            raise BuildError(f"{file}: no kernel {kernel!r} in the built program ({exc})") from exc
+
+    def _program(self, key, source, options, file):
+        """A built program: from the kernel cache when it holds a good binary, else from source."""
+        cache = self._kernel_cache
+        binary = cache.load(key) if cache else None
+        if binary is not None:
+            try:
+                return cl.Program(self.context, [self.device], [binary]).build(options=options)
+            except cl.Error as exc:
+                log.warning("kernel cache: entry %s does not load (%s); rebuilding", key[:12], exc)
+                cache.discard(key)
+        try:
+            program = cl.Program(self.context, source).build(options=options)
+        except cl.Error as exc:
+            log_text = _build_log(str(exc))
+            raise BuildError(
+                f"building {file} for {self.name} failed (CL_BUILD_PROGRAM_FAILURE); "
+                f"options: {' '.join(options)}\n{log_text}", log=log_text) from exc
+        if cache:
+            cache.store(key, program.get_info(cl.program_info.BINARIES)[0])
+        log.debug("built %s with %s", file, " ".join(options))
+        return program
+
+    def invoker(self, solver, problem, config=None):
+        """The invoker of ``solver`` for ``problem`` (a tunable solver's built with ``config``),
+        built on first use and kept in the handle; a build find gave up on (mark_hung) raises
+        BuildError at once."""
+        key = (solver.name, problem.key(), config_key(config))
+        if key[:2] in self._hung:   # its thread may still hold the key's lock
+            raise BuildError(f"{solver.name!r} on {problem.key()}: {self._hung[key[:2]]}")
+        return self.kept(key, solver.name, lambda: build_invoker(solver, problem, self, config))
+
+    def kept(self, key, name, build):
+        """The invoker ``build()`` returns, built on first use under ``key`` (a tuple whose
+        first two items name its maker and what it is for) and kept in the handle: solvers'
+        invokers and the core's own (backward-bias) alike.  It enqueues under the handle's lock
+        and must return events (PluginError names ``name`` otherwise)."""
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            if key not in self._invokers:
+                self._invokers[key] = self._serialised(name, build())
+            return self._invokers[key]
+
+    def _serialised(self, name, invoker):
+        """``invoker`` holding the handle's enqueue lock while it sets arguments and enqueues,
+        its result checked to be events (PluginError names solver ``name`` otherwise).
+
+        A kept invoker's kernel objects are shared by every caller, and clSetKernelArg on one
+        kernel from two threads races (the other thread's arguments get launched); the queue
+        is in order, so the kernels then run one call after the other, scratch included.
+        """
+        lock = self._enqueue_lock
+
+        def serialised(*args):
+            with lock:
+                return events_of(name, invoker(*args))
+        return serialised
+
+    def mark_hung(self, solver, problem, reason):
+        """Remember that building ``solver`` for ``problem`` never returned (find gave up)."""
+        with self._lock:
+            self._hung[(solver.name, problem.key())] = f"its build never returned ({reason})"
+
+    def forget_invoker(self, solver, problem):
+        """Drop the kept invokers of ``solver`` for ``problem`` (after one failed to run), every
+        config's, and what run() resolved to them."""
+        with self._lock:
+            for key in [k for k in self._invokers if k[:2] == (solver.name, problem.key())]:
+                del self._invokers[key]
+            self._resolved.clear()
+
+    # }}}
+
+    # {{{ what find ranked and run resolved
+
+    def remember_ranking(self, key, solutions):
+        """Keep each family's fastest solver among ``solutions`` for run(solver=family);
+        ``key`` is the problem's find-db key under the call's policy."""
+        with self._lock:
+            self._resolved.clear()   # a family may now mean another solver
+            best = self._best.setdefault(key, {})
+            for solution in sorted(solutions, key=lambda s: s.time_ms, reverse=True):
+                best[solution.family] = solution.solver
+
+    def best_of_family(self, key, family):
+        """The name of ``family``'s fastest solver for the problem of find-db key ``key`` as find
+        ranked it, or None."""
+        with self._lock:
+            return self._best.get(key, {}).get(family)
+
+    def resolution(self, solver, problem, state, resolve):
+        """What run() resolved ``solver`` (a name or family) to: kept while ``state`` holds,
+        else ``resolve()`` again."""
+        with self._lock:
+            kept = self._resolved.get((solver, problem))
+        if kept is not None and kept[0] == state:
+            return kept[1]
+        resolved = resolve()
+        with self._lock:
+            self._resolved[(solver, problem)] = (state, resolved)
+        return resolved
+
+    def forget_rankings(self):
+        """Drop what find ranked and run resolved (invokers and programs stay built)."""
+        with self._lock:
+            self._best.clear()
+            self._resolved.clear()
+
+    # }}}
+
+    def scratch(self, nbytes, solver_name="a solver"):
+        """A workspace buffer of at least ``nbytes`` (None for 0), reused and grown across calls;
+        a ValidationError naming ``solver_name`` when no buffer of the device can be that big."""
+        if nbytes <= 0:
+            return None
+        if nbytes > self.device.max_mem_alloc_size:
+            raise ValidationError("workspace", nbytes, f"{solver_name!r} needs more than the "
+                                  f"largest buffer of {self.name} "
+                                  f"({self.device.max_mem_alloc_size} bytes)")
+        with self._lock:
+            if self._scratch is None or self._scratch.size < nbytes:
+                self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
+            return self._scratch
+
+    def __repr__(self):
+        return f"<convsolve.Handle {self.name!r}>"

@@ -1,0 +1,57 @@
+"""Timing an invoker with OpenCL profiling events: one warm-up run, then samples within a budget."""
+import statistics
+import threading
+
+import pyopencl as cl
+
+from ..errors import ConvsolveError
+
+#: Timed runs after the warm-up, unless the time budget is spent first.
+SAMPLES = 5
+
+
+def elapsed_ms(events):
+    """Milliseconds from the first event's start to the last event's end (0 for no events)."""
+    if not events:
+        return 0.0
+    cl.wait_for_events(events)
+    return (events[-1].profile.end - events[0].profile.start) * 1e-6
+
+
+class RunTimeout(ConvsolveError):
+    """A run whose kernels did not finish within the time limit (they may still be running)."""
+
+
+def wait(events, limit_s):
+    """Wait for ``events``, at most ``limit_s`` seconds (None: no limit); RunTimeout after that."""
+    if limit_s is None:
+        cl.wait_for_events(events)
+        return
+    waiter = threading.Thread(target=cl.wait_for_events, args=(events,), daemon=True)
+    waiter.start()
+    waiter.join(limit_s)
+    if waiter.is_alive():
+        raise RunTimeout(f"its kernels did not finish within {limit_s:g} s")
+
+
+def time_invoker(invoker, buffers, scratch, budget_ms, cutoff_ms=None, limit_s=None):
+    """Median time in ms of ``invoker``: a warm-up run, then 1 to SAMPLES timed runs.
+
+    The warm-up is never timed: first launches pay one-off costs (code generation on PoCL, which
+    can take seconds with a cold cache, and cold caches).  Sampling stops once ``budget_ms`` of
+    kernel time is spent, and after the first sample when that one is slower than ``cutoff_ms``
+    (a multiple of the best time so far), so a slow solver costs find two runs at most.  A run
+    still going after ``limit_s`` seconds raises RunTimeout.
+    """
+    def run():
+        events = invoker(buffers, scratch)
+        wait(events, limit_s)
+        return elapsed_ms(events)
+    run()
+    samples, spent = [], 0.0
+    while len(samples) < SAMPLES and spent < budget_ms:
+        samples.append(run())
+        spent += samples[-1]
+        if cutoff_ms is not None and samples[0] > cutoff_ms:
+            break
+    return statistics.median(samples)

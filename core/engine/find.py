@@ -1,0 +1,411 @@
+"""find: benchmark the applicable solvers of a problem, rank them and record them in the find-db."""
+import enum
+import logging
+import os
+
+import pyopencl as cl
+
+from .. import env
+from ..db.find_db import FindDb, Record
+from ..db.perf_db import PerfDb
+from ..device.timing import RunTimeout, time_invoker
+from ..errors import ContractError, ConvsolveError, FindError, ValidationError
+from ..solvers.calls import is_tunable, workspace_of, wti_of
+from ..solvers.policy import Policy
+from ..solvers.registry import solver_attribute
+from ..text import format_bytes
+from . import fusion, worker
+from .parallel import Overdue, call_all
+from .run import check_buffers, check_device_limits, check_handle, check_scratch
+from .search import Budget, search, tuned_invoker
+from .solutions import Solution, usable_records, wti_fallback
+
+log = logging.getLogger("convsolve")
+
+#: A candidate whose first timed run is this many times slower than the best so far is sampled
+#: no further.
+CUTOFF_FACTOR = 10.0
+
+
+class QueueBlocked(FindError):
+    """A candidate's kernels did not finish in time, in process: nothing else can run now."""
+
+    def __init__(self, message, timed):
+        super().__init__(message)
+        self.timed = timed   # the Solutions measured before it
+
+
+class FindMode(enum.Enum):
+    """What find does on a find-db hit or miss; values are MIOpen's numbers."""
+
+    NORMAL = 1           # always benchmark every applicable solver
+    FAST = 2             # db hit, else the WTI fallback ranking (nothing is run)
+    HYBRID = 3           # db hit, else benchmark every applicable solver
+    DYNAMIC_HYBRID = 5   # db hit, else benchmark the dynamic solvers only
+    TRUST_VERIFY = 6     # db hit re-timed; slower than recorded: benchmark and tune again
+    TRUST_VERIFY_FULL = 7   # the same, with an unbounded tuning budget
+
+    @classmethod
+    def parse(cls, value=None):
+        """A FindMode from itself, a name or a number; None reads CONVSOLVE_FIND_MODE."""
+        return _parse_enum(cls, value, env.FIND_MODE, "find mode")
+
+
+class FindEnforce(enum.Enum):
+    """CONVSOLVE_FIND_ENFORCE: what find forces besides its mode; values are MIOpen's numbers."""
+
+    NONE = 1
+    DB_UPDATE = 2          # benchmark again on a find-db hit
+    SEARCH = 3             # tune tunable solvers that have no perf-db entry (exhaustive=True)
+    SEARCH_DB_UPDATE = 4   # tune them even where they have one
+    DB_CLEAN = 5           # delete the problem's user find-db and perf-db records first
+
+    @classmethod
+    def parse(cls, value=None):
+        """A FindEnforce from itself, a name or a number; None reads CONVSOLVE_FIND_ENFORCE."""
+        return _parse_enum(cls, value, env.FIND_ENFORCE, env.FIND_ENFORCE.name)
+
+
+def _parse_enum(cls, value, var, field):
+    if isinstance(value, cls):
+        return value
+    text = str(var.raw() if value is None else value).strip().upper()
+    for member in cls:
+        if text in (member.name, str(member.value)):
+            return member
+    raise ValidationError(field, value if value is not None else text,
+                          "expected " + ", ".join(f"{m.name} ({m.value})" for m in cls))
+
+
+def _scratch(handle, scratch, needs, allocate=True):
+    """(scratch buffer, bytes available, how they were chosen): the caller's (checked) buffer,
+    or find's own.
+
+    With ``scratch=None`` find allocates the largest need that fits under
+    CONVSOLVE_WORKSPACE_LIMIT and the device's largest allocation, halving on allocation failure
+    while the halved size still serves some candidate; ``allocate=False`` only says how much it
+    would allow (the worker process allocates its own).
+    """
+    if scratch is not None:
+        return scratch, scratch.size, "given"
+    cap = min(env.size_in_bytes(env.WORKSPACE_LIMIT), handle.device.max_mem_alloc_size)
+    how = (f"allocated (find allocates at most {format_bytes(cap)}: "
+           f"{env.WORKSPACE_LIMIT.name} and the device's largest buffer)")
+    if not allocate:
+        return None, cap, how
+    fitting = [n for n in needs if 0 < n <= cap]
+    size, smallest = max(fitting, default=0), min(fitting, default=0)
+    while size > 0 and size >= smallest:
+        try:
+            return cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, size), size, how
+        except cl.Error as exc:
+            log.info("workspace of %s not allocated (%s); trying half", format_bytes(size), exc)
+            size //= 2
+    return None, 0, how
+
+
+def _build_all(handle, problem, solvers, skipped):
+    """{solver: invoker} for the solvers that build, in parallel threads, each within
+    CONVSOLVE_FIND_BUILD_TIMEOUT_S; failures go to skipped."""
+    level = env.integer(env.COMPILE_PARALLEL_LEVEL, minimum=1) or os.cpu_count() or 1
+    limit_s = env.positive_number(env.FIND_BUILD_TIMEOUT_S)
+    outcome = call_all(lambda solver: tuned_invoker(handle, solver, problem), solvers, level,
+                       limit_s)
+    built = {}
+    for solver in solvers:   # in the given (WTI) order
+        invoker, error = outcome[solver]
+        if error is None:
+            built[solver] = invoker
+            continue
+        if isinstance(error, Overdue):
+            handle.mark_hung(solver, problem, error)
+        skipped[solver.name] = f"failed to build: {getattr(error, 'reason', error)}"
+        log.info("skip %r: %s", solver.name, skipped[solver.name])
+    return built
+
+
+def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, verify=None,
+              best_ms=None):
+    """Build and time ``solvers``; returns their Solutions, fastest first, and fills ``skipped``.
+
+    ``failed`` (a dict, if given) also receives the solvers that failed to build or run or wrote
+    a wrong output: the skips that belong to the solver, not to this call.  ``verify`` (None:
+    CONVSOLVE_FIND_VERIFY) compares each output with sampled reference values; without it,
+    only a non-finite output from finite inputs counts as wrong.  Records nothing: find and
+    explain decide what to do with the results.  ``best_ms``, a time already measured for
+    the problem, sets the first cut-off.  Under CONVSOLVE_FIND_ISOLATION=process the candidates
+    are built and timed in the device's worker process instead (worker.py).
+    """
+    failed = {} if failed is None else failed
+    needs, wtis = {}, {}
+    for solver in solvers:
+        try:
+            wtis[solver] = wti_of(solver, problem)
+            needs[solver] = workspace_of(solver, problem)
+        except ContractError as exc:
+            skipped[solver.name] = failed[solver.name] = exc.reason
+            log.info("skip %r: %s", solver.name, exc.reason)
+    isolated = _isolation() == "process"
+    scratch, available, how = _scratch(handle, scratch, needs.values(), allocate=not isolated)
+    fitting = []
+    for solver, need in needs.items():
+        if need > available:
+            skipped[solver.name] = (f"needs {format_bytes(need)} workspace, "
+                                    f"{format_bytes(available)} {how}")
+            log.info("skip %r: %s", solver.name, skipped[solver.name])
+        else:
+            fitting.append(solver)
+    fitting.sort(key=lambda s: -wtis[s])
+    verify = env.flag(env.FIND_VERIFY) if verify is None else verify
+    if isolated:
+        return worker.benchmark(handle, problem, fitting, available, skipped, failed, verify,
+                                worker.epilogue_values(problem, buffers))
+    built = _build_all(handle, problem, fitting, skipped)
+    failed.update({s.name: skipped[s.name] for s in fitting if s not in built})
+    if env.flag(env.DEBUG_COMPILE_ONLY):
+        log.info("compile only: built %d solvers for %s, timed none", len(built), problem.key())
+        return []
+    budget = env.positive_number(env.FIND_SOLVER_BUDGET_MS)
+    limit_s = env.positive_number(env.FIND_RUN_TIMEOUT_S)
+    check = fusion.output_check(handle, problem, buffers, verify)
+    results = []
+    for solver, invoker in built.items():
+        best = min([r.time_ms for r in results] + ([best_ms] if best_ms else []), default=None)
+        given = scratch if needs[solver] else None
+        try:
+            time_ms = time_invoker(invoker, buffers, given, budget,
+                                   None if best is None else best * CUTOFF_FACTOR, limit_s)
+            fault = check.fault(solver_attribute(solver, "tolerance"), *(
+                [lambda run=invoker, given=given: run(buffers, given)]
+                if problem.epilogue is not None else []))
+        except RunTimeout as exc:
+            failed[solver.name] = f"failed to run: {exc}"
+            raise QueueBlocked(f"{solver.name!r} on {problem.key()}: {exc}; the device queue of "
+                               f"{handle.name} stays blocked: restart the process, and set "
+                               f"{env.FIND_ISOLATION.name}=process to contain such solvers",
+                               sorted(results, key=lambda s: s.time_ms)) from exc
+        except Exception as exc:  # noqa: BLE001
+            handle.forget_invoker(solver, problem)
+            fault = f"failed to run: {getattr(exc, 'reason', exc)}"
+        if fault:
+            skipped[solver.name] = failed[solver.name] = fault
+            log.info("skip %r: %s", solver.name, fault)
+            continue
+        log.info("timed %r: %.4f ms", solver.name, time_ms)
+        results.append(Solution(solver.name, solver.family, time_ms, needs[solver], "benchmark"))
+    return sorted(results, key=lambda s: s.time_ms)
+
+
+def _isolation():
+    value = env.FIND_ISOLATION.raw().lower()
+    if value not in ("none", "process"):
+        raise ValidationError(env.FIND_ISOLATION.name, value, "expected none or process")
+    return value
+
+
+def _dynamic_only(problem, solvers, skipped):
+    """The dynamic solvers among ``solvers`` (all of them when none is dynamic)."""
+    dynamic = [s for s in solvers if s.dynamic]
+    if not dynamic:
+        log.info("find %s: no dynamic solver applies; benchmarking all", problem.key())
+        return solvers
+    for solver in solvers:
+        if not solver.dynamic:
+            skipped[solver.name] = "not dynamic (DYNAMIC_HYBRID benchmarks dynamic solvers only)"
+    return dynamic
+
+
+def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhaustive=False,
+         mode=None, verify=None, max_tolerance=None, deterministic=None, scale=None, bias=None,
+         z=None, alpha=1.0, beta=0.0, z_scale=1.0, activation=None):
+    """Rank the solvers of ``problem``, fastest first, benchmarking as the find mode says.
+
+    Buffers are in forward-sense roles for every direction (backward-data writes ``x``,
+    backward-weights writes ``w``); find runs candidates on them, so the written buffer holds
+    some candidate's result afterwards (not under CONVSOLVE_FIND_ISOLATION=process, where a
+    worker process times them on tensors of its own).  ``scratch`` is a buffer, or None to let
+    find allocate what candidates need (up to CONVSOLVE_WORKSPACE_LIMIT).  A find-db hit that
+    lacks some candidate (a solver installed since) benchmarks just the missing ones and merges
+    them.  Tunable solvers build the perf-db's config for the problem, else their device
+    default.  ``exhaustive=True`` ignores the find-db, first searches the configs of every
+    applicable tunable solver without a perf-db entry (within the CONVSOLVE_TUNING_* budget;
+    search.py), then benchmarks every applicable solver (CONVSOLVE_FIND_ENFORCE can force the
+    same).  ``mode`` overrides CONVSOLVE_FIND_MODE.  ``verify=True`` (None:
+    CONVSOLVE_FIND_VERIFY) compares every candidate's output with sampled float64 reference
+    values; a wrong solver is skipped and recorded as failed, never as a solution.  A candidate
+    that writes NaN or inf from finite inputs is skipped that way too, verified or not.
+    ``max_tolerance`` and ``deterministic`` (None: CONVSOLVE_MAX_TOLERANCE,
+    CONVSOLVE_DETERMINISTIC) leave out the solvers whose declared numerics they exclude
+    (policy.py); a policy that is set keys its own find-db records.
+
+    A problem with an epilogue (Problem.with_epilogue) takes its values here: ``scale``,
+    ``bias`` (buffers of K floats), ``z`` (a buffer of y's size, which may be ``y`` itself),
+    ``alpha``, ``beta``, ``z_scale`` and ``activation`` (a name or a convsolve.Activation with
+    its parameters), each only where the epilogue has that part (docs/epilogues.md).  Every
+    solver is a candidate: fused as far as its ``fused_epilogue`` says, and unfused
+    (``<name>/unfused``: the bare convolution, then the core's pass), the faster winning.
+    When candidates read y's prior contents (beta, or z being y), find runs them on a copy, so
+    y keeps what it held.
+
+    :returns: a list of :class:`Solution`, at most ``request_count`` long; empty for a zero batch
+      and under CONVSOLVE_DEBUG_COMPILE_ONLY=1.
+    :raises FindError: when no solver works, listing why each was skipped.
+    """
+    if request_count is not None and (isinstance(request_count, bool)
+                                      or not isinstance(request_count, int) or request_count < 1):
+        raise ValidationError("request_count", request_count, "must be a positive integer or None")
+    check_handle(handle)
+    buffers = check_buffers(problem, x, w, y, handle)
+    buffers = buffers.with_epilogue(fusion.values(
+        problem, buffers, handle, scale=scale, bias=bias, z=z, alpha=alpha, beta=beta,
+        z_scale=z_scale, activation=activation))
+    check_device_limits(handle, problem)
+    if scratch is not None:
+        check_scratch(scratch, 0, "find", handle)
+    mode, enforce = FindMode.parse(mode), FindEnforce.parse()
+    policy = Policy.resolve(max_tolerance, deterministic)
+    if problem.n == 0:
+        log.info("find %s: zero batch, nothing to compute", problem.key())
+        return []
+    db, key = FindDb(), policy.db_key(problem)
+    if enforce is FindEnforce.DB_CLEAN:
+        db.keep(handle.db_key, key, [])
+        PerfDb().forget(handle.db_key, problem.key())
+    tune = exhaustive or enforce in (FindEnforce.SEARCH, FindEnforce.SEARCH_DB_UPDATE)
+    applicable, skipped = fusion.candidates(problem, policy)
+    solvers = applicable
+    buffers = fusion.bench_buffers(handle, problem, buffers)   # the caller's y survives
+    if mode is FindMode.DYNAMIC_HYBRID and not tune:
+        solvers = _dynamic_only(problem, applicable, skipped)
+    recorded = db.records(handle.db_key, key)   # kept unless measured again
+    consult = mode is not FindMode.NORMAL and not tune and enforce is not FindEnforce.DB_UPDATE
+    known = usable_records(recorded, applicable, skipped) if consult else []
+    if scratch is not None:   # a caller's buffer bounds db answers as it bounds benchmarks
+        known = [s for s in known if s.workspace <= scratch.size]
+    retune, budget = enforce is FindEnforce.SEARCH_DB_UPDATE, Budget.from_env()
+    if known or (consult and mode is FindMode.FAST):
+        answer, solvers = _consult_db(problem, mode, known, recorded, applicable, solvers)
+        if answer is known and not _trusted(handle, problem, mode, known[0], buffers, scratch,
+                                            policy):
+            answer, solvers, tune, retune = None, applicable, True, True
+            budget = Budget.from_env(unbounded=mode is FindMode.TRUST_VERIFY_FULL)
+            known = []
+        if answer is not None:
+            if answer is known:
+                handle.remember_ranking(key, known)
+            if scratch is not None:   # the WTI fallback knows no scratch either
+                answer = [s for s in answer if s.workspace <= scratch.size]
+            return answer[:request_count]
+    if tune and not env.flag(env.DEBUG_COMPILE_ONLY):   # an epilogue's: the bare convolution's
+        tunable = list({getattr(s, "solver", s).name: getattr(s, "solver", s)
+                        for s in solvers}.values())
+        tune_solvers(handle, problem, tunable, buffers, scratch, budget, retune)
+    failed = {}
+    try:
+        timed = benchmark(handle, problem, solvers, buffers, scratch, skipped, failed, verify)
+    except QueueBlocked as exc:   # keep what was measured, and the hung solver as failed
+        _record(db, handle, key, exc.timed, recorded, failed, solvers)
+        raise
+    if env.flag(env.DEBUG_COMPILE_ONLY):
+        return []
+    results = sorted(known + timed, key=lambda s: s.time_ms)
+    if not results:
+        reasons = "; ".join(f"{name}: {why}" for name, why in sorted(skipped.items()))
+        raise FindError(f"no solver works for {problem.key()} on {handle.name}: "
+                        f"{reasons or 'no solver is installed'}")
+    _record(db, handle, key, timed, recorded, failed, solvers)
+    handle.remember_ranking(key, results)
+    return results[:request_count]
+
+
+def _trusted(handle, problem, mode, winner, buffers, scratch, policy=None):
+    """Whether a find-db hit stands: always, except in the TRUST_VERIFY modes, where the
+    recorded winner is timed again and must be within CONVSOLVE_TRUST_VERIFY_SLOWDOWN of its
+    record."""
+    if mode not in (FindMode.TRUST_VERIFY, FindMode.TRUST_VERIFY_FULL):
+        return True
+    try:
+        solver = fusion.resolve(problem, winner.solver, policy)
+        scratch, _, _ = _scratch(handle, scratch, [winner.workspace])
+        time_ms = time_invoker(tuned_invoker(handle, solver, problem), buffers,
+                               scratch if winner.workspace else None,
+                               env.positive_number(env.FIND_SOLVER_BUDGET_MS), None,
+                               env.positive_number(env.FIND_RUN_TIMEOUT_S))
+    except ConvsolveError as exc:
+        log.info("find %s: recorded winner %r fails now (%s): searching again", problem.key(),
+                 winner.solver, exc)
+        return False
+    slowdown = env.positive_number(env.TRUST_VERIFY_SLOWDOWN)
+    if time_ms <= winner.time_ms * slowdown:
+        log.info("find %s: recorded winner %r re-timed %.4f ms (recorded %.4f): trusted",
+                 problem.key(), winner.solver, time_ms, winner.time_ms)
+        return True
+    log.info("find %s: recorded winner %r re-timed %.4f ms, over %g x its record %.4f: "
+             "searching again", problem.key(), winner.solver, time_ms, slowdown, winner.time_ms)
+    return False
+
+
+def tune_solvers(handle, problem, solvers, buffers, scratch, budget, retune, strategy="auto"):
+    """Search the configs of the tunable ``solvers`` (those without a user perf-db entry unless
+    ``retune``) and return their search.Outcomes; a search that fails is logged, and
+    benchmark() then meets the solver's default.  A problem with an epilogue tunes its bare
+    convolution (a config changes speed only; fused builds take the bare problem's)."""
+    problem, buffers, perf_db = problem.with_epilogue(None), buffers.with_epilogue(None), PerfDb()
+
+    def tuned_here(solver):   # the user perf-db has a config for it (a system one does not count)
+        trial = perf_db.tuned(handle.db_key, problem.key(), solver.name)
+        return trial is not None and trial.source == "user"
+    tunable = [s for s in solvers if is_tunable(s) and (retune or not tuned_here(s))]
+    needs = {}
+    for solver in tunable:
+        try:
+            needs[solver] = workspace_of(solver, problem)
+        except ContractError as exc:
+            log.info("not tuning %r: %s", solver.name, exc.reason)
+    scratch, available, _ = _scratch(handle, scratch, needs.values())
+    outcomes = []
+    for solver, need in needs.items():
+        if need > available:
+            continue
+        try:
+            outcomes.append(search(handle, problem, solver, buffers, scratch, budget, strategy))
+        except ConvsolveError as exc:
+            log.warning("tuning %r for %s failed: %s", solver.name, problem.key(), exc)
+    return outcomes
+
+
+def _consult_db(problem, mode, known, recorded, applicable, solvers):
+    """What the find-db settles: (the answer, or None to benchmark; the solvers to benchmark).
+
+    A hit answers when every candidate was tried before (or in FAST mode); a hit that lacks
+    candidates (installed since) leaves just those to benchmark; FAST mode answers a miss with
+    the WTI fallback.
+    """
+    tried = {record.solver for record in recorded}
+    untried = [solver for solver in solvers if solver.name not in tried]
+    if known and (mode is FindMode.FAST or not untried):
+        log.info("find %s: find-db hit (%d solutions)", problem.key(), len(known))
+        return known, []
+    if mode is FindMode.FAST:
+        fallback = wti_fallback(applicable, problem)
+        if not fallback:
+            raise FindError(f"FAST find for {problem.key()}: find-db miss and no applicable "
+                            "solver has a known WTI")
+        log.info("find %s: find-db miss, WTI fallback (FAST mode)", problem.key())
+        return fallback, []
+    log.info("find %s: find-db hit without %s (installed since?): benchmarking them",
+             problem.key(), ", ".join(s.name for s in untried))
+    return None, untried
+
+
+def _record(db, handle, key, timed, recorded, failed, solvers):
+    """Store this find's measurements and failures in the user find-db with every earlier
+    record of a solver it did not measure (disabled, not fitting the scratch, recorded before);
+    a db that cannot be written only warns."""
+    families = {solver.name: solver.family for solver in solvers}
+    measured = {s.solver for s in timed} | set(failed)
+    records = [Record(s.solver, s.family, s.time_ms, s.workspace) for s in timed]
+    records += [Record(name, families[name], None, 0, failure=why) for name, why in failed.items()]
+    records += [Record(r.solver, r.family, r.time_ms, r.workspace, failure=r.failure)
+                for r in recorded if r.solver not in measured]
+    db.keep(handle.db_key, key, records)

@@ -1,0 +1,45 @@
+"""Immediate mode: solutions from the find-db or the WTI fallback, then compile and run by name."""
+from ..db.find_db import FindDb
+from ..solvers.calls import workspace_of
+from ..solvers.policy import Policy
+from . import fusion
+from .run import check_handle, check_problem, resolve_solver, run
+from .search import tuned_invoker
+from .solutions import usable_records, wti_fallback
+
+
+def get_solutions(handle, problem, max_count=None):
+    """Ranked solutions for ``problem`` without benchmarking.
+
+    From the find-db when it has usable records (``source == 'find-db'``), else from the fallback
+    that ranks applicable solvers by WTI, time = 10 / WTI ms (``source == 'fallback'``).  For a
+    problem with an epilogue, the candidates are find's: each solver fused as far as it says,
+    and a fusing solver's ``<name>/unfused`` variant.
+    """
+    check_handle(handle)
+    policy = Policy.resolve()
+    applicable, skipped = fusion.candidates(check_problem(problem), policy)
+    solutions = usable_records(FindDb().records(handle.db_key, policy.db_key(problem)),
+                               applicable, skipped)
+    if not solutions:
+        solutions = wti_fallback(applicable, problem)
+    return solutions[:max_count]
+
+
+def get_solution_count(handle, problem):
+    """How many solutions get_solutions would return with no limit."""
+    return len(get_solutions(handle, problem))
+
+
+def get_solution_workspace_size(handle, problem, solver):
+    """Bytes of workspace the named solver needs for ``problem``."""
+    return workspace_of(resolve_solver(handle, problem, solver), problem)
+
+
+def compile_solution(handle, problem, solver):
+    """Build the named solver for ``problem`` now, so the first run_solution does not compile."""
+    tuned_invoker(handle, resolve_solver(handle, problem, solver), problem)
+
+
+#: Run a solution by solver name: the same function as :func:`convsolve.run`.
+run_solution = run

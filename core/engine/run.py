@@ -1,0 +1,205 @@
+"""Running one solver: device-buffer checks, choosing the solver by name or family, enqueueing."""
+import logging
+
+import pyopencl as cl
+
+from .. import env
+from ..db.find_db import FindDb
+from ..device.handle import Handle
+from ..errors import SolverError, ValidationError
+from ..hookspecs import Buffers
+from ..problem import Direction, Problem
+from ..solvers.calls import workspace_of
+from ..solvers.policy import Policy
+from ..solvers.registry import generation, registry
+from ..text import format_bytes
+from . import fusion
+from .search import tuned_invoker
+from .verify import check_numerics
+
+log = logging.getLogger("convsolve")
+
+
+def check_handle(handle):
+    """``handle`` checked to be a convsolve.Handle."""
+    if not isinstance(handle, Handle):
+        raise ValidationError("handle", type(handle).__name__, "expected a convsolve.Handle")
+    return handle
+
+
+def check_problem(problem):
+    """``problem`` checked to be a convsolve.Problem."""
+    if not isinstance(problem, Problem):
+        raise ValidationError("problem", type(problem).__name__, "expected a convsolve.Problem")
+    return problem
+
+
+def check_solver_argument(solver):
+    """``solver`` checked to be a name (of a solver or a family)."""
+    if not isinstance(solver, str):
+        raise ValidationError("solver", solver, "expected a solver name or a family")
+    return solver
+
+
+def check_buffers(problem, x, w, y, handle=None):
+    """The three buffers as Buffers, each an OpenCL buffer at least as large as its tensor and,
+    given ``handle``, of its context.
+
+    With a zero batch, ``x`` and ``y`` may be None (OpenCL has no empty buffers).  The output's
+    buffer may not also be an input's: work-items would read what others already wrote.
+    """
+    check_problem(problem)
+    checked = []
+    for name, buffer, desc in (("x", x, problem.x), ("w", w, problem.w), ("y", y, problem.y)):
+        if buffer is None and desc.nbytes == 0:
+            checked.append(None)
+            continue
+        if buffer is None:
+            raise ValidationError(name, None, f"a device buffer of {desc.nbytes} bytes is required")
+        if not isinstance(buffer, cl.Buffer):
+            raise ValidationError(name, type(buffer).__name__, "expected a pyopencl.Buffer")
+        if buffer.size < desc.nbytes:
+            raise ValidationError(f"{name} buffer size", buffer.size,
+                                  f"tensor {desc.shape} {desc.dtype} needs {desc.nbytes} bytes")
+        _check_context(name, buffer, handle)
+        checked.append(buffer)
+    out = "xwy".index(problem.direction.output)
+    if checked[out] is not None and checked[out] in checked[:out] + checked[out + 1:]:
+        raise ValidationError(problem.direction.output, "an input's buffer",
+                              f"{problem.direction.label} writes it: give it a buffer of its own")
+    return Buffers(*checked)
+
+
+def _check_context(name, buffer, handle):
+    """Refuse ``buffer`` (argument ``name``) when it belongs to another context than ``handle``'s
+    (no check without a handle)."""
+    if handle is not None and buffer.context != handle.context:
+        raise ValidationError(name, "a buffer of another context",
+                              f"make it in handle.context ({handle.name})")
+
+
+def check_device_limits(handle, *problems):
+    """Refuse problems whose tensors cannot be on ``handle``'s device: each within its largest
+    buffer (max_mem_alloc_size), the three together within its global memory.
+
+    find and the numpy API call it before allocating anything, the CLI before making host
+    tensors.  run needs no call: buffers at least as large as the tensors already exist.
+    """
+    device = handle.device
+
+    def limit(what, info, nbytes):
+        return (f"{what} over the device's {info}, {nbytes} bytes ({format_bytes(nbytes)}), "
+                f"on {handle.name}")
+    for problem in problems:
+        for name in "xwy":
+            desc = getattr(problem, name)
+            if desc.nbytes > device.max_mem_alloc_size:
+                raise ValidationError(f"{name} bytes", desc.nbytes, limit(
+                    f"tensor {name} {desc.shape} {desc.dtype} is", "largest buffer "
+                    "(max_mem_alloc_size)", device.max_mem_alloc_size))
+        total = problem.x.nbytes + problem.w.nbytes + problem.y.nbytes
+        if total > device.global_mem_size:
+            raise ValidationError("x + w + y bytes", total, limit(
+                "the tensors together are", "global memory (global_mem_size)",
+                device.global_mem_size))
+
+
+def check_scratch(scratch, needed, solver_name, handle=None):
+    """``scratch`` checked to hold ``needed`` bytes for ``solver_name`` (and, given ``handle``,
+    to be of its context)."""
+    if scratch is not None and not isinstance(scratch, cl.Buffer):
+        raise ValidationError("scratch", type(scratch).__name__,
+                              "expected a pyopencl.Buffer or None")
+    if scratch is not None:
+        _check_context("scratch", scratch, handle)
+    have = scratch.size if scratch is not None else 0
+    if have < needed:
+        raise ValidationError("scratch", have, f"{solver_name!r} needs {needed} bytes")
+    return scratch
+
+
+def resolve_solver(handle, problem, solver, policy=None):
+    """The solver object for ``solver``: a solver name, or a family whose best find remembered
+    under the numerical ``policy`` (None: the environment's).
+
+    Raises SolverError when it is not installed, disabled, left out by the policy, or not
+    applicable to ``problem``.
+    """
+    check_handle(handle)
+    check_problem(problem)
+    check_solver_argument(solver)
+    policy = policy or Policy.resolve()
+    reg = registry()
+    name = solver
+    if solver.removesuffix(fusion.UNFUSED) not in reg.solvers:
+        name = handle.best_of_family(policy.db_key(problem), solver)
+        if name is None:
+            family_records = [r for r in FindDb().records(handle.db_key, policy.db_key(problem))
+                              if r.family == solver and not r.failure
+                              and r.solver.removesuffix(fusion.UNFUSED) in reg.solvers]
+            if not family_records:
+                families = {s.family for s in reg.solvers.values()}
+                if solver in families:
+                    raise SolverError(f"no {solver!r} solver was found for {problem.key()}: "
+                                      "run find first, or name a solver")
+                reg.get(solver)  # raises: neither a solver nor a family
+            name = family_records[0].solver
+    if problem.epilogue is not None:
+        reg.enabled(name.removesuffix(fusion.UNFUSED))   # says which switch turned it off
+        return fusion.resolve(problem, name, policy)
+    chosen = reg.enabled(name)
+    applicable, skipped = reg.candidates(problem, policy)
+    if chosen not in applicable:
+        raise SolverError(f"solver {name!r} cannot run {problem.key()}: {skipped[name]}")
+    return chosen
+
+
+def run(handle, problem, solver, *, x, w, y, scratch=None, max_tolerance=None,
+        deterministic=None, scale=None, bias=None, z=None, alpha=1.0, beta=0.0, z_scale=1.0,
+        activation=None):
+    """Enqueue ``solver`` (a name, or a family find has ranked) on ``problem``; returns its events.
+
+    Nothing waits: synchronise with ``handle.queue.finish()`` or the events.  ``scratch`` is a
+    buffer of at least the solver's workspace bytes, or None to use one the handle keeps.  The
+    resolved solver and its invoker are kept in the handle until a solver switch changes or find
+    ranks the problem again, so repeated calls cost little more than the enqueue.
+    ``max_tolerance`` and ``deterministic`` are find's numerical policy (policy.py): a family
+    resolves to its best solver that the policy admits, and a named solver it leaves out is
+    refused.  A problem with an epilogue takes its values as find does (``scale``, ``bias``,
+    ``z``, ``alpha``, ``beta``, ``z_scale``, ``activation``); ``solver`` may then name a
+    solver's unfused variant, ``<name>/unfused``.
+    """
+    check_handle(handle)
+    buffers = check_buffers(problem, x, w, y, handle)
+    buffers = buffers.with_epilogue(fusion.values(
+        problem, buffers, handle, scale=scale, bias=bias, z=z, alpha=alpha, beta=beta,
+        z_scale=z_scale, activation=activation))
+    check_solver_argument(solver)   # before it keys the handle's resolutions
+    policy = Policy.resolve(max_tolerance, deterministic)
+
+    def resolve():
+        chosen = resolve_solver(handle, problem, solver, policy)
+        invoker = tuned_invoker(handle, chosen, problem) if problem.n else None
+        log.info("run %s: %r", problem.key(), chosen.name)
+        return chosen, workspace_of(chosen, problem), invoker
+    chosen, needed, invoker = handle.resolution(
+        solver, problem, (env.switch_state(), generation(), policy), resolve)
+    if problem.n == 0:
+        if problem.direction is not Direction.BACKWARD_WEIGHTS:
+            return []
+        if problem.epilogue is not None:   # alpha * (the sum over an empty batch) + beta * w
+            finish = fusion.EpiloguePass(handle, problem)
+            return [finish(buffers.w, buffers.w, buffers.epilogue._replace(alpha=0.0))]
+        return [cl.enqueue_fill_buffer(handle.queue, buffers.w, b"\0\0\0\0", 0,
+                                       problem.w.nbytes)]
+    if scratch is None:
+        scratch = handle.scratch(needed, chosen.name)
+    check_scratch(scratch, needed, chosen.name, handle)
+    numerics = env.CHECK_NUMERICS.raw()
+    if numerics not in ("0", "1", "2"):
+        raise ValidationError(env.CHECK_NUMERICS.name, numerics, "expected 0, 1 or 2")
+    events = invoker(buffers, scratch if needed else None)
+    if numerics != "0":
+        cl.wait_for_events(events)
+        check_numerics(handle, problem, buffers, chosen.name, strict=numerics == "2")
+    return events

@@ -1,0 +1,68 @@
+"""Solution records, and how they are ranked without benchmarking: find-db hits and the WTI fallback."""
+import logging
+from dataclasses import dataclass
+
+from ..errors import ContractError
+from ..solvers.calls import workspace_of, wti_of
+
+log = logging.getLogger("convsolve")
+
+#: Estimated time of a fallback solution is this many ms divided by its WTI (MIOpen's convention).
+FALLBACK_TIME_SCALE_MS = 10.0
+
+
+@dataclass(frozen=True)
+class Solution:
+    """One ranked way to solve a problem.
+
+    ``source`` says where ``time_ms`` comes from: ``'benchmark'`` (timed by this find),
+    ``'find-db'`` (a user or system db record) or ``'fallback'`` (estimated as 10 / WTI ms).
+    """
+
+    solver: str
+    family: str
+    time_ms: float
+    workspace: int
+    source: str
+
+    @property
+    def from_db(self):
+        """True when the solution came from a find-db record."""
+        return self.source == "find-db"
+
+
+def usable_records(records, applicable, skipped):
+    """Solutions from find-db records of timed solvers among ``applicable``.
+
+    ``applicable`` and ``skipped`` are what ``Registry.candidates(problem)`` returned; the reason
+    a record is dropped comes from ``skipped``.
+    """
+    names = {solver.name for solver in applicable}
+    usable = []
+    for record in records:
+        if record.failure:
+            log.debug("skip find-db record %r: %s", record.solver, record.failure)
+        elif record.solver in names:
+            usable.append(Solution(record.solver, record.family, record.time_ms,
+                                   record.workspace, "find-db"))
+        else:
+            log.info("skip find-db record %r: %s", record.solver,
+                     skipped.get(record.solver, "solver not installed"))
+    return usable
+
+
+def wti_fallback(applicable, problem):
+    """The ``applicable`` solvers ranked by WTI, without running anything; unknown WTI left out."""
+    ranked = []
+    for solver in applicable:
+        try:
+            wti, ws = wti_of(solver, problem), workspace_of(solver, problem)
+        except ContractError as exc:
+            log.warning("skip %r in fallback: %s", solver.name, exc)
+            continue
+        if wti < 0:
+            log.info("skip %r in fallback: WTI unknown", solver.name)
+            continue
+        ranked.append(Solution(solver.name, solver.family, FALLBACK_TIME_SCALE_MS / wti, ws,
+                               "fallback"))
+    return sorted(ranked, key=lambda s: s.time_ms)

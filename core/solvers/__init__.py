@@ -1,0 +1,1 @@
+"""The solvers: plugin discovery and the registry, contract-checked hook calls, the numerical policy."""

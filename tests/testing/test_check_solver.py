@@ -1,0 +1,242 @@
+"""convsolve.testing.check_solver: honest solvers pass, planted faults are caught and named."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import convsolve
+import pytest
+from convsolve import Direction, Problem
+from convsolve.testing import STANDARD_SHAPES, check_solver, standard_problems
+
+FAKE_PLUGINS = Path(__file__).parents[1] / "fake_plugins"
+FORWARD = standard_problems((Direction.FORWARD,))
+STRIDED = next(p for p in FORWARD if p.conv.strides != (1, 1))
+
+
+@pytest.fixture
+def faulty(monkeypatch):
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_faulty")
+    monkeypatch.setenv("CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD", "1")
+    return convsolve.registry().solvers
+
+
+def test_standard_set_covers_every_direction_and_feature():
+    """The standard set has every shape in every direction, with groups, stride and dilation."""
+    problems = standard_problems()
+    assert len(problems) == 3 * len(STANDARD_SHAPES)
+    assert any(p.groups == p.c == p.k > 1 for p in problems)                # depthwise
+    assert any(p.conv.pads[0][0] != p.conv.pads[0][1] for p in problems)   # asymmetric
+    assert any(max(p.conv.dilations) > 1 for p in problems)
+    assert any(max(p.conv.strides) > 1 for p in problems)
+
+
+def test_honest_solver_passes(handle, faulty):
+    """A correct solver that uses exactly its workspace passes on every forward problem."""
+    assert check_solver(faulty["faulty.HonestWorkspace"], handle) == len(STANDARD_SHAPES)
+
+
+@pytest.mark.parametrize("name, finding", [
+    ("faulty.OutOfBounds", "wrote past its workspace (1024 bytes reported, byte 1535 written)"),
+    ("faulty.UnusedWorkspace", "reports 1024 bytes of workspace but writes only 0"),
+    ("faulty.WrongOnOddSizes", "output elements never written"),
+    ("faulty.NonDeterministic", "claims to be deterministic but two runs differ"),
+    ("faulty.SkipsPadding", "non-finite inputs: 0 NaN in the output where the reference has"),
+])
+def test_planted_faults_are_caught(handle, faulty, name, finding):
+    """Each planted fault fails check_solver with a message that names it."""
+    with pytest.raises(AssertionError) as info:
+        check_solver(faulty[name], handle)
+    assert finding in str(info.value) and name in str(info.value)
+
+
+def test_a_write_past_the_output_is_caught(handle, monkeypatch):
+    """A kernel writing one element past its output is caught by the guard zone after every
+    tensor buffer, with the buffer and the byte named."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_unsafe")
+    monkeypatch.setenv("CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD", "1")
+    problem = convsolve.Problem.conv2d((1, 2, 3, 3), (3, 2, 1, 1))   # y: 27 floats, 108 bytes
+    with pytest.raises(AssertionError, match=r"wrote past its output 'y' \(a tensor of 108 "
+                       r"bytes; byte 108 written\)"):
+        check_solver(convsolve.registry().solvers["unsafe.WritesPastOutput"], handle, [problem])
+
+
+def test_wrong_on_odd_sizes_passes_on_round_sizes(handle, faulty):
+    """The odd-size fault is invisible on an output of whole work-groups (so the set needs odd sizes)."""
+    problem = convsolve.Problem.conv2d((1, 2, 8, 8), (4, 2, 1, 1))   # 256 outputs
+    assert check_solver(faulty["faulty.WrongOnOddSizes"], handle, [problem]) == 1
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["device", "oclgrind"])
+@pytest.mark.parametrize("name, words", [
+    ("Misspelt", "unknown hook 'is_aplicable' (did you mean 'is_applicable'?)"),
+    ("WrongArgument", "Argument(s) {'prob'} are declared in the hookimpl"),
+    ("MissingHook", "does not implement ['build_invoker']"),
+])
+def test_a_solver_discovery_refuses_fails_at_once_in_its_words(handle, name, words, sanitize):
+    """check_solver runs discovery's checks first, on a device or on Oclgrind, and reports a
+    refusal once, in its words."""
+    import cs_contract  # tests/conftest.py puts the fake plugins on the path
+    with pytest.raises(AssertionError) as info:
+        check_solver(getattr(cs_contract, name)(), handle, sanitize=sanitize)
+    assert "discovery refuses it" in str(info.value) and words in str(info.value)
+    assert str(info.value).count(words) == 1
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["device", "oclgrind"])
+def test_a_plugin_without_an_api_declaration_fails(handle, monkeypatch, sanitize):
+    """A solver whose plugin module does not declare CONVSOLVE_SOLVER_API is refused."""
+    import cs_contract
+    monkeypatch.delattr(cs_contract, "CONVSOLVE_SOLVER_API")
+    with pytest.raises(AssertionError, match="does not declare CONVSOLVE_SOLVER_API"):
+        check_solver(cs_contract.Valid(), handle, sanitize=sanitize)
+
+
+def test_a_write_past_odd_outputs_is_caught(handle):
+    """Two outputs per work-item with no check of the second: the guard zone catches the write
+    one element past y on every odd-sized output and on none of the even ones."""
+    import cs_unsafe
+    with pytest.raises(AssertionError) as info:
+        check_solver(cs_unsafe.PairsPastOddOutput(), handle)
+    odd = [p.key() for p in FORWARD if p.y.size % 2]
+    found = str(info.value).splitlines()[1:]
+    assert odd and len(found) == len(odd)
+    assert all(f"{key}: wrote past its output 'y'" in line for key, line in zip(odd, found))
+
+
+# {{{ tunable solvers
+
+def test_a_tunable_solver_is_checked_with_sampled_configs(handle):
+    """A tunable solver runs with its default config on every problem and with the number of
+    random valid ones asked for, dealt to the problems; each failure names the wrong config; a
+    config check_config refuses is never built."""
+    import cs_configs
+    solver = cs_configs.Tiled()
+    with pytest.raises(AssertionError) as info:
+        check_solver(solver, handle, configs=2 * len(FORWARD))
+    found = str(info.value).splitlines()[1:]
+    assert found and all(' with config {"WG":16}: ' in line for line in found)
+    assert solver.built.count({"WG": 64}) == len(FORWARD)        # the default, everywhere
+    assert solver.built.count({"WG": 16}) == len(FORWARD)        # 2 drawn of 2 left: both
+    assert {"WG": 8} not in solver.built
+    assert check_solver(cs_configs.Tiled(), handle, configs=0) == len(FORWARD)
+    solver = cs_configs.Tiled()
+    check_solver(solver, handle, [p for p in FORWARD if p.y.size % 16 == 0], configs=5)
+    assert len(solver.built) == 5 + sum(p.y.size % 16 == 0 for p in FORWARD)   # 5 in all
+    with pytest.raises(AssertionError, match="applicable to none of the problems checked"):
+        check_solver(solver, handle, standard_problems((Direction.BACKWARD_DATA,)))
+
+
+def test_an_invalid_default_config_fails(handle):
+    """A default config outside the solver's space is a failure on each problem, in calls'
+    words."""
+    import cs_configs
+    with pytest.raises(AssertionError, match=r"default_config\(\) returned \{'WG': 48\}: WG=48 "
+                       r"is not one of \[8, 16, 32, 64\]"):
+        check_solver(cs_configs.BadDefault(), handle)
+
+# }}}
+
+
+# {{{ a crash is never silent
+
+CRASHING_TEST = """
+import cs_lies
+from convsolve.testing import check_solver
+
+
+def test_it(handle):
+    check_solver(cs_lies.AbortsOnStride(), handle)
+"""
+
+
+def test_a_crash_in_process_names_the_solver_and_the_problem(tmp_path):
+    """A solver that kills the test process (it aborts, as glibc does on a heap a kernel
+    corrupted) ends pytest with the solver and the problem named on stderr by the watcher;
+    with --convsolve-isolate the same test fails instead, naming them and the signal."""
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["convsolve.testing"]\n')
+    (tmp_path / "test_crash.py").write_text(CRASHING_TEST)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+        str(FAKE_PLUGINS), os.environ.get("PYTHONPATH")]))}
+
+    def pytest(*options):
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               *options, str(tmp_path)], check=False, cwd=tmp_path, env=env,
+                              capture_output=True, text=True)
+    done = pytest()
+    assert done.returncode == -6, done.stdout + done.stderr   # SIGABRT, as "exit 134" in a shell
+    assert (f"the process died while check_solver ran 'lies.AbortsOnStride' on {STRIDED.key()}"
+            in done.stderr), done.stderr
+    done = pytest("--convsolve-isolate")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (f"{STRIDED.key()}: the worker process died checking it (killed by SIGABRT)"
+            in done.stdout), done.stdout
+
+
+def test_a_crash_under_isolation_is_a_failure_naming_the_problem(handle):
+    """With isolate=True a problem that kills the worker process is a failure naming solver,
+    problem and signal (checked again alone first, since others ran before it in that process),
+    and the problems after it are still checked."""
+    import cs_lies
+    problems = FORWARD[:6]
+    with pytest.raises(AssertionError) as info:
+        check_solver(cs_lies.AbortsOnStride(), handle, problems, isolate=True)
+    assert str(info.value).splitlines() == ["lies.AbortsOnStride fails check_solver:"] + [
+        f"  {p.key()}: the worker process died checking it (killed by SIGABRT)"
+        for p in problems if p.conv.strides != (1, 1)]
+    assert len(str(info.value).splitlines()) == 3
+
+
+def test_a_crash_caused_earlier_is_named_as_such(handle):
+    """A problem that kills the worker only after another problem ran in it, and passes alone,
+    is reported with the problems that ran before it."""
+    import cs_lies
+    with pytest.raises(AssertionError) as info:
+        check_solver(cs_lies.AbortsLater(), handle, FORWARD[:2], isolate=True)
+    assert (f"{FORWARD[1].key()}: the worker process died checking it after "
+            f"['lies.AbortsLater on {FORWARD[0].key()}'] (killed by SIGABRT); alone in a new one "
+            "it did not" in str(info.value))
+
+
+def test_a_kernel_that_never_finishes_fails_as_hung_under_isolation(handle, monkeypatch):
+    """With isolate=True a worker silent for check_worker.REPLY_LIMIT_S (its kernel never
+    finishes) is killed, and the problem fails as hung."""
+    import cs_deadly
+    from convsolve.testing import isolation as check_worker
+    monkeypatch.setattr(check_worker, "REPLY_LIMIT_S", 8)
+    with pytest.raises(AssertionError) as info:
+        check_solver(cs_deadly.HangsRunning(), handle, FORWARD[:1], isolate=True)
+    assert (f"  {FORWARD[0].key()}: the worker process died checking it (no reply within 8 s: "
+            "hung, killed by SIGKILL" in str(info.value)), str(info.value)
+
+
+def test_a_stride_lie_is_caught_in_isolation(handle):
+    """is_applicable accepting strides its kernel ignores: on a small problem the guard zone
+    catches the overrun, on a large one the worker may die; either way solver and problem are
+    named, and the unstrided problem passes."""
+    import cs_lies
+    small, large = (Problem.conv2d(*shape) for shape in [
+        ((2, 3, 6, 6), (5, 3, 1, 1), 2), ((1, 8, 64, 64), (8, 8, 1, 1), 4)])
+    fine = Problem.conv2d((1, 8, 8, 8), (8, 8, 1, 1))
+    with pytest.raises(AssertionError) as info:
+        check_solver(cs_lies.StrideLie(), handle, [small, fine, large], isolate=True)
+    assert f"{small.key()}: wrote past its output 'y'" in str(info.value)
+    assert f"  {large.key()}: " in str(info.value) and fine.key() not in str(info.value)
+
+# }}}
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
+def test_an_epilogue_said_fused_but_not_applied_is_caught(handle, isolate):
+    """A solver whose fused_epilogue claims stages its kernel never applies fails check_solver's
+    epilogue cases, in process and in the isolation worker alike, naming problem, case and
+    candidate; its bare convolution passes."""
+    import cs_lies
+    problem = Problem.conv2d((1, 3, 5, 4), (2, 3, 3, 3), padding=1)
+    with pytest.raises(AssertionError) as info:
+        check_solver(cs_lies.EpilogueLie(), handle, [problem], isolate=isolate)
+    lines = str(info.value).splitlines()[1:]
+    assert lines and all(line.startswith(f"  {problem.key()}-epi") for line in lines), lines
+    assert any("(bias+relu, inf in w), lies.EpilogueLie fusing 3 stages:" in line
+               for line in lines), lines
+    assert not any("/unfused" in line for line in lines), lines
