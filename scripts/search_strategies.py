@@ -17,10 +17,10 @@ import time
 
 os.environ.setdefault("CONVSOLVE_PERF_DB_PATH", tempfile.mktemp(suffix=".sqlite"))
 
-import convsolve  # noqa: E402
-from convsolve.bench.command import layer_problem, load_suite, parse_directions, select_layers  # noqa: E402
-from convsolve.device.tensors import device_buffers, random_tensors  # noqa: E402
-from convsolve.engine.search import Budget, search  # noqa: E402
+import convsolve
+from convsolve.bench.command import layer_problem, load_suite, parse_directions, select_layers
+from convsolve.device.tensors import device_buffers, random_tensors
+from convsolve.engine.search import Budget, search
 
 
 def main():

@@ -16,7 +16,7 @@ from convsolve.testing import device_buffers, random_tensors
 RNG = np.random.default_rng(7)
 X = RNG.standard_normal((2, 4, 7, 6)).astype(np.float32)
 W = RNG.standard_normal((6, 2, 3, 2)).astype(np.float32)
-KW = dict(stride=(2, 1), padding=((1, 0), (0, 1)), dilation=(1, 2), groups=2)
+KW = {"stride": (2, 1), "padding": ((1, 0), (0, 1)), "dilation": (1, 2), "groups": 2}
 
 
 def test_conv2d_and_gradients_match_reference(handle):
@@ -121,9 +121,9 @@ def test_tensor_over_the_device_largest_buffer_is_refused_before_opencl(handle):
     side = math.isqrt(limit // 4) + 1          # a side x side output just over the limit
     if side * side > 2 ** 31 - 1:
         pytest.skip("every tensor a Problem admits fits this device's largest buffer")
-    cases = [dict(padding=((side - 1, 0), (side - 1, 0)))]
+    cases = [{"padding": ((side - 1, 0), (side - 1, 0))}]
     if 40001 ** 2 * 4 > limit:
-        cases.append(dict(padding=20000))       # the tester's case: 40001 x 40001 floats
+        cases.append({"padding": 20000})       # the tester's case: 40001 x 40001 floats
     for kwargs in cases:
         with pytest.raises(ValidationError) as info:
             convsolve.conv2d(one, one, **kwargs, handle=handle)

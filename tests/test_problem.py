@@ -54,23 +54,23 @@ def test_zero_batch_is_valid():
 
 
 @pytest.mark.parametrize("kwargs, field", [
-    (dict(x_shape=(1, 6, 8, 8), w_shape=(4, 3, 3, 3), groups=4), "groups"),       # c % g
-    (dict(x_shape=(1, 6, 8, 8), w_shape=(5, 2, 3, 3), groups=3), "groups"),       # k % g
-    (dict(x_shape=(1, 6, 8, 8), w_shape=(4, 5, 3, 3)), "w_shape[1] (C)"),         # channels
-    (dict(x_shape=(1, 0, 8, 8), w_shape=(4, 0, 3, 3)), "x_shape[1] (C)"),         # empty tensor
-    (dict(x_shape=(1, 3, 8, 8), w_shape=(0, 3, 3, 3)), "w_shape[0] (N)"),         # no filters
-    (dict(x_shape=(-1, 3, 8, 8), w_shape=(4, 3, 3, 3)), "x_shape[0] (N)"),        # negative
-    (dict(x_shape=(1, 3, 8), w_shape=(4, 3, 3, 3)), "x_shape"),                   # rank
-    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), stride=0), "stride"),
-    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), dilation=(1, 0)), "dilation"),
-    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), padding=-1), "padding"),
-    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), padding=((1, -1), (0, 0))), "padding"),
-    (dict(x_shape=(1, 3, 2, 8), w_shape=(4, 3, 3, 3)), "output height"),
-    (dict(x_shape=(1, 3, 8, 4), w_shape=(4, 3, 3, 3), dilation=2), "output width"),
-    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), stride=1.5), "stride"),
-    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), dtype="float64"), "x_shape.dtype"),
-    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), direction="sideways"), "direction"),
-    (dict(x_shape=(1, 3, 8, 8), w_shape=(4, 3, 3, 3), groups=True), "groups"),
+    ({"x_shape": (1, 6, 8, 8), "w_shape": (4, 3, 3, 3), "groups": 4}, "groups"),       # c % g
+    ({"x_shape": (1, 6, 8, 8), "w_shape": (5, 2, 3, 3), "groups": 3}, "groups"),       # k % g
+    ({"x_shape": (1, 6, 8, 8), "w_shape": (4, 5, 3, 3)}, "w_shape[1] (C)"),         # channels
+    ({"x_shape": (1, 0, 8, 8), "w_shape": (4, 0, 3, 3)}, "x_shape[1] (C)"),         # empty tensor
+    ({"x_shape": (1, 3, 8, 8), "w_shape": (0, 3, 3, 3)}, "w_shape[0] (N)"),         # no filters
+    ({"x_shape": (-1, 3, 8, 8), "w_shape": (4, 3, 3, 3)}, "x_shape[0] (N)"),        # negative
+    ({"x_shape": (1, 3, 8), "w_shape": (4, 3, 3, 3)}, "x_shape"),                   # rank
+    ({"x_shape": (1, 3, 8, 8), "w_shape": (4, 3, 3, 3), "stride": 0}, "stride"),
+    ({"x_shape": (1, 3, 8, 8), "w_shape": (4, 3, 3, 3), "dilation": (1, 0)}, "dilation"),
+    ({"x_shape": (1, 3, 8, 8), "w_shape": (4, 3, 3, 3), "padding": -1}, "padding"),
+    ({"x_shape": (1, 3, 8, 8), "w_shape": (4, 3, 3, 3), "padding": ((1, -1), (0, 0))}, "padding"),
+    ({"x_shape": (1, 3, 2, 8), "w_shape": (4, 3, 3, 3)}, "output height"),
+    ({"x_shape": (1, 3, 8, 4), "w_shape": (4, 3, 3, 3), "dilation": 2}, "output width"),
+    ({"x_shape": (1, 3, 8, 8), "w_shape": (4, 3, 3, 3), "stride": 1.5}, "stride"),
+    ({"x_shape": (1, 3, 8, 8), "w_shape": (4, 3, 3, 3), "dtype": "float64"}, "x_shape.dtype"),
+    ({"x_shape": (1, 3, 8, 8), "w_shape": (4, 3, 3, 3), "direction": "sideways"}, "direction"),
+    ({"x_shape": (1, 3, 8, 8), "w_shape": (4, 3, 3, 3), "groups": True}, "groups"),
 ])
 def test_invalid_problems_name_field_and_value(kwargs, field):
     """Each invalid input raises a ValidationError (a ValueError) naming the field."""
@@ -89,20 +89,20 @@ def test_numpy_integers_are_accepted():
 
 
 @pytest.mark.parametrize("kwargs, field", [
-    (dict(stride=2 ** 31), "stride"),                                   # the tester's std::bad_cast
-    (dict(stride=(1, np.int64(2 ** 40))), "stride"),
-    (dict(padding=2 ** 31), "padding"),
-    (dict(padding=((0, 2 ** 31), (0, 0))), "padding"),
-    (dict(dilation=(2 ** 31, 1)), "dilation"),
-    (dict(x_shape=(1, 1, 2 ** 31, 1)), "x_shape[2] (H)"),
-    (dict(x_shape=(2 ** 31, 1, 1, 1)), "x_shape[0] (N)"),
-    (dict(w_shape=(2 ** 31, 1, 1, 1)), "w_shape[0] (N)"),
-    (dict(x_shape=(2 ** 16, 2 ** 15, 1, 1), w_shape=(1, 2 ** 15, 1, 1)), "x_shape"),   # 2**31
-    (dict(w_shape=(2 ** 16, 1, 2 ** 15, 1), padding=(2 ** 15, 0)), "w_shape"),
-    (dict(padding=((2 ** 16, 0), (2 ** 15, 0))), "y_shape (output)"),    # 65537 * 32769 > 2**31
-    (dict(x_shape=(1, 1, 2 ** 31 - 1, 1), padding=(1, 0)), "padded height"),
-    (dict(padding=((2 ** 30, 2 ** 30), (0, 0)), stride=2 ** 30), "padded height"),
-    (dict(x_shape=(1, 1, 1, 2 ** 31 - 2), padding=((0, 0), (1, 1)), stride=9), "padded width"),
+    ({"stride": 2 ** 31}, "stride"),                                   # the tester's std::bad_cast
+    ({"stride": (1, np.int64(2 ** 40))}, "stride"),
+    ({"padding": 2 ** 31}, "padding"),
+    ({"padding": ((0, 2 ** 31), (0, 0))}, "padding"),
+    ({"dilation": (2 ** 31, 1)}, "dilation"),
+    ({"x_shape": (1, 1, 2 ** 31, 1)}, "x_shape[2] (H)"),
+    ({"x_shape": (2 ** 31, 1, 1, 1)}, "x_shape[0] (N)"),
+    ({"w_shape": (2 ** 31, 1, 1, 1)}, "w_shape[0] (N)"),
+    ({"x_shape": (2 ** 16, 2 ** 15, 1, 1), "w_shape": (1, 2 ** 15, 1, 1)}, "x_shape"),   # 2**31
+    ({"w_shape": (2 ** 16, 1, 2 ** 15, 1), "padding": (2 ** 15, 0)}, "w_shape"),
+    ({"padding": ((2 ** 16, 0), (2 ** 15, 0))}, "y_shape (output)"),    # 65537 * 32769 > 2**31
+    ({"x_shape": (1, 1, 2 ** 31 - 1, 1), "padding": (1, 0)}, "padded height"),
+    ({"padding": ((2 ** 30, 2 ** 30), (0, 0)), "stride": 2 ** 30}, "padded height"),
+    ({"x_shape": (1, 1, 1, 2 ** 31 - 2), "padding": ((0, 0), (1, 1)), "stride": 9}, "padded width"),
 ])
 def test_sizes_kernels_cannot_take_are_refused(kwargs, field):
     """Every size, pad, stride and dilation, each tensor's element count and each padded input

@@ -89,16 +89,16 @@ def problem_markdown():
         call = "()" if inspect.isfunction(member) else ""
         rows.append((f"`problem.{name}{call}`", _inline(doc.split("\n\n")[0].replace("\n", " "))))
     return "\n".join(["## Problem, for solver authors\n",
-                      "Everything `is_applicable` and the other hooks may read; decline what a "
-                      "kernel does not handle (strides, pads, dilations, groups, dtype).\n",
+                      ("Everything `is_applicable` and the other hooks may read; decline what a "
+                       "kernel does not handle (strides, pads, dilations, groups, dtype).\n"),
                       "| attribute | meaning |", "| --- | --- |",
                       *(f"| {name} | {meaning} |" for name, meaning in rows)]) + "\n"
 
 
 def hooks_markdown():
     """The contract as Markdown: types, solver attributes, then one section per hook spec."""
-    parts = [f"Solver API version **{hookspecs.SOLVER_API_VERSION}** "
-             "(`convsolve.SOLVER_API_VERSION`).\n",
+    parts = [(f"Solver API version **{hookspecs.SOLVER_API_VERSION}** "
+              "(`convsolve.SOLVER_API_VERSION`).\n"),
              "## Solver attributes\n",
              "| attribute | type | default | meaning |\n| --- | --- | --- | --- |"]
     for attr in hookspecs.SOLVER_ATTRIBUTES:

@@ -28,7 +28,7 @@ def workspace_of(solver, problem):
     an int >= 0."""
     try:
         value = solver.workspace(problem)
-    except Exception as exc:  # noqa: BLE001 - a plugin's fault, reported as the solver's
+    except Exception as exc:
         raise ContractError(solver.name, f"workspace() raised {exc!r}") from exc
     if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
         raise ContractError(solver.name, f"workspace() returned {value!r}, not bytes >= 0")
@@ -40,7 +40,7 @@ def wti_of(solver, problem):
     answers anything else (NaN, 0, above 1, not a number)."""
     try:
         value = float(solver.get_wti(problem))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ContractError(solver.name, f"get_wti() raised {exc!r}") from exc
     if not math.isfinite(value) or value == 0 or value > 1:
         raise ContractError(solver.name,
@@ -59,7 +59,7 @@ def build_invoker(solver, problem, handle, config=None):
                             config=config)
     except ConvsolveError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a plugin's fault, reported as the solver's
+    except Exception as exc:
         raise ContractError(solver.name, f"build_invoker() raised {exc!r}") from exc
     if not callable(invoker):
         raise ContractError(solver.name, f"build_invoker() returned {invoker!r}, not an invoker")
@@ -83,7 +83,7 @@ def fused_stages_of(solver, problem):
         return 0
     try:
         value = solver.fused_epilogue(problem)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ContractError(solver.name, f"fused_epilogue() raised {exc!r}") from exc
     most = len(problem.epilogue.stages)
     if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= value <= most:
@@ -104,7 +104,7 @@ def space_of(solver, problem, handle):
     or answers something else."""
     try:
         space = call_hook(solver, "config_space", problem=problem, handle=handle)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ContractError(solver.name, f"config_space() raised {exc!r}") from exc
     if not isinstance(space, ConfigSpace):
         raise ContractError(solver.name, f"config_space() returned {space!r}, not a ConfigSpace")
@@ -120,7 +120,7 @@ def config_refusal(solver, problem, handle, config, space=None):
     try:
         reasons = call_hook(solver, "check_config", problem=problem, handle=handle,
                             config=config)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ContractError(solver.name, f"check_config() raised {exc!r}") from exc
     if not isinstance(reasons, (list, tuple)) or not all(isinstance(r, str) for r in reasons):
         raise ContractError(solver.name, f"check_config() returned {reasons!r}, not a list of "
@@ -133,7 +133,7 @@ def default_config_of(solver, problem, handle):
     ContractError otherwise."""
     try:
         config = call_hook(solver, "default_config", problem=problem, handle=handle)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ContractError(solver.name, f"default_config() raised {exc!r}") from exc
     reason = config_refusal(solver, problem, handle, config)
     if reason:

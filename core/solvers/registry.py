@@ -265,7 +265,7 @@ def _load_plugin(manager, info, strict):
             raise PluginError(f"plugin {info.name!r} ({info.module}) has no @hookimpl "
                               "convsolve_solvers()", module)
         solvers = [solver for impl in impls for solver in impl.function()]
-    except Exception as exc:  # noqa: BLE001 - a broken plugin must not take the others down
+    except Exception as exc:
         info.error = f"{type(exc).__name__}: {exc}"
         if strict:
             raise PluginError(f"plugin {info.name!r} failed to load: {info.error}", info) from exc

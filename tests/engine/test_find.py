@@ -190,10 +190,10 @@ def test_find_db_persists_across_processes(tmp_path):
     script = (
         "import json, convsolve\n"
         "from convsolve.testing import device_buffers, random_tensors\n"
-        "p = convsolve.Problem.from_key(%r)\n"
+        f"p = convsolve.Problem.from_key({PROBLEM.key()!r})\n"
         "h = convsolve.Handle()\n"
         "r = convsolve.find(h, p, **device_buffers(h, random_tensors(p)))\n"
-        "print(json.dumps([(s.solver, s.source) for s in r]))\n" % PROBLEM.key())
+        "print(json.dumps([(s.solver, s.source) for s in r]))\n")
     env_vars = {**os.environ, "CONVSOLVE_USER_DB_PATH": str(tmp_path / "db.sqlite")}
     outputs = [json.loads(subprocess.run([sys.executable, "-c", script], env=env_vars, check=True,
                                          capture_output=True, text=True).stdout)
@@ -215,10 +215,9 @@ def test_serial_build_and_info_logging_in_a_fresh_process(tmp_path):
     script = (
         "import convsolve\n"
         "from convsolve.testing import device_buffers, random_tensors\n"
-        "p = convsolve.Problem.from_key(%r)\n"
+        f"p = convsolve.Problem.from_key({PROBLEM.key()!r})\n"
         "h = convsolve.Handle()\n"
-        "print(len(convsolve.find(h, p, **device_buffers(h, random_tensors(p)), mode='NORMAL')))\n"
-        % PROBLEM.key())
+        "print(len(convsolve.find(h, p, **device_buffers(h, random_tensors(p)), mode='NORMAL')))\n")
     env_vars = {**os.environ, "CONVSOLVE_USER_DB_PATH": str(tmp_path / "db.sqlite"),
                 "CONVSOLVE_COMPILE_PARALLEL_LEVEL": "1", "CONVSOLVE_LOG_LEVEL": "INFO",
                 "CONVSOLVE_PLUGINS": "cs_naive,cs_fake",

@@ -1,6 +1,5 @@
 """Epilogue candidates in find, run, immediate mode and explain: fused and unfused compete, the
 caller's output survives find, the workspace is exact, values are checked before OpenCL."""
-import logging
 
 import convsolve
 import numpy as np

@@ -25,7 +25,10 @@ def buffers(handle):
     return device_buffers(handle, random_tensors(PROBLEM))
 
 
-def _search(handle, solver, buffers, budget=Budget(None, None, None), strategy="auto"):
+UNBOUNDED = Budget(None, None, None)
+
+
+def _search(handle, solver, buffers, budget=UNBOUNDED, strategy="auto"):
     return search(handle, PROBLEM, solver, convsolve.Buffers(**buffers), None, budget, strategy)
 
 

@@ -1,7 +1,9 @@
+
 """Test-only plugin: a tunable forward solver whose configs have known relative costs (SPIN
 iterations of busy work after direct's naive kernel) and one planted wrong config (WRONG=1)."""
 from importlib import resources
 from pathlib import Path
+from typing import ClassVar
 
 import pyopencl as cl
 from convsolve import ConfigSpace, Direction, hookimpl, round_up
@@ -19,7 +21,7 @@ class Spin:
     family = "tunable"
     directions = (Direction.FORWARD,)
     dynamic = True
-    default = {"SPIN": 100000, "WRONG": 0}
+    default: ClassVar[dict] = {"SPIN": 100000, "WRONG": 0}
 
     @hookimpl
     def is_applicable(self, problem):

@@ -2,14 +2,15 @@
 import re
 import sys
 from pathlib import Path
+
 log, n = sys.argv[1], int(sys.argv[2])
 labels = {}
-for line in open(Path(__file__).with_name("configs.txt")):
+for line in Path(__file__).with_name("configs.txt").read_text().splitlines():
     lab, *kv = line.split()
     labels[" ".join(sorted(kv))] = (lab, " ".join(kv))
 pat = re.compile(r"^\d+x\d+x\d+ b\d+ (.*?): +([\d.]+) ms +([\d.]+) GFLOP/s.* (ok|FAIL) ")
 res = {}
-for line in open(log):
+for line in Path(log).read_text().splitlines():
     m = pat.match(line)
     if m and m.group(4) == "ok":
         key = " ".join(sorted(m.group(1).split()))
