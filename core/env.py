@@ -183,24 +183,6 @@ TRUST_VERIFY_SLOWDOWN = _declare(
 
 # }}}
 
-# {{{ the project's own test suite (unlike the others, read once, when the test module loads)
-
-STRESS_PROCESSES = _declare(
-    "CONVSOLVE_STRESS_PROCESSES", "8", "tests/test_concurrency.py: processes per round.")
-STRESS_ROUNDS = _declare(
-    "CONVSOLVE_STRESS_ROUNDS", "2", "tests/test_concurrency.py: rounds, each killing some writers.")
-STRESS_RECORDS = _declare(
-    "CONVSOLVE_STRESS_RECORDS", "6", "tests/test_concurrency.py: records per thread and round.")
-STRESS_SEED = _declare(
-    "CONVSOLVE_STRESS_SEED", "0", "tests/test_concurrency.py: seed to replay a run; 0 draws one.")
-FUZZ_EXAMPLES = _declare(
-    "CONVSOLVE_FUZZ_EXAMPLES", "0",
-    "tests/test_fuzz.py: hypothesis examples per test; 0 keeps each test's CI count.")
-FUZZ_PLUGINS = _declare(
-    "CONVSOLVE_FUZZ_PLUGINS", "direct", "tests/test_fuzz.py: comma list of plugins to fuzz.")
-
-# }}}
-
 LOG_LEVEL = _declare(
     "CONVSOLVE_LOG_LEVEL", "WARNING",
     "Level of the 'convsolve' logger: DEBUG, INFO (every skip and fallback), WARNING, ERROR.")

@@ -20,14 +20,15 @@ import threading
 import time
 import traceback
 
+import suite_env
 from convsolve import env
 from convsolve.db.find_db import FindDb, Record
 from convsolve.device.kernel_cache import KernelCache
 
-PROCESSES = env.integer(env.STRESS_PROCESSES, minimum=2)
-ROUNDS = env.integer(env.STRESS_ROUNDS, minimum=1)
-RECORDS = env.integer(env.STRESS_RECORDS, minimum=1)   # per thread and round
-SEED = env.integer(env.STRESS_SEED, minimum=0) or random.randrange(1, 1 << 30)
+PROCESSES = env.integer(suite_env.STRESS_PROCESSES, minimum=2)
+ROUNDS = env.integer(suite_env.STRESS_ROUNDS, minimum=1)
+RECORDS = env.integer(suite_env.STRESS_RECORDS, minimum=1)   # per thread and round
+SEED = env.integer(suite_env.STRESS_SEED, minimum=0) or random.randrange(1, 1 << 30)
 THREADS = 2
 KILLS = max(1, PROCESSES // 4)   # per round
 SHARED_ENTRIES = 4               # cache keys every process writes and reads

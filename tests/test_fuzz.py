@@ -18,6 +18,7 @@ import convsolve
 import numpy as np
 import pyopencl as cl
 import pytest
+import suite_env
 from convsolve import (
     ConvsolveError,
     Direction,
@@ -33,8 +34,8 @@ from hypothesis import strategies as st
 
 #: What kernels take as sizes and index with (the rule Problem.conv2d enforces).
 INT32_MAX = 2 ** 31 - 1
-EXAMPLES = env.integer(env.FUZZ_EXAMPLES, minimum=0)
-PLUGINS = env.FUZZ_PLUGINS.raw()
+EXAMPLES = env.integer(suite_env.FUZZ_EXAMPLES, minimum=0)
+PLUGINS = suite_env.FUZZ_PLUGINS.raw()
 
 #: A valid problem is run only when each tensor has at most this many elements (cheap to run
 #: and to check); larger valid ones are rejected as examples, never called.
