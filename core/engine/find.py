@@ -2,6 +2,7 @@
 import enum
 import logging
 import os
+from dataclasses import dataclass, field
 
 import pyopencl as cl
 
@@ -251,71 +252,120 @@ def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhausti
       and under CONVSOLVE_DEBUG_COMPILE_ONLY=1.
     :raises FindError: when no solver works, listing why each was skipped.
     """
+    buffers, mode, enforce, policy = _check_call(
+        handle, problem, request_count, x, w, y, scratch, mode, max_tolerance, deterministic,
+        {"scale": scale, "bias": bias, "z": z, "alpha": alpha, "beta": beta, "z_scale": z_scale,
+         "activation": activation})
+    if problem.n == 0:
+        log.info("find %s: zero batch, nothing to compute", problem.key())
+        return []
+    state = _State.start(handle, problem, mode, enforce, policy, exhaustive, scratch)
+    buffers = fusion.bench_buffers(handle, problem, buffers)   # the caller's y survives
+    answer = _answer_from_db(handle, problem, mode, state, buffers, scratch, policy)
+    if answer is not None:
+        return answer[:request_count]
+    timed = _measure(handle, problem, state, buffers, scratch, verify)
+    if env.flag(env.DEBUG_COMPILE_ONLY):
+        return []
+    results = sorted(state.known + timed, key=lambda s: s.time_ms)
+    if not results:
+        reasons = "; ".join(f"{name}: {why}" for name, why in sorted(state.skipped.items()))
+        raise FindError(f"no solver works for {problem.key()} on {handle.name}: "
+                        f"{reasons or 'no solver is installed'}")
+    _record(state, handle, timed)
+    handle.remember_ranking(state.key, results)
+    return results[:request_count]
+
+
+# {{{ find's steps: check the call, consult the find-db, measure, record
+
+def _check_call(handle, problem, request_count, x, w, y, scratch, mode, max_tolerance,
+                deterministic, epilogue_values):
+    """find's arguments checked: (buffers with their epilogue values, mode, enforce, policy)."""
     if request_count is not None and (isinstance(request_count, bool)
                                       or not isinstance(request_count, int) or request_count < 1):
         raise ValidationError("request_count", request_count, "must be a positive integer or None")
     check_handle(handle)
     buffers = check_buffers(problem, x, w, y, handle)
-    buffers = buffers.with_epilogue(fusion.values(
-        problem, buffers, handle, scale=scale, bias=bias, z=z, alpha=alpha, beta=beta,
-        z_scale=z_scale, activation=activation))
+    buffers = buffers.with_epilogue(fusion.values(problem, buffers, handle, **epilogue_values))
     check_device_limits(handle, problem)
     if scratch is not None:
         check_scratch(scratch, 0, "find", handle)
-    mode, enforce = FindMode.parse(mode), FindEnforce.parse()
-    policy = Policy.resolve(max_tolerance, deterministic)
-    if problem.n == 0:
-        log.info("find %s: zero batch, nothing to compute", problem.key())
-        return []
-    db, key = FindDb(), policy.db_key(problem)
-    if enforce is FindEnforce.DB_CLEAN:
-        db.keep(handle.db_key, key, [])
-        PerfDb().forget(handle.db_key, problem.key())
-    tune = exhaustive or enforce in (FindEnforce.SEARCH, FindEnforce.SEARCH_DB_UPDATE)
-    applicable, skipped = fusion.candidates(problem, policy)
-    solvers = applicable
-    buffers = fusion.bench_buffers(handle, problem, buffers)   # the caller's y survives
-    if mode is FindMode.DYNAMIC_HYBRID and not tune:
-        solvers = _dynamic_only(problem, applicable, skipped)
-    recorded = db.records(handle.db_key, key)   # kept unless measured again
-    consult = mode is not FindMode.NORMAL and not tune and enforce is not FindEnforce.DB_UPDATE
-    known = usable_records(recorded, applicable, skipped) if consult else []
-    if scratch is not None:   # a caller's buffer bounds db answers as it bounds benchmarks
-        known = [s for s in known if s.workspace <= scratch.size]
-    retune, budget = enforce is FindEnforce.SEARCH_DB_UPDATE, Budget.from_env()
-    if known or (consult and mode is FindMode.FAST):
-        answer, solvers = _consult_db(problem, mode, known, recorded, applicable, solvers)
-        if answer is known and not _trusted(handle, problem, mode, known[0], buffers, scratch,
-                                            policy):
-            answer, solvers, tune, retune = None, applicable, True, True
-            budget = Budget.from_env(unbounded=mode is FindMode.TRUST_VERIFY_FULL)
-            known = []
-        if answer is not None:
-            if answer is known:
-                handle.remember_ranking(key, known)
-            if scratch is not None:   # the WTI fallback knows no scratch either
-                answer = [s for s in answer if s.workspace <= scratch.size]
-            return answer[:request_count]
-    if tune and not env.flag(env.DEBUG_COMPILE_ONLY):   # an epilogue's: the bare convolution's
+    return buffers, FindMode.parse(mode), FindEnforce.parse(), Policy.resolve(max_tolerance,
+                                                                              deterministic)
+
+
+@dataclass
+class _State:
+    """One find's candidates and what the find-db holds for them, as its steps change them."""
+
+    db: FindDb
+    key: str              # the find-db key: the problem's, with the policy's suffix
+    applicable: list      # every candidate
+    solvers: list         # the candidates still to benchmark
+    skipped: dict         # solver name -> why it is not a candidate or was not timed
+    recorded: list        # the find-db's records of the key, kept unless measured again
+    known: list           # the usable records (Solutions) that answer or join the ranking
+    consult: bool         # whether the find-db may answer
+    tune: bool            # whether tunable candidates are searched first
+    retune: bool          # whether configs in the user perf-db are searched again
+    budget: Budget
+    failed: dict = field(default_factory=dict)   # solver name -> why it failed, to record
+
+    @classmethod
+    def start(cls, handle, problem, mode, enforce, policy, exhaustive, scratch):
+        db, key = FindDb(), policy.db_key(problem)
+        if enforce is FindEnforce.DB_CLEAN:
+            db.keep(handle.db_key, key, [])
+            PerfDb().forget(handle.db_key, problem.key())
+        tune = exhaustive or enforce in (FindEnforce.SEARCH, FindEnforce.SEARCH_DB_UPDATE)
+        applicable, skipped = fusion.candidates(problem, policy)
+        solvers = applicable
+        if mode is FindMode.DYNAMIC_HYBRID and not tune:
+            solvers = _dynamic_only(problem, applicable, skipped)
+        recorded = db.records(handle.db_key, key)
+        consult = mode is not FindMode.NORMAL and not tune and enforce is not FindEnforce.DB_UPDATE
+        known = usable_records(recorded, applicable, skipped) if consult else []
+        if scratch is not None:   # a caller's buffer bounds db answers as it bounds benchmarks
+            known = [s for s in known if s.workspace <= scratch.size]
+        return cls(db, key, applicable, solvers, skipped, recorded, known, consult, tune,
+                   enforce is FindEnforce.SEARCH_DB_UPDATE, Budget.from_env())
+
+
+def _answer_from_db(handle, problem, mode, state, buffers, scratch, policy):
+    """The find-db's answer (a hit, or FAST mode's WTI fallback), or None to measure; a hit the
+    TRUST_VERIFY modes no longer trust turns the find into a search of every candidate."""
+    if not (state.known or (state.consult and mode is FindMode.FAST)):
+        return None
+    answer, state.solvers = _consult_db(problem, mode, state.known, state.recorded,
+                                        state.applicable, state.solvers)
+    if answer is state.known and not _trusted(handle, problem, mode, state.known[0], buffers,
+                                              scratch, policy):
+        answer, state.solvers, state.tune, state.retune = None, state.applicable, True, True
+        state.budget = Budget.from_env(unbounded=mode is FindMode.TRUST_VERIFY_FULL)
+        state.known = []
+    if answer is None:
+        return None
+    if answer is state.known:
+        handle.remember_ranking(state.key, state.known)
+    if scratch is not None:   # the WTI fallback knows no scratch either
+        answer = [s for s in answer if s.workspace <= scratch.size]
+    return answer
+
+
+def _measure(handle, problem, state, buffers, scratch, verify):
+    """The candidates left to benchmark, timed (their configs searched first when the find
+    tunes); a queue that blocks records what was measured before find raises."""
+    if state.tune and not env.flag(env.DEBUG_COMPILE_ONLY):   # an epilogue's: the bare problem's
         tunable = list({getattr(s, "solver", s).name: getattr(s, "solver", s)
-                        for s in solvers}.values())
-        tune_solvers(handle, problem, tunable, buffers, scratch, budget, retune)
-    failed = {}
+                        for s in state.solvers}.values())
+        tune_solvers(handle, problem, tunable, buffers, scratch, state.budget, state.retune)
     try:
-        timed = benchmark(handle, problem, solvers, buffers, scratch, skipped, failed, verify)
+        return benchmark(handle, problem, state.solvers, buffers, scratch, state.skipped,
+                         state.failed, verify)
     except QueueBlocked as exc:   # keep what was measured, and the hung solver as failed
-        _record(db, handle, key, exc.timed, recorded, failed, solvers)
+        _record(state, handle, exc.timed)
         raise
-    if env.flag(env.DEBUG_COMPILE_ONLY):
-        return []
-    results = sorted(known + timed, key=lambda s: s.time_ms)
-    if not results:
-        reasons = "; ".join(f"{name}: {why}" for name, why in sorted(skipped.items()))
-        raise FindError(f"no solver works for {problem.key()} on {handle.name}: "
-                        f"{reasons or 'no solver is installed'}")
-    _record(db, handle, key, timed, recorded, failed, solvers)
-    handle.remember_ranking(key, results)
-    return results[:request_count]
 
 
 def _trusted(handle, problem, mode, winner, buffers, scratch, policy=None):
@@ -398,14 +448,17 @@ def _consult_db(problem, mode, known, recorded, applicable, solvers):
     return None, untried
 
 
-def _record(db, handle, key, timed, recorded, failed, solvers):
+def _record(state, handle, timed):
     """Store this find's measurements and failures in the user find-db with every earlier
     record of a solver it did not measure (disabled, not fitting the scratch, recorded before);
     a db that cannot be written only warns."""
-    families = {solver.name: solver.family for solver in solvers}
-    measured = {s.solver for s in timed} | set(failed)
+    families = {solver.name: solver.family for solver in state.solvers}
+    measured = {s.solver for s in timed} | set(state.failed)
     records = [Record(s.solver, s.family, s.time_ms, s.workspace) for s in timed]
-    records += [Record(name, families[name], None, 0, failure=why) for name, why in failed.items()]
+    records += [Record(name, families[name], None, 0, failure=why)
+                for name, why in state.failed.items()]
     records += [Record(r.solver, r.family, r.time_ms, r.workspace, failure=r.failure)
-                for r in recorded if r.solver not in measured]
-    db.keep(handle.db_key, key, records)
+                for r in state.recorded if r.solver not in measured]
+    state.db.keep(handle.db_key, state.key, records)
+
+# }}}
