@@ -11,7 +11,6 @@ import pyopencl as cl
 
 from . import cli_epilogue, db_transfer, docgen, env
 from .bench.command import add_parser as add_bench_parser
-from .tune import add_parser as add_tune_parser
 from .driver_args import flags_help, parse_args, parse_file, strip_driver
 from .errors import ConvsolveError, SolverError, ValidationError
 from .execute import check_device_limits, resolve_solver, run
@@ -27,6 +26,7 @@ from .problem import Direction, Problem
 from .tensors import device_buffers, random_tensors, read_output
 from .text import format_bytes, table
 from .timing import elapsed_ms
+from .tune import add_parser as add_tune_parser
 from .tuning import config_key
 
 _VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
@@ -433,23 +433,28 @@ def main(argv=None):
     """The command: a pasted MIOpenDriver line works whole (its driver path is dropped)."""
     parser = build_parser()
     try:
-        argv = strip_driver(sys.argv[1:] if argv is None else argv)
-        args, args.driver_flags = parser.parse_known_args(argv)   # MIOpenDriver's flags
-        if args.driver_flags and args.command not in ("conv", "explain"):
-            parser.error(f"unrecognized arguments: {' '.join(args.driver_flags)}")
-        env.configure_logging()
-        code = args.func(args)
-        sys.stdout.flush()   # a closed pipe shows here, not in the interpreter's exit
-        return code
-    except BrokenPipeError:
-        # the reader left (`convsolve devices | head -1`): stop quietly, as if by SIGPIPE
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 128 + signal.SIGPIPE
+        try:
+            argv = strip_driver(sys.argv[1:] if argv is None else argv)
+            args, args.driver_flags = parser.parse_known_args(argv)   # MIOpenDriver's flags
+            if args.driver_flags and args.command not in ("conv", "explain"):
+                parser.error(f"unrecognized arguments: {' '.join(args.driver_flags)}")
+            env.configure_logging()
+            return args.func(args)
+        finally:   # a closed pipe or a full disk shows here, not in the interpreter's exit
+            sys.stdout.flush()
     except ValidationError as exc:
         print(f"convsolve: error: {exc}", file=sys.stderr)
         return 2
     except ConvsolveError as exc:
         print(f"convsolve: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+    except OSError as exc:   # a reader that left (`| head -1`), a full disk (`> /dev/full`)
+        if exc.filename is None:   # stdout's: what it holds goes, so exit's flush fails no more
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if isinstance(exc, BrokenPipeError):
+            return 128 + signal.SIGPIPE   # quietly, as if by SIGPIPE
+        print(f"convsolve: error: {exc.filename or 'cannot write the output'}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
         return 1
 
 

@@ -243,3 +243,22 @@ def test_a_refused_solver_is_named_as_refused(capsys, monkeypatch):
     assert main([*SMALL, "-F", "1", "--solver", "contract.Misspelt"]) == 2
     err = capsys.readouterr().err
     assert "installed but refused" in err and "did you mean 'is_applicable'?" in err
+
+
+# {{{ output that cannot be written
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("command", [
+    ["solvers", "--allow-refused"], ["devices"], ["env"], ["hooks"], ["db", "show"],
+    ["explain", *SMALL[1:], "-F", "1", "--no-run"], [*SMALL, "-F", "1", "-V", "0"]],
+    ids=lambda command: command[0])
+def test_a_full_output_device_is_one_line_and_exit_1(command):
+    """`convsolve ... > /dev/full` ends with one error line and exit 1, not an OSError
+    traceback (nor the interpreter's own complaint at exit)."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "convsolve.cli", *command], stdout=full,
+                              stderr=subprocess.PIPE, text=True, check=False)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == "convsolve: error: cannot write the output: No space left on device\n"
+
+# }}}
