@@ -14,7 +14,7 @@ from .bench.command import add_parser as add_bench_parser
 from .driver_args import flags_help, parse_args, parse_file, strip_driver
 from .errors import ConvsolveError, SolverError, ValidationError
 from .execute import check_device_limits, resolve_solver, run
-from .explain import explain
+from .explain import explain, explain_text
 from .find import FindMode, find
 from .find_db import FindDb
 from .handle import Handle, describe, list_devices
@@ -343,21 +343,7 @@ def cmd_explain(args):
         print(json.dumps({"device": handle.name, "reports": reports}, indent=2))
         return 0
     for report in reports:
-        print(f"{report['problem']} on {handle.name}")
-        rows = []
-        for row in report["solvers"]:
-            db = (f"{row['db_time_ms']:.4f} ms ({row['db_source']} db)"
-                  if row["db_time_ms"] is not None else "-")
-            rows.append((row["solver"], row["family"],
-                         "-" if row["wti"] is None else f"{row['wti']:.3g}",
-                         "-" if row["workspace"] is None else format_bytes(row["workspace"]),
-                         "-" if row["time_ms"] is None else f"{row['time_ms']:.4f}", db,
-                         row["status"].splitlines()[0]))
-        _print_table(rows, ("solver", "family", "WTI", "workspace", "time (ms)", "find-db record",
-                            "status"), left=(0, 1, 6))
-        for row in report["solvers"]:
-            for line in row["status"].splitlines()[1:]:
-                print(f"    {row['solver']}: {line}")
+        print(f"{report['problem']} on {handle.name}\n{explain_text(report['solvers'])}")
     return 0
 
 

@@ -104,12 +104,18 @@ DriverCommand = namedtuple("DriverCommand", "problems requested transposed verif
 
 def strip_driver(tokens):
     """``tokens`` after a leading MIOpenDriver (any path, and anything before it, as log lines
-    have) that comes before the first flag; refuses the command words of other data types."""
-    words = [PurePath(t).name for t in takewhile(lambda t: not t.startswith("-"), tokens)]
-    tokens = list(tokens)[words.index("MIOpenDriver") + 1 if "MIOpenDriver" in words else 0:]
+    have) that comes before the first flag; refuses the command words of other data types.
+    After ``explain`` a pasted line's MIOpenDriver and ``conv`` go too: explain explains it."""
+    tokens = list(tokens)
+    if tokens[:1] != ["explain"]:
+        words = [PurePath(t).name for t in takewhile(lambda t: not t.startswith("-"), tokens)]
+        tokens = tokens[words.index("MIOpenDriver") + 1 if "MIOpenDriver" in words else 0:]
     if tokens and COMMANDS.get(tokens[0], "float32") != "float32":
         raise ValidationError("command", tokens[0], f"{COMMANDS[tokens[0]]} data; convsolve "
                               "supports float32 only (MIOpenDriver conv)")
+    if tokens[:1] == ["explain"]:
+        rest = strip_driver(tokens[1:])
+        return ["explain", *(rest[1:] if rest[:1] == ["conv"] else rest)]
     return tokens
 
 

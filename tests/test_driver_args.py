@@ -102,3 +102,14 @@ def test_parse_file_skips_comments_and_blank_lines(tmp_path):
     path.write_text("# a comment\n\nMIOpenDriver conv -n 1 -F 1\nconvfp16 -n 1\n")
     (n1, _, ok), (n2, _, refused) = parse_file(path)
     assert (n1, n2) == (3, 4) and ok.problems[0].n == 1 and isinstance(refused, ValidationError)
+
+
+@pytest.mark.parametrize("line", ["explain ./bin/MIOpenDriver conv -n 2",
+                                  "explain /opt/rocm/bin/MIOpenDriver conv -n 2",
+                                  "explain conv -n 2", "MIOpenDriver explain -n 2"])
+def test_explain_keeps_its_subcommand_before_a_pasted_line(line):
+    """After `explain`, a pasted line's MIOpenDriver and conv are dropped: explain stays the
+    subcommand (it used to become `conv`, which benchmarks and verifies)."""
+    assert strip_driver(line.split()) == ["explain", "-n", "2"]
+    with pytest.raises(ValidationError, match="invalid command='convfp16'"):
+        strip_driver(["explain", "MIOpenDriver", "convfp16", "-n", "2"])
