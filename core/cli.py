@@ -270,13 +270,17 @@ def _summary(line, r):
 
 
 def _conv_file(args):
-    """--file: every command line of the file, one table (or JSON) at the end; exit 2 if a line
-    was refused, else 1 if a verification failed or a line found no working solver, else 0."""
+    """--file: every command line of the file, one table (or JSON) at the end, then how many
+    lines failed; exit 2 if a line was refused, else 1 if a verification failed or a line found
+    no working solver, else 0."""
     if args.driver_flags:
         raise ValidationError("flag", args.driver_flags[0], "with --file, MIOpenDriver flags "
                               "belong in the file's lines")
+    parsed = parse_file(args.file)
+    if not parsed:
+        raise ValidationError("--file", args.file, "has no command lines")
     handle, rng, lines, code = Handle(), np.random.default_rng(args.seed), [], 0
-    for number, text, command in parse_file(args.file):
+    for number, text, command in parsed:
         lines.append({"line": number, "command": text})
         try:
             if isinstance(command, ValidationError):
@@ -286,8 +290,9 @@ def _conv_file(args):
         except ConvsolveError as exc:
             lines[-1]["error"] = str(exc).splitlines()[0]
             code = 2 if isinstance(exc, ValidationError) else max(code, 1)
+    failed = sum("error" in line or _failed(line["reports"]) for line in lines)
     if args.json:
-        print(json.dumps({"device": handle.name, "lines": lines}, indent=2))
+        print(json.dumps({"device": handle.name, "lines": lines, "failed": failed}, indent=2))
         return code
     rows = [row for line in lines for row in (
         [_summary(line["line"], r) for r in line.get("reports", ())]
@@ -295,6 +300,8 @@ def _conv_file(args):
     print(f"device: {handle.name}")
     _print_table(rows, ("line", "problem", "direction", "solver", "time (ms)", "GFLOP/s",
                         "verified"), left=(1, 2, 3))
+    if failed:
+        print(f"{failed} of {len(lines)} lines failed", file=sys.stderr)
     return code
 
 

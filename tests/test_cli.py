@@ -262,3 +262,24 @@ def test_a_full_output_device_is_one_line_and_exit_1(command):
     assert done.stderr == "convsolve: error: cannot write the output: No space left on device\n"
 
 # }}}
+
+
+# {{{ conv --file
+
+def test_file_takes_bare_flag_lines_and_counts_failures(capsys, tmp_path):
+    """A --file line of conv's flags alone runs; a bad line is refused without a literal \\n;
+    the count of failed lines follows the table; every line failing exits non-zero."""
+    path = tmp_path / "lines.txt"
+    path.write_text("-n 1 -c 2 -H 5 -W 5 -k 2 -y 3 -x 3 -F 1\nbogus -n 1\n")
+    assert main(["conv", "--file", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert "fwd-n1-c2-h5-w5-k2" in out and "OK" in out and "\\n" not in out
+    assert "error: invalid command='bogus -n 1'" in out and err == "1 of 2 lines failed\n"
+    path.write_text("bogus\n-n 1 -q\n")
+    assert main(["conv", "--file", str(path), "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["failed"] == 2
+    path.write_text("# nothing but a comment\n")
+    assert main(["conv", "--file", str(path)]) == 2
+    assert "has no command lines" in capsys.readouterr().err
+
+# }}}
