@@ -24,7 +24,7 @@ from .perf_db import PerfDb
 from .plugins import registry, solver_attribute
 from .problem import Direction, Problem
 from .tensors import device_buffers, random_tensors, read_output
-from .text import format_bytes, table
+from .text import format_bytes, miopen_result, table
 from .timing import elapsed_ms
 from .tune import add_parser as add_tune_parser
 from .tuning import config_key
@@ -173,15 +173,19 @@ def _solve_one(handle, problem, args, command, rng, requested):
     if chosen is None or problem.n == 0:
         return report
     compile_solution(handle, problem, chosen)
+    resolved = resolve_solver(handle, problem, chosen)
     if command.time:
         times = [elapsed_ms(run(handle, problem, chosen, **buffers, **values))
                  for _ in range(command.iterations)]
         report["time_ms"] = statistics.median(times)
+        report["miopen"] = miopen_result(   # MIOpen's average: the first run is a warm-up
+            problem, requested.value, chosen, resolved.family,
+            statistics.mean(times[1:] or times), command.transposed)
     if command.verify:
         run(handle, problem, chosen, **buffers, **values)
         error = cli_epilogue.error(problem, host, values_host,
                                    read_output(handle, problem, buffers))
-        tolerance = solver_attribute(resolve_solver(handle, problem, chosen), "tolerance")
+        tolerance = solver_attribute(resolved, "tolerance")
         report["verify"] = {"ok": bool(error < tolerance), "error": error,
                             "tolerance": tolerance}
     return report
@@ -222,6 +226,7 @@ def _print_report(report, device=None):
     if "time_ms" in report:
         print(f"time: {report['time_ms']:.4f} ms, "
               f"{report['gflop'] / report['time_ms'] * 1e3:.1f} GFLOP/s (median of runs)")
+        print("\n".join(report["miopen"]))
     verify = report.get("verify")
     if verify and verify["ok"]:
         print(f"{_name(report)} Verifies OK on CPU reference "

@@ -283,3 +283,31 @@ def test_file_takes_bare_flag_lines_and_counts_failures(capsys, tmp_path):
     assert "has no command lines" in capsys.readouterr().err
 
 # }}}
+
+
+# {{{ MIOpenDriver's result lines
+
+@pytest.mark.parametrize("forw, name, stat, sizes, read, written", [
+    ("1", "Forward", "fwd-conv3x3u2", "2, 4, 5, 5, 3, 3, 6", 2016 + 864, 1200),
+    ("2", "Backward Data", "bwdd-conv3x3u2", "2, 4, 3, 3, 6, 5, 5", 4 * 2 * 4 * 6 + 864, 1200),
+    ("4", "Backward Weights", "bwdw-conv3x3u2", "2, 4, 5, 5, 3, 3, 6", 0, 0)])
+def test_timed_conv_prints_miopendrivers_result_lines(capsys, forw, name, stat, sizes, read,
+                                                      written):
+    """-t 1 prints MIOpenDriver's result lines in its format: algorithm and solution, the
+    average kernel time, and the stats pair with MIOpen's field order and arithmetic."""
+    assert main([*SMALL, "-F", forw, "-t", "1", "-i", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("stats: name, n, c, ho, wo, x, y, k, flopCnt, bytesRead, bytesWritten, "
+                     "GFLOPs, GB/s, timeMs")
+    solver = {"1": "NaiveFwd", "2": "NaiveBwdData", "4": "NaiveBwdWeights"}[forw]
+    assert lines[at - 2] == f"MIOpen {name} Conv. Algorithm: 1, Solution: 0/direct.{solver}"
+    elapsed = lines[at - 1]
+    assert elapsed.startswith(f"GPU Kernel Time {name} Conv. Elapsed: ")
+    assert elapsed.endswith(" ms (average)")
+    time_ms = float(elapsed.split(": ")[1].split()[0])
+    assert lines[at + 1].startswith(f"stats: {stat}, {sizes},  21600, {read}, {written}, ")
+    gflops, gbps, last = lines[at + 1].split(", ")[-3:]   # rates as %.0f of the printed time's
+    assert abs(float(gflops) - 21600 / time_ms / 1e6) <= 0.501 and last == f"{time_ms:f}"
+    assert abs(float(gbps) - (read + written) / time_ms / 1e6) <= 0.501
+
+# }}}
