@@ -1,5 +1,6 @@
 """The `convsolve` command: list solvers and devices, run MIOpenDriver-style convolutions, manage the find-db and perf-db."""
 import argparse
+import importlib.metadata
 import json
 import os
 import signal
@@ -9,8 +10,9 @@ import sys
 import numpy as np
 import pyopencl as cl
 
-from . import cli_epilogue, db_transfer, docgen, env
-from .bench.command import add_parser as add_bench_parser
+from . import __version__, cli_epilogue, db_transfer, docgen, env
+from .bench import command as bench_command
+from .bench.report import need_matplotlib
 from .driver_args import flags_help, parse_args, parse_file, strip_driver
 from .errors import ConvsolveError, SolverError, ValidationError
 from .execute import check_device_limits, resolve_solver, run
@@ -21,7 +23,7 @@ from .handle import Handle, describe, list_devices
 from .immediate import compile_solution, get_solutions
 from .new_plugin import stamp
 from .perf_db import PerfDb
-from .plugins import registry, solver_attribute
+from .plugins import ENTRY_POINT_GROUP, registry, solver_attribute
 from .problem import Direction, Problem
 from .tensors import device_buffers, random_tensors, read_output
 from .text import format_bytes, miopen_result, table
@@ -108,6 +110,8 @@ def cmd_db(args):
         print(f"exported {db_transfer.counted(counts)} to {args.file}")
         return 0
     if args.action == "import":
+        if not os.path.isfile(args.file):   # a missing requirement, as a missing --file is
+            raise ValidationError("file", args.file, "no such file")
         device = None if args.force else Handle(args.device).db_key
         report = db_transfer.import_file(args.file, device)
         print(report.text())
@@ -336,7 +340,7 @@ def _natural(text):
 # }}}
 
 
-# {{{ convsolve explain / new-plugin
+# {{{ convsolve explain / new-plugin / bench
 
 def cmd_explain(args):
     problems = [cli_epilogue.structure(problem, args) for problem in (
@@ -364,11 +368,36 @@ def cmd_new_plugin(args):
     print(f"created {target}: pip install -e {target} && pytest {target}")
     return 0
 
+
+def cmd_bench(args):
+    """`convsolve bench`, --plot's matplotlib checked first: missing, it is a missing requirement
+    (exit 2, as README says), before anything is measured."""
+    if args.plot:
+        try:
+            need_matplotlib()
+        except ConvsolveError as exc:
+            raise ValidationError("--plot", args.plot, str(exc)) from None
+    return bench_command.cmd_bench(args)
+
 # }}}
+
+
+class _Version(argparse.Action):
+    """--version: convsolve's version, then each installed plugin's (entry point, distribution
+    and version), none of them imported."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"convsolve {__version__}")
+        for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP),
+                         key=lambda ep: ep.name):
+            print(f"  {ep.name:<14} {ep.dist.name} {ep.dist.version}")
+        parser.exit()
 
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="convsolve", description=__doc__)
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="convsolve's version and each installed plugin's")
     sub = parser.add_subparsers(dest="command", required=True)
     solvers = sub.add_parser("solvers", help="plugins and solvers, on or off and why")
     solvers.add_argument("--json", action="store_true")
@@ -422,7 +451,7 @@ def build_parser():
     import_.add_argument("--device", metavar="SPEC", help="this machine's device, as "
                          "CONVSOLVE_DEVICE names it (default: as the other commands choose)")
     db.set_defaults(func=cmd_db)
-    add_bench_parser(sub)
+    bench_command.add_parser(sub).set_defaults(func=cmd_bench)
     add_tune_parser(sub)
     return parser
 

@@ -249,7 +249,7 @@ def test_a_refused_solver_is_named_as_refused(capsys, monkeypatch):
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize("command", [
-    ["solvers", "--allow-refused"], ["devices"], ["env"], ["hooks"], ["db", "show"],
+    ["solvers", "--allow-refused"], ["devices"], ["env"], ["hooks"], ["db", "show"], ["--version"],
     ["explain", *SMALL[1:], "-F", "1", "--no-run"], [*SMALL, "-F", "1", "-V", "0"]],
     ids=lambda command: command[0])
 def test_a_full_output_device_is_one_line_and_exit_1(command):
@@ -309,5 +309,77 @@ def test_timed_conv_prints_miopendrivers_result_lines(capsys, forw, name, stat, 
     gflops, gbps, last = lines[at + 1].split(", ")[-3:]   # rates as %.0f of the printed time's
     assert abs(float(gflops) - 21600 / time_ms / 1e6) <= 0.501 and last == f"{time_ms:f}"
     assert abs(float(gbps) - (read + written) / time_ms / 1e6) <= 0.501
+
+# }}}
+
+
+# {{{ habits: --version, exit codes, the README's table
+
+def test_version_names_convsolve_and_each_installed_plugin(capsys):
+    """--version prints convsolve's version, then each installed plugin's distribution and
+    version (whatever the autoload switch says), and exits 0."""
+    import importlib.metadata
+
+    from convsolve import __version__
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert info.value.code == 0 and out.startswith(f"convsolve {__version__}\n")
+    for ep in importlib.metadata.entry_points(group="convsolve.solvers"):
+        assert f"{ep.dist.name} {ep.dist.version}" in out
+
+
+def test_missing_requirements_exit_2(capsys, monkeypatch, tmp_path):
+    """A file to read that does not exist and matplotlib missing for --plot are missing
+    requirements: exit 2 with one line, as README says (they exited 1)."""
+    missing = str(tmp_path / "missing.jsonl")
+    assert main(["db", "import", missing]) == 2
+    err = capsys.readouterr().err
+    assert err == f"convsolve: error: invalid file={missing!r}: no such file\n"
+    assert main(["conv", "--file", missing]) == 2
+    assert "cannot be read" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main(["bench", "--suite", "tiny", "--plot", str(tmp_path / "p.png")]) == 2
+    err = capsys.readouterr().err
+    assert "pip install matplotlib" in err and err.count("\n") == 1
+
+
+def test_the_plot_extra_the_error_names_exists(monkeypatch):
+    """The install hint of --plot names an extra that pyproject.toml declares, with matplotlib."""
+    import re
+    from pathlib import Path
+
+    from convsolve.bench.report import need_matplotlib
+    from convsolve.errors import ConvsolveError
+    tomllib = pytest.importorskip("tomllib")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ConvsolveError) as info:
+        need_matplotlib()
+    extra = re.search(r"convsolve\[(\w+)\]", str(info.value)).group(1)
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    assert project["optional-dependencies"][extra] == ["matplotlib"]
+
+
+def test_readme_table_names_every_command_and_flag():
+    """README's command table has a row for every subcommand, naming each of its --flags, and
+    --version."""
+    import argparse
+    from pathlib import Path
+
+    from convsolve.cli import build_parser
+
+    def subcommands(parser):
+        return next((a.choices for a in parser._actions
+                     if isinstance(a, argparse._SubParsersAction)), {})
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| `convsolve ")]
+    missing = []
+    for name, parser in subcommands(build_parser()).items():
+        own = [row for row in rows if row.startswith(f"| `convsolve {name}")]
+        flags = {flag for p in (parser, *subcommands(parser).values()) for a in p._actions
+                 for flag in a.option_strings if flag.startswith("--") and flag != "--help"}
+        missing += [name] if not own else [f"{name} {flag}" for flag in sorted(flags)
+                                           if not any(flag in row for row in own)]
+    assert not missing and any(row.startswith("| `convsolve --version") for row in rows), missing
 
 # }}}
