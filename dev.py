@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Set up convsolve in ./.venv (core, every plugin, PoCL) and run the demo or the test suite.
+"""Set up convsolve in ./.venv (core, every plugin, the test extra, PoCL) and run the demo or the
+test suite.
 
     python3 dev.py demo    set up, then run the driver on a ResNet-50 layer with verification
-    python3 dev.py test    set up with the test extra, then run the test suite in two pytest
-                           processes at once (SHARDS); with arguments, one pytest run with
-                           them instead (`python3 dev.py test tests -k find`)
+    python3 dev.py test    set up, then run the test suite in two pytest processes at once
+                           (SHARDS); with arguments, one pytest run with them instead
+                           (`python3 dev.py test tests -k find`)
 
 Only the standard library is used here, so this works on a machine with nothing but Python.
 """
@@ -81,7 +82,7 @@ def main():
         sys.exit(__doc__)
     command, rest = sys.argv[1], sys.argv[2:]
     ensure_opencl()
-    ensure_venv("test" if command == "test" else "")
+    ensure_venv("test")   # demo too: a plugin author's first `pytest` is then .venv's
     if command == "demo":
         args = [str(BIN / "convsolve"), *DEMO, *rest]
     elif rest:

@@ -27,6 +27,10 @@ class Var:
         value = os.environ.get(self.name, "").strip()
         return value or self.default
 
+    def is_set(self):
+        """Whether the variable holds a value (not unset, not empty)."""
+        return bool(os.environ.get(self.name, "").strip())
+
 
 VARS = {}
 
@@ -167,15 +171,17 @@ FIND_ENFORCE = _declare(
     "DB_CLEAN (5) deletes the problem's user find-db and perf-db records first.")
 TUNING_BUDGET_CONFIGS = _declare(
     "CONVSOLVE_TUNING_BUDGET_CONFIGS", "48",
-    "Most configs one search times per solver and problem (find's exhaustive search, "
-    "TRUST_VERIFY, convsolve tune).")
+    "Most configs one search times per solver and problem: find's exhaustive search, the "
+    "TRUST_VERIFY modes and, when set, convsolve tune (unset, tune's default is 24; its "
+    "--budget-configs overrides both).")
 TUNING_BUDGET_S = _declare(
     "CONVSOLVE_TUNING_BUDGET_S", "30",
-    "Most wall seconds one search spends per solver and problem, builds included.")
+    "Most wall seconds one search spends per solver and problem, builds included; convsolve "
+    "tune's too when set (unset, tune's default is 8; --budget-s).")
 TUNING_PATIENCE = _declare(
     "CONVSOLVE_TUNING_PATIENCE", "12",
     "A search stops after this many timed configs in a row that are not 1% faster than the "
-    "best so far.")
+    "best so far; convsolve tune's too when set (unset, tune's default is 8; --patience).")
 TRUST_VERIFY_SLOWDOWN = _declare(
     "CONVSOLVE_TRUST_VERIFY_SLOWDOWN", "1.25",
     "TRUST_VERIFY find modes: a recorded winner re-timed this many times slower than its record "

@@ -1,4 +1,5 @@
-"""Text output shared by the command line and bench: aligned or Markdown tables, byte counts."""
+"""Text output shared by the command line and bench: aligned or Markdown tables, byte counts,
+MIOpenDriver's result lines."""
 
 
 def format_bytes(count):
@@ -22,3 +23,43 @@ def table(rows, headers, markdown=False, left=()):
     return "\n".join("  ".join(v.ljust(w) if h in left else v.rjust(w)
                                for v, w, h in zip(row, widths, headers)).rstrip()
                      for row in (headers, *rows))
+
+
+#: MIOpen's miopenConvAlgorithm_t number of each shipped family (MIOpen has none for others: -1).
+MIOPEN_ALGORITHMS = {"gemm": 0, "direct": 1, "fft": 2, "winograd": 3, "implicit_gemm": 5}
+#: Per direction: MIOpenDriver's name in its result lines and its stats line's name prefix.
+_DRIVER_NAMES = {"fwd": ("Forward", "fwd-conv"), "bwd": ("Backward Data", "bwdd-conv"),
+                 "wrw": ("Backward Weights", "bwdw-conv")}
+
+
+def miopen_result(problem, direction, solver, family, average_ms, transposed=False):
+    """MIOpenDriver conv's result lines of one direction under -t 1, in its format (MIOpen's
+    driver/conv_driver.hpp): algorithm and solution, kernel time, and the stats header and values.
+
+    ``direction`` is the one asked for ('fwd', 'bwd', 'wrw'); ``problem`` computes it (with
+    ``transposed``, -m trans, its y is the driver's input).  convsolve has no numeric solution
+    ids: 0, MIOpen's "no id", then the solver's name.  The stats are MIOpen's own arithmetic, so
+    they compare one to one with its lines: its byte counts (backward data reads n*c*k floats
+    and the weights, writes y; backward weights counts none), the field order of its values.
+    """
+    name, stat = _DRIVER_NAMES[direction]
+    x, y = (problem.y, problem.x) if transposed else (problem.x, problem.y)   # MIOpen's in, out
+    (n, c, _, _), (_, k, ho, wo), (fy, fx) = x.shape, y.shape, problem.w.shape[2:]
+    flops = 2 * n * c * fy * fx * k * ho * wo // problem.conv.groups
+    read, written = {"fwd": (x.nbytes + problem.w.nbytes, y.nbytes),
+                     "bwd": (4 * n * c * k + problem.w.nbytes, y.nbytes), "wrw": (0, 0)}[direction]
+    sizes = (n, c, fy, fx, k, ho, wo) if direction == "bwd" else (n, c, ho, wo, fy, fx, k)
+    header = ("stats: name, n, c, ho, wo, x, y, k, flopCnt, bytesRead, bytesWritten, GFLOPs, "
+              "GB/s, timeMs")
+    rate = (lambda amount: amount / average_ms / 1e6 if average_ms else float("inf"))  # as C's
+    values = (f"stats: {stat}{fy}x{fx}u{problem.conv.strides[0]}, {', '.join(map(str, sizes))},"
+              f"  {flops}, {read}, {written}, {rate(flops):.0f}, {rate(read + written):.0f}, "
+              f"{average_ms:f}")
+    algorithm = f"Algorithm: {MIOPEN_ALGORITHMS.get(family, -1)}, Solution: 0/{solver}"
+    return [f"MIOpen {name} Conv. {algorithm}",
+            f"GPU Kernel Time {name} Conv. Elapsed: {average_ms:f} ms (average)", header, values]
+
+
+def print_table(rows, headers, left=(0, 1)):
+    """Rows under headers, columns padded; the columns at indices ``left`` left-aligned."""
+    print(table(rows, headers, left={headers[i] for i in left}))

@@ -32,3 +32,17 @@ def test_a_half_that_dies_fails_the_run_naming_its_signal(tmp_path, monkeypatch,
     assert "[dev.py] [dies] failed (killed by signal 6)" in out
     monkeypatch.setattr(dev, "SHARDS", {"fine": ["-p", "no:cacheprovider", "fine"]})
     assert dev.run_shards() == 0
+
+
+def test_demo_installs_the_test_extra(monkeypatch):
+    """dev.py demo sets .venv up with the test extra as dev.py test does, so that a plugin
+    author's first `pytest` is .venv's, not the system's."""
+    dev = _dev()
+    extras, commands = [], []
+    monkeypatch.setattr(dev, "ensure_opencl", lambda: None)
+    monkeypatch.setattr(dev, "ensure_venv", extras.append)
+    monkeypatch.setattr(dev.subprocess, "run", lambda args, **kwargs: commands.append(args)
+                        or dev.subprocess.CompletedProcess(args, 0))
+    monkeypatch.setattr(sys, "argv", ["dev.py", "demo"])
+    assert dev.main() == 0
+    assert extras == ["test"] and commands[0][1:] == dev.DEMO

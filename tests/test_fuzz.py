@@ -29,6 +29,7 @@ from convsolve import (
     reference,
 )
 from convsolve.cli import commands as cli
+from convsolve.cli import conv as cli_conv
 from hypothesis import HealthCheck, event, example, given, reject, settings
 from hypothesis import strategies as st
 
@@ -551,7 +552,7 @@ def test_cli_checks_the_device_before_making_host_tensors(monkeypatch, capsys):
 
     def no_host_tensors(*args):
         raise AssertionError("host tensors were made")
-    monkeypatch.setattr(cli, "random_tensors", no_host_tensors)
+    monkeypatch.setattr(cli_conv, "random_tensors", no_host_tensors)
     argv = f"conv -n 1 -c 1 -H 1 -W 1 -k 1 -y 1 -x 1 -p {pad} -q {pad} -F 1".split()
     assert cli.main(argv) == 2
     err = capsys.readouterr().err

@@ -1,45 +1,39 @@
 """The `convsolve` command: list solvers and devices, run MIOpenDriver-style convolutions, manage the find-db and perf-db."""
 import argparse
+import importlib.metadata
 import json
 import os
 import signal
-import statistics
 import sys
 
 import numpy as np
 import pyopencl as cl
 
 from .. import env
-from ..bench.command import add_parser as add_bench_parser
+from ..bench import command as bench_command
+from ..bench.report import need_matplotlib
 from ..db import transfer as db_transfer
 from ..db.find_db import FindDb
 from ..db.perf_db import PerfDb
 from ..device.handle import Handle, describe, list_devices
-from ..device.tensors import device_buffers, random_tensors, read_output
-from ..device.timing import elapsed_ms
-from ..engine.find import FindMode, find
-from ..engine.immediate import compile_solution, get_solutions
-from ..engine.run import check_device_limits, resolve_solver, run
-from ..errors import ConvsolveError, SolverError, ValidationError
+from ..device.tensors import device_buffers, random_tensors
+from ..engine.run import check_device_limits
+from ..errors import ConvsolveError, ValidationError
 from ..problem import Direction, Problem
-from ..solvers.registry import registry, solver_attribute
-from ..text import format_bytes, table
+from ..solvers.registry import ENTRY_POINT_GROUP, registry
+from ..text import format_bytes, print_table
 from ..tuning import config_key
 from . import docgen
 from . import epilogue_flags as cli_epilogue
-from .driver_args import flags_help, parse_args, parse_file, strip_driver
-from .explain import explain
+from .conv import add_conv_flags, add_seed_and_json, cmd_conv
+from .driver_args import flags_help, parse_args, strip_driver
+from .explain import explain, explain_text
 from .new_plugin import stamp
 from .tune import add_parser as add_tune_parser
 
 _VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
                  Direction.BACKWARD_DATA: "Backward Convolution Data",
                  Direction.BACKWARD_WEIGHTS: "Backward Convolution Weights"}
-
-
-def _print_table(rows, headers, left=(0, 1)):
-    """Rows under headers, columns padded; the columns at indices ``left`` left-aligned."""
-    print(table(rows, headers, left={headers[i] for i in left}))
 
 
 # {{{ convsolve solvers / devices / env / db
@@ -71,7 +65,7 @@ def cmd_solvers(args):
         for name, why in p["refused_solvers"].items():
             print(f"      refused solver {name}: {why}")
     print("solvers:")
-    _print_table([(s["name"], s["family"], ",".join(s["directions"]),
+    print_table([(s["name"], s["family"], ",".join(s["directions"]),
                    "yes" if s["dynamic"] else "no",
                    "on" if s["enabled"] else f"off ({s['disabled_by']})") for s in solvers],
                  ("solver", "family", "directions", "dynamic", "state"), left=(0, 1, 2, 4))
@@ -111,6 +105,8 @@ def cmd_db(args):
         print(f"exported {db_transfer.counted(counts)} to {args.file}")
         return 0
     if args.action == "import":
+        if not os.path.isfile(args.file):   # a missing requirement, as a missing --file is
+            raise ValidationError("file", args.file, "no such file")
         device = None if args.force else Handle(args.device).db_key
         report = db_transfer.import_file(args.file, device)
         print(report.text())
@@ -123,11 +119,11 @@ def cmd_db(args):
         if args.json:
             print(json.dumps(rows, indent=2))
         elif args.perf:
-            _print_table([(r["problem"], r["solver"], r["device"], config_key(r["config"]),
+            print_table([(r["problem"], r["solver"], r["device"], config_key(r["config"]),
                            _db_time(r)) for r in rows],
                          ("problem", "solver", "device", "config", "time (ms)"))
         else:
-            _print_table([(r["problem"], r["solver"], r["device"], _db_time(r),
+            print_table([(r["problem"], r["solver"], r["device"], _db_time(r),
                            format_bytes(r["workspace"])) for r in rows],
                          ("problem", "solver", "device", "time (ms)", "workspace"))
     else:
@@ -137,197 +133,7 @@ def cmd_db(args):
 # }}}
 
 
-# {{{ convsolve conv
-
-def _solve_one(handle, problem, args, command, rng, requested):
-    """Find or choose, optionally time and verify one problem; returns its JSON report (with -m
-    trans, ``requested`` is the transposed convolution's direction that ``problem`` computes)."""
-    host = random_tensors(problem, rng)
-    buffers = device_buffers(handle, host)
-    values, values_host = cli_epilogue.values(handle, problem, args, rng)
-    report = {"direction": problem.direction.value, "problem": problem.key(),
-              "gflop": problem.flops / 1e9}
-    if command.transposed:
-        report.update(mode="trans", requested=requested.value)
-    solver = args.solver or command.solver
-    if solver in registry().solvers:
-        solutions, chosen = [], solver
-    elif solver:   # a family: its fastest solver, as a find of every candidate ranks them
-        solutions = [s for s in find(handle, problem, **buffers, **values,
-                                     mode=FindMode.HYBRID) if s.family == solver]
-        chosen = solutions[0].solver if solutions else None
-        if chosen is None:
-            raise SolverError(f"no {solver!r} solver works for {problem.key()}")
-    elif args.select == "immediate" or command.immediate:
-        solutions = get_solutions(handle, problem)
-        chosen = solutions[0].solver if solutions else None
-    else:
-        solutions = find(handle, problem, **buffers, **values, exhaustive=command.exhaustive)
-        chosen = solutions[0].solver if solutions else None
-    report["solutions"] = [{"solver": s.solver, "family": s.family, "time_ms": s.time_ms,
-                            "gflops": problem.flops / s.time_ms / 1e6 if s.time_ms else None,
-                            "workspace": s.workspace, "source": s.source} for s in solutions]
-    report["source"] = solutions[0].source if solutions else "named"
-    report["solver"] = chosen
-    if command.bias and problem.direction is not Direction.FORWARD and problem.n and (
-            requested is command.requested[-1]):   # -b 1: db once, after the last direction
-        report["backward_bias"] = cli_epilogue.bias_report(handle, problem, host, buffers,
-                                                           command)
-    if chosen is None or problem.n == 0:
-        return report
-    compile_solution(handle, problem, chosen)
-    if command.time:
-        times = [elapsed_ms(run(handle, problem, chosen, **buffers, **values))
-                 for _ in range(command.iterations)]
-        report["time_ms"] = statistics.median(times)
-    if command.verify:
-        run(handle, problem, chosen, **buffers, **values)
-        error = cli_epilogue.error(problem, host, values_host,
-                                   read_output(handle, problem, buffers))
-        tolerance = solver_attribute(resolve_solver(handle, problem, chosen), "tolerance")
-        report["verify"] = {"ok": bool(error < tolerance), "error": error,
-                            "tolerance": tolerance}
-    return report
-
-
-def _solve_command(handle, command, args, rng):
-    """Reports of every problem of one DriverCommand."""
-    for name in filter(None, (args.solver, command.solver)):
-        _check_solver_name(name)
-    problems = [cli_epilogue.structure(problem, args) for problem in command.problems]
-    check_device_limits(handle, *problems)   # before host tensors are made
-    return [_solve_one(handle, problem, args, command, rng, requested)
-            for problem, requested in zip(problems, command.requested)]
-
-
-def _name(report):
-    """The report's direction as MIOpenDriver names it, e.g. 'Backward Convolution Data'."""
-    name = _VERIFY_NAMES[Direction.parse(report.get("requested", report["direction"]))]
-    return f"Transposed {name} (as {report['direction']})" if "mode" in report else name
-
-
-def _print_report(report, device=None):
-    """One problem's text report; ``device`` (the handle's name), when given, is printed first."""
-    if device:
-        print(f"device: {device}")
-    print(f"{_name(report)}: {report['problem']} ({report['gflop']:.3f} GFLOP)")
-    if report["source"] == "find-db":
-        print("find-db hit: nothing benchmarked")
-    elif report["source"] == "fallback":
-        print("find-db miss: solutions ranked by the WTI fallback (estimated times, nothing run)")
-    rows = [(i, s["solver"], s["family"], f"{s['time_ms']:.4f}",
-             f"{s['gflops']:.1f}" if s["gflops"] else "-", format_bytes(s["workspace"]), s["source"])
-            for i, s in enumerate(report["solutions"], 1)]
-    if rows:
-        _print_table(rows, ("rank", "solver", "family", "time (ms)", "GFLOP/s", "workspace",
-                            "from"))
-    print(f"chosen: {report['solver']}")
-    if "time_ms" in report:
-        print(f"time: {report['time_ms']:.4f} ms, "
-              f"{report['gflop'] / report['time_ms'] * 1e3:.1f} GFLOP/s (median of runs)")
-    verify = report.get("verify")
-    if verify and verify["ok"]:
-        print(f"{_name(report)} Verifies OK on CPU reference "
-              f"({verify['error']:.3g} < {verify['tolerance']:g})")
-    elif verify:
-        print(f"{_name(report)} FAILED: {verify['error']:.3g} > {verify['tolerance']:g}")
-    cli_epilogue.print_bias(report.get("backward_bias", {}))
-
-
-def _check_solver_name(name):
-    """A --solver (or -S) value that is neither an installed solver nor a family is a bad argument."""
-    reg = registry()
-    if reg.refusal(name):
-        raise ValidationError("--solver", name, f"installed but refused: {reg.refusal(name)}")
-    if name not in reg.solvers and name not in {s.family for s in reg.solvers.values()}:
-        raise ValidationError("--solver", name, f"no solver {name!r} is installed, nor a family "
-                              f"of that name; installed: {', '.join(reg.solvers) or 'none'}")
-
-
-def _failed(reports):
-    return any(not part.get("verify", {"ok": True})["ok"]
-               for r in reports for part in (r, r.get("backward_bias", {})))
-
-
-def cmd_conv(args):
-    if args.file:
-        return _conv_file(args)
-    command, handle = parse_args(args.driver_flags), Handle()
-    reports = _solve_command(handle, command, args, np.random.default_rng(args.seed))
-    if args.json:
-        print(json.dumps({"device": handle.name, "reports": reports}, indent=2))
-    for i, report in enumerate(() if args.json else reports):
-        _print_report(report, None if i else handle.name)
-    return 1 if _failed(reports) else 0
-
-
-def _summary(line, r):
-    """One --file table row of report ``r``: its time is -t's, else find's benchmark."""
-    benchmarked = r["solutions"] and r["source"] != "fallback"
-    time_ms = r.get("time_ms", r["solutions"][0]["time_ms"] if benchmarked else None)
-    direction = r.get("requested", r["direction"]) + (" (trans)" if "mode" in r else "")
-    return (line, r["problem"], direction,
-            r["solver"] or "none", f"{time_ms:.4f}" if time_ms else "-",
-            f"{r['gflop'] / time_ms * 1e3:.1f}" if time_ms else "-",
-            {True: "OK", False: "FAILED", None: "-"}[r.get("verify", {}).get("ok")])
-
-
-def _conv_file(args):
-    """--file: every command line of the file, one table (or JSON) at the end; exit 2 if a line
-    was refused, else 1 if a verification failed or a line found no working solver, else 0."""
-    if args.driver_flags:
-        raise ValidationError("flag", args.driver_flags[0], "with --file, MIOpenDriver flags "
-                              "belong in the file's lines")
-    handle, rng, lines, code = Handle(), np.random.default_rng(args.seed), [], 0
-    for number, text, command in parse_file(args.file):
-        lines.append({"line": number, "command": text})
-        try:
-            if isinstance(command, ValidationError):
-                raise command
-            lines[-1]["reports"] = _solve_command(handle, command, args, rng)
-            code = max(code, int(_failed(lines[-1]["reports"])))
-        except ConvsolveError as exc:
-            lines[-1]["error"] = str(exc).splitlines()[0]
-            code = 2 if isinstance(exc, ValidationError) else max(code, 1)
-    if args.json:
-        print(json.dumps({"device": handle.name, "lines": lines}, indent=2))
-        return code
-    rows = [row for line in lines for row in (
-        [_summary(line["line"], r) for r in line.get("reports", ())]
-        or [(line["line"], line["command"], "-", f"error: {line['error']}", "-", "-", "-")])]
-    print(f"device: {handle.name}")
-    _print_table(rows, ("line", "problem", "direction", "solver", "time (ms)", "GFLOP/s",
-                        "verified"), left=(1, 2, 3))
-    return code
-
-
-def _add_conv_flags(parser):
-    """convsolve's own flags of conv; MIOpenDriver's (driver_args.FLAGS) are parsed apart."""
-    flag = parser.add_argument
-    flag("--select", choices=("find", "immediate"), default="find",
-         help="find (benchmark, per CONVSOLVE_FIND_MODE) or immediate (db or WTI fallback)")
-    flag("--solver", help="run this solver (or the best of this family) instead of choosing; "
-         "as -S NAME")
-    flag("--file", help="run every command line of this file: one table at the end")
-    cli_epilogue.add_flags(parser)
-    _add_seed_and_json(parser)
-
-
-def _add_seed_and_json(parser):
-    parser.add_argument("--seed", type=_natural, default=0, help="seed of the random tensors (0)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-
-
-def _natural(text):
-    """argparse type: an integer >= 0."""
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected an integer that must be at least 0: {text!r}")
-    return int(text)
-
-# }}}
-
-
-# {{{ convsolve explain / new-plugin
+# {{{ convsolve explain / new-plugin / bench
 
 def cmd_explain(args):
     problems = [cli_epilogue.structure(problem, args) for problem in (
@@ -346,21 +152,7 @@ def cmd_explain(args):
         print(json.dumps({"device": handle.name, "reports": reports}, indent=2))
         return 0
     for report in reports:
-        print(f"{report['problem']} on {handle.name}")
-        rows = []
-        for row in report["solvers"]:
-            db = (f"{row['db_time_ms']:.4f} ms ({row['db_source']} db)"
-                  if row["db_time_ms"] is not None else "-")
-            rows.append((row["solver"], row["family"],
-                         "-" if row["wti"] is None else f"{row['wti']:.3g}",
-                         "-" if row["workspace"] is None else format_bytes(row["workspace"]),
-                         "-" if row["time_ms"] is None else f"{row['time_ms']:.4f}", db,
-                         row["status"].splitlines()[0]))
-        _print_table(rows, ("solver", "family", "WTI", "workspace", "time (ms)", "find-db record",
-                            "status"), left=(0, 1, 6))
-        for row in report["solvers"]:
-            for line in row["status"].splitlines()[1:]:
-                print(f"    {row['solver']}: {line}")
+        print(f"{report['problem']} on {handle.name}\n{explain_text(report['solvers'])}")
     return 0
 
 
@@ -369,11 +161,36 @@ def cmd_new_plugin(args):
     print(f"created {target}: pip install -e {target} && pytest {target}")
     return 0
 
+
+def cmd_bench(args):
+    """`convsolve bench`, --plot's matplotlib checked first: missing, it is a missing requirement
+    (exit 2, as README says), before anything is measured."""
+    if args.plot:
+        try:
+            need_matplotlib()
+        except ConvsolveError as exc:
+            raise ValidationError("--plot", args.plot, str(exc)) from None
+    return bench_command.cmd_bench(args)
+
 # }}}
+
+
+class _Version(argparse.Action):
+    """--version: convsolve's version, then each installed plugin's (entry point, distribution
+    and version), none of them imported."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"convsolve {importlib.metadata.version('convsolve')}")
+        for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP),
+                         key=lambda ep: ep.name):
+            print(f"  {ep.name:<14} {ep.dist.name} {ep.dist.version}")
+        parser.exit()
 
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="convsolve", description=__doc__)
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="convsolve's version and each installed plugin's")
     sub = parser.add_subparsers(dest="command", required=True)
     solvers = sub.add_parser("solvers", help="plugins and solvers, on or off and why")
     solvers.add_argument("--json", action="store_true")
@@ -391,11 +208,11 @@ def build_parser():
                           formatter_class=argparse.RawDescriptionHelpFormatter,
                           usage="convsolve conv [MIOpenDriver conv flags] [options]",
                           epilog=f"MIOpenDriver conv's flags (MIOpen's defaults):\n{flags_help()}")
-    _add_conv_flags(conv)
+    add_conv_flags(conv)
     conv.set_defaults(func=cmd_conv)
     explain_parser = sub.add_parser("explain", help="what became of every solver for a problem",
                                     allow_abbrev=False)
-    _add_seed_and_json(explain_parser)
+    add_seed_and_json(explain_parser)
     cli_epilogue.add_flags(explain_parser)
     explain_parser.add_argument("--key", help="the problem as a key (instead of the flags)")
     explain_parser.add_argument("--no-run", action="store_true",
@@ -427,7 +244,7 @@ def build_parser():
     import_.add_argument("--device", metavar="SPEC", help="this machine's device, as "
                          "CONVSOLVE_DEVICE names it (default: as the other commands choose)")
     db.set_defaults(func=cmd_db)
-    add_bench_parser(sub)
+    bench_command.add_parser(sub).set_defaults(func=cmd_bench)
     add_tune_parser(sub)
     return parser
 
@@ -436,21 +253,27 @@ def main(argv=None):
     """The command: a pasted MIOpenDriver line works whole (its driver path is dropped)."""
     parser = build_parser()
     try:
-        argv = strip_driver(sys.argv[1:] if argv is None else argv)
-        args, args.driver_flags = parser.parse_known_args(argv)   # MIOpenDriver's flags
-        if args.driver_flags and args.command not in ("conv", "explain"):
-            parser.error(f"unrecognized arguments: {' '.join(args.driver_flags)}")
-        env.configure_logging()
-        code = args.func(args)
-        sys.stdout.flush()   # a closed pipe shows here, not in the interpreter's exit
-        return code
-    except BrokenPipeError:
-        # the reader left (`convsolve devices | head -1`): stop quietly, as if by SIGPIPE
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 128 + signal.SIGPIPE
+        try:
+            argv = strip_driver(sys.argv[1:] if argv is None else argv)
+            args, args.driver_flags = parser.parse_known_args(argv)   # MIOpenDriver's flags
+            if args.driver_flags and args.command not in ("conv", "explain"):
+                parser.error(f"unrecognized arguments: {' '.join(args.driver_flags)}")
+            env.configure_logging()
+            return args.func(args)
+        finally:   # a closed pipe or a full disk shows here, not in the interpreter's exit
+            sys.stdout.flush()
     except ValidationError as exc:
         print(f"convsolve: error: {exc}", file=sys.stderr)
         return 2
     except ConvsolveError as exc:
         print(f"convsolve: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 1
+    except OSError as exc:   # a reader that left (`| head -1`), a full disk (`> /dev/full`)
+        if exc.filename is None:   # stdout's: what it holds goes, so exit's flush fails no more
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if isinstance(exc, BrokenPipeError):
+            return 128 + signal.SIGPIPE   # quietly, as if by SIGPIPE
+        print(f"convsolve: error: {exc.filename or 'cannot write the output'}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 1
+

@@ -104,12 +104,18 @@ DriverCommand = namedtuple("DriverCommand", "problems requested transposed verif
 
 def strip_driver(tokens):
     """``tokens`` after a leading MIOpenDriver (any path, and anything before it, as log lines
-    have) that comes before the first flag; refuses the command words of other data types."""
-    words = [PurePath(t).name for t in takewhile(lambda t: not t.startswith("-"), tokens)]
-    tokens = list(tokens)[words.index("MIOpenDriver") + 1 if "MIOpenDriver" in words else 0:]
+    have) that comes before the first flag; refuses the command words of other data types.
+    After ``explain`` a pasted line's MIOpenDriver and ``conv`` go too: explain explains it."""
+    tokens = list(tokens)
+    if tokens[:1] != ["explain"]:
+        words = [PurePath(t).name for t in takewhile(lambda t: not t.startswith("-"), tokens)]
+        tokens = tokens[words.index("MIOpenDriver") + 1 if "MIOpenDriver" in words else 0:]
     if tokens and COMMANDS.get(tokens[0], "float32") != "float32":
         raise ValidationError("command", tokens[0], f"{COMMANDS[tokens[0]]} data; convsolve "
                               "supports float32 only (MIOpenDriver conv)")
+    if tokens[:1] == ["explain"]:
+        rest = strip_driver(tokens[1:])
+        return ["explain", *(rest[1:] if rest[:1] == ["conv"] else rest)]
     return tokens
 
 
@@ -178,11 +184,15 @@ def _problem(f, direction):
 
 
 def parse_line(line):
-    """The DriverCommand of one command line, e.g. ``MIOpenDriver conv -n 2 -c 8 ... -F 1``."""
+    """The DriverCommand of one command line, e.g. ``MIOpenDriver conv -n 2 -c 8 ... -F 1``, or
+    of conv's flags alone (``-n 2 -c 8 ...``, as `convsolve conv` takes them)."""
     tokens = strip_driver(shlex.split(re.split(r"\s#", line)[0]))   # '#' after a space: a comment
-    if not tokens or tokens[0] != "conv":
-        raise ValidationError("command", line, "expected MIOpenDriver conv and its flags")
-    return parse_args(tokens[1:])
+    if tokens[:1] == ["conv"]:
+        tokens = tokens[1:]
+    elif not tokens or not tokens[0].startswith("-"):
+        raise ValidationError("command", line.strip(), "expected MIOpenDriver conv and its "
+                              "flags, or conv's flags alone")
+    return parse_args(tokens)
 
 
 def parse_file(path):
@@ -193,9 +203,14 @@ def parse_file(path):
             return parse_line(text)
         except ValidationError as exc:
             return exc
-    with open(path, encoding="utf-8") as file:
-        return [(number, text.strip(), parse(text)) for number, text in enumerate(file, 1)
-                if text.strip() and not text.lstrip().startswith("#")]
+    try:
+        with open(path, encoding="utf-8") as file:
+            lines = list(enumerate(file, 1))
+    except (OSError, UnicodeDecodeError) as exc:   # a missing requirement: exit 2
+        raise ValidationError("--file", str(path), "cannot be read: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from None
+    return [(number, text.strip(), parse(text)) for number, text in lines
+            if text.strip() and not text.lstrip().startswith("#")]
 
 
 def flags_help():

@@ -3,25 +3,30 @@ of problems, keep them in the perf-db, and print default-vs-tuned times per laye
 
 Per problem: the tunable applicable solvers are searched (search.py, within the budget), then
 find benchmarks every applicable solver with its tuned config and records the ranking in the
-find-db.  "default" is the fastest time with every tunable solver at its default config (from
-the search's first trial), "tuned" the fastest after.  Resumable: a (problem, solver) with a
-user perf-db entry is not searched again unless ``--retune``; its default and tuned times come
-from the perf-db's trials.
+find-db.  "default" is the fastest time with every tunable solver at its default config, "tuned"
+the fastest with its tuned one: both configs of each tunable solver are timed one after the
+other in this run, the other solvers' times are find's.  Resumable: a (problem, solver) with a
+user perf-db entry is not searched again unless ``--retune``; an interrupted run says how far it
+got.
 """
+import signal
 import sys
+from dataclasses import astuple
 
+import pyopencl as cl
 import tqdm
 
+from .. import env
 from ..bench.command import layer_problem, load_suite, parse_directions, select_layers
-from ..db.perf_db import PerfDb
 from ..device.handle import Handle
 from ..device.tensors import device_buffers, random_tensors
+from ..device.timing import time_invoker
 from ..engine.find import FindMode, find, tune_solvers
-from ..engine.search import STRATEGIES, Budget
+from ..engine.search import STRATEGIES, Budget, config_for
 from ..errors import ConvsolveError, ValidationError
 from ..hookspecs import Buffers
 from ..problem import Problem
-from ..solvers.calls import default_config_of, is_tunable
+from ..solvers.calls import default_config_of, is_tunable, workspace_of
 from ..solvers.registry import registry
 from ..text import table
 from ..tuning import config_key
@@ -40,9 +45,11 @@ def problems_of(args):
     directions = parse_directions(args.directions)
     if args.suite:
         suite = load_suite(args.suite)
-        return [(f"{index}:{layer['name']}", layer_problem(layer, args.batch, direction))
-                for index, layer in select_layers(suite["layers"], args.layers)
-                for direction in directions]
+        layers, batch = select_layers(suite["layers"], args.layers), args.batch
+        if batch is None and not all("n" in layer for _, layer in layers):   # as bench does
+            batch = suite.get("batch", 8)
+        return [(f"{index}:{layer['name']}", layer_problem(layer, batch, direction))
+                for index, layer in layers for direction in directions]
     found = []
     for number, text, command in parse_file(args.file):
         if isinstance(command, ValidationError):
@@ -56,62 +63,86 @@ def problems_of(args):
     return found
 
 
-def _default_time(handle, problem, solver):
-    """The default config's time among the perf-db's trials of ``solver``, or None."""
-    default = config_key(default_config_of(solver, problem, handle))
-    return next((t.time_ms for t in PerfDb().trials(handle.db_key, problem.key(), solver.name)
-                 if config_key(t.config) == default and t.time_ms is not None), None)
+def _paired_times(handle, problem, solver, buffers):
+    """(ms of ``solver``'s default config, ms of the config it builds now), timed one after the
+    other (once when they are the same config)."""
+    need = workspace_of(solver, problem)
+    scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, need) if need else None
+    budget_ms = env.positive_number(env.FIND_SOLVER_BUDGET_MS)
+    configs = (default_config_of(solver, problem, handle), config_for(solver, problem, handle))
+    times = {}
+    for config in configs:
+        if config_key(config) not in times:
+            times[config_key(config)] = time_invoker(handle.invoker(solver, problem, config),
+                                                     buffers, scratch, budget_ms)
+    return tuple(times[config_key(config)] for config in configs)
 
 
 def tune_problem(handle, problem, budget, strategy, retune):
     """(default ms, tuned ms, tuned winner) of one problem; records the perf-db and the find-db.
 
-    A tunable solver's two times come from one search (its default config's trial and its best
-    trial, or the perf-db's trials when resumed), so they are measured side by side; the other
-    solvers' from find's benchmark, which ranks every solver with its tuned config.
+    A tunable solver's two times are measured side by side now (_paired_times), never a time
+    stored by an earlier run beside a fresh one; the other solvers' come from find's benchmark,
+    which ranks every solver with its tuned config.
     """
     buffers = device_buffers(handle, random_tensors(problem, 0))
     tunable = [s for s in registry().candidates(problem)[0] if is_tunable(s)]
-    outcomes = {o.solver: o for o in tune_solvers(handle, problem, tunable, Buffers(**buffers),
-                                                  None, budget, retune, strategy)}
+    tune_solvers(handle, problem, tunable, Buffers(**buffers), None, budget, retune, strategy)
     ranked = find(handle, problem, **buffers, mode=FindMode.NORMAL)   # tuned configs now
-    default, tuned = {}, {}
-    for solution in ranked:
-        default[solution.solver] = tuned[solution.solver] = solution.time_ms
+    default = {solution.solver: solution.time_ms for solution in ranked}
+    best = dict(default)
     for solver in tunable:
-        if solver.name in outcomes:
-            outcome = outcomes[solver.name]
-            default[solver.name], tuned[solver.name] = outcome.default.time_ms, outcome.best.time_ms
-        elif (time_ms := _default_time(handle, problem, solver)) is not None:
-            default[solver.name] = time_ms
-    winner = min(tuned, key=tuned.get)
-    return min(default.values()), tuned[winner], winner
+        if solver.name in default:   # find timed it: it builds and runs
+            default[solver.name], best[solver.name] = _paired_times(handle, problem, solver,
+                                                                    Buffers(**buffers))
+    winner = min(best, key=best.get)
+    return min(default.values()), best[winner], winner
+
+
+def _budget(args):
+    """--budget-configs, --budget-s and --patience, else the CONVSOLVE_TUNING_* variable that is
+    set, else DEFAULT_BUDGET's."""
+    from_env = Budget.from_env()
+    return Budget(*(given if given is not None else value if var.is_set() else default
+                    for given, var, value, default in zip(
+                        (args.budget_configs, args.budget_s, args.patience),
+                        (env.TUNING_BUDGET_CONFIGS, env.TUNING_BUDGET_S, env.TUNING_PATIENCE),
+                        astuple(from_env), astuple(DEFAULT_BUDGET))))
 
 
 def cmd_tune(args):
     handle = Handle(args.device)
-    budget = Budget(args.budget_configs, args.budget_s, args.patience)
+    budget = _budget(args)
     problems = problems_of(args)
-    rows, total_default, total_tuned = [], 0.0, 0.0
+    rows, total_default, total_tuned, interrupted = [], 0.0, 0.0, False
     bar = tqdm.tqdm(problems, desc="tune", unit="problem", file=sys.stderr,
                     disable=args.quiet or None)
-    for label, problem in bar:
-        bar.set_postfix_str(label)
-        try:
-            default_ms, tuned_ms, winner = tune_problem(handle, problem, budget, args.strategy,
-                                                        args.retune)
-        except ConvsolveError as exc:
-            rows.append((label, problem.direction.value, "-", "-", "-",
-                         f"failed: {str(exc).splitlines()[0][:60]}"))
-            continue
-        total_default += default_ms
-        total_tuned += tuned_ms
-        rows.append((label, problem.direction.value, f"{default_ms:.4f}", f"{tuned_ms:.4f}",
-                     f"{default_ms / tuned_ms:.2f}x", winner))
+    try:
+        for label, problem in bar:
+            bar.set_postfix_str(label)
+            try:
+                default_ms, tuned_ms, winner = tune_problem(handle, problem, budget,
+                                                            args.strategy, args.retune)
+            except ConvsolveError as exc:
+                rows.append((label, problem.direction.value, "-", "-", "-",
+                             f"failed: {str(exc).splitlines()[0][:60]}"))
+                continue
+            total_default += default_ms
+            total_tuned += tuned_ms
+            rows.append((label, problem.direction.value, f"{default_ms:.4f}", f"{tuned_ms:.4f}",
+                         f"{default_ms / tuned_ms:.2f}x", winner))
+    except KeyboardInterrupt:   # Ctrl-C: the table of the problems done, then how far it got
+        bar.close()
+        interrupted = True
+    done = len(rows)
     rows.append(("all", "", f"{total_default:.4f}", f"{total_tuned:.4f}",
                  f"{total_default / total_tuned:.2f}x" if total_tuned else "-", ""))
     print(f"device: {handle.name}")
     print(table(rows, ("layer", "dir", "default (ms)", "tuned (ms)", "speedup", "tuned winner")))
+    if interrupted:
+        print(f"convsolve tune: interrupted, {done} of {len(problems)} done; run again to resume",
+              file=sys.stderr)
+        return 128 + signal.SIGINT
     return 0
 
 
@@ -121,15 +152,16 @@ def add_parser(subparsers):
         description=__doc__.splitlines()[0])
     parser.add_argument("--suite", help="a shipped suite (resnet50, ...) or a .json path")
     parser.add_argument("--file", help="one MIOpenDriver conv line or Problem.key() per line")
-    parser.add_argument("--batch", type=int, help="batch size of the suite's layers")
+    parser.add_argument("--batch", type=int, help="batch size of the suite's layers (as bench: "
+                        "each layer's own n, else the suite's batch, 8)")
     parser.add_argument("--layers", help="suite layers: indices, ranges a-b or names (all)")
     parser.add_argument("--directions", default="fwd", help="comma list of fwd, bwd, wrw, or all")
-    parser.add_argument("--budget-configs", type=int, default=DEFAULT_BUDGET.configs,
-                        help="most configs per solver and problem (%(default)s)")
-    parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET.seconds,
-                        help="most seconds per solver and problem (%(default)s)")
-    parser.add_argument("--patience", type=int, default=DEFAULT_BUDGET.patience,
-                        help="stop after this many configs without a 1%% gain (%(default)s)")
+    parser.add_argument("--budget-configs", type=int, help="most configs per solver and problem "
+                        f"({env.TUNING_BUDGET_CONFIGS.name} if set, else {DEFAULT_BUDGET.configs})")
+    parser.add_argument("--budget-s", type=float, help="most seconds per solver and problem "
+                        f"({env.TUNING_BUDGET_S.name} if set, else {DEFAULT_BUDGET.seconds:g})")
+    parser.add_argument("--patience", type=int, help="stop after this many configs without a 1%% "
+                        f"gain ({env.TUNING_PATIENCE.name} if set, else {DEFAULT_BUDGET.patience})")
     parser.add_argument("--strategy", choices=STRATEGIES, default="auto")
     parser.add_argument("--retune", action="store_true",
                         help="search again where the perf-db already has a config")

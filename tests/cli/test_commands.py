@@ -243,3 +243,143 @@ def test_a_refused_solver_is_named_as_refused(capsys, monkeypatch):
     assert main([*SMALL, "-F", "1", "--solver", "contract.Misspelt"]) == 2
     err = capsys.readouterr().err
     assert "installed but refused" in err and "did you mean 'is_applicable'?" in err
+
+
+# {{{ output that cannot be written
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("command", [
+    ["solvers", "--allow-refused"], ["devices"], ["env"], ["hooks"], ["db", "show"], ["--version"],
+    ["explain", *SMALL[1:], "-F", "1", "--no-run"], [*SMALL, "-F", "1", "-V", "0"]],
+    ids=lambda command: command[0])
+def test_a_full_output_device_is_one_line_and_exit_1(command):
+    """`convsolve ... > /dev/full` ends with one error line and exit 1, not an OSError
+    traceback (nor the interpreter's own complaint at exit)."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "convsolve.cli", *command], stdout=full,
+                              stderr=subprocess.PIPE, text=True, check=False)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == "convsolve: error: cannot write the output: No space left on device\n"
+
+# }}}
+
+
+# {{{ conv --file
+
+def test_file_takes_bare_flag_lines_and_counts_failures(capsys, tmp_path):
+    """A --file line of conv's flags alone runs; a bad line is refused without a literal \\n;
+    the count of failed lines follows the table; every line failing exits non-zero."""
+    path = tmp_path / "lines.txt"
+    path.write_text("-n 1 -c 2 -H 5 -W 5 -k 2 -y 3 -x 3 -F 1\nbogus -n 1\n")
+    assert main(["conv", "--file", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert "fwd-n1-c2-h5-w5-k2" in out and "OK" in out and "\\n" not in out
+    assert "error: invalid command='bogus -n 1'" in out and err == "1 of 2 lines failed\n"
+    path.write_text("bogus\n-n 1 -q\n")
+    assert main(["conv", "--file", str(path), "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["failed"] == 2
+    path.write_text("# nothing but a comment\n")
+    assert main(["conv", "--file", str(path)]) == 2
+    assert "has no command lines" in capsys.readouterr().err
+
+# }}}
+
+
+# {{{ MIOpenDriver's result lines
+
+@pytest.mark.parametrize("forw, name, stat, sizes, read, written", [
+    ("1", "Forward", "fwd-conv3x3u2", "2, 4, 5, 5, 3, 3, 6", 2016 + 864, 1200),
+    ("2", "Backward Data", "bwdd-conv3x3u2", "2, 4, 3, 3, 6, 5, 5", 4 * 2 * 4 * 6 + 864, 1200),
+    ("4", "Backward Weights", "bwdw-conv3x3u2", "2, 4, 5, 5, 3, 3, 6", 0, 0)])
+def test_timed_conv_prints_miopendrivers_result_lines(capsys, forw, name, stat, sizes, read,
+                                                      written):
+    """-t 1 prints MIOpenDriver's result lines in its format: algorithm and solution, the
+    average kernel time, and the stats pair with MIOpen's field order and arithmetic."""
+    assert main([*SMALL, "-F", forw, "-t", "1", "-i", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("stats: name, n, c, ho, wo, x, y, k, flopCnt, bytesRead, bytesWritten, "
+                     "GFLOPs, GB/s, timeMs")
+    solver = {"1": "NaiveFwd", "2": "NaiveBwdData", "4": "NaiveBwdWeights"}[forw]
+    assert lines[at - 2] == f"MIOpen {name} Conv. Algorithm: 1, Solution: 0/direct.{solver}"
+    elapsed = lines[at - 1]
+    assert elapsed.startswith(f"GPU Kernel Time {name} Conv. Elapsed: ")
+    assert elapsed.endswith(" ms (average)")
+    time_ms = float(elapsed.split(": ")[1].split()[0])
+    assert lines[at + 1].startswith(f"stats: {stat}, {sizes},  21600, {read}, {written}, ")
+    gflops, gbps, last = lines[at + 1].split(", ")[-3:]   # rates as %.0f of the printed time's
+    assert abs(float(gflops) - 21600 / time_ms / 1e6) <= 0.501 and last == f"{time_ms:f}"
+    assert abs(float(gbps) - (read + written) / time_ms / 1e6) <= 0.501
+
+# }}}
+
+
+# {{{ habits: --version, exit codes, the README's table
+
+def test_version_names_convsolve_and_each_installed_plugin(capsys):
+    """--version prints convsolve's version, then each installed plugin's distribution and
+    version (whatever the autoload switch says), and exits 0."""
+    import importlib.metadata
+
+    from convsolve import __version__
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert info.value.code == 0 and out.startswith(f"convsolve {__version__}\n")
+    for ep in importlib.metadata.entry_points(group="convsolve.solvers"):
+        assert f"{ep.dist.name} {ep.dist.version}" in out
+
+
+def test_missing_requirements_exit_2(capsys, monkeypatch, tmp_path):
+    """A file to read that does not exist and matplotlib missing for --plot are missing
+    requirements: exit 2 with one line, as README says (they exited 1)."""
+    missing = str(tmp_path / "missing.jsonl")
+    assert main(["db", "import", missing]) == 2
+    err = capsys.readouterr().err
+    assert err == f"convsolve: error: invalid file={missing!r}: no such file\n"
+    assert main(["conv", "--file", missing]) == 2
+    assert "cannot be read" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main(["bench", "--suite", "tiny", "--plot", str(tmp_path / "p.png")]) == 2
+    err = capsys.readouterr().err
+    assert "pip install matplotlib" in err and err.count("\n") == 1
+
+
+def test_the_plot_extra_the_error_names_exists(monkeypatch):
+    """The install hint of --plot names an extra that pyproject.toml declares, with matplotlib."""
+    import re
+    from pathlib import Path
+
+    from convsolve.bench.report import need_matplotlib
+    from convsolve.errors import ConvsolveError
+    tomllib = pytest.importorskip("tomllib")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ConvsolveError) as info:
+        need_matplotlib()
+    extra = re.search(r"convsolve\[(\w+)\]", str(info.value)).group(1)
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    assert project["optional-dependencies"][extra] == ["matplotlib"]
+
+
+def test_readme_table_names_every_command_and_flag():
+    """README's command table has a row for every subcommand, naming each of its --flags, and
+    --version."""
+    import argparse
+    from pathlib import Path
+
+    from convsolve.cli.commands import build_parser
+
+    def subcommands(parser):
+        return next((a.choices for a in parser._actions
+                     if isinstance(a, argparse._SubParsersAction)), {})
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| `convsolve ")]
+    missing = []
+    for name, parser in subcommands(build_parser()).items():
+        own = [row for row in rows if row.startswith(f"| `convsolve {name}")]
+        flags = {flag for p in (parser, *subcommands(parser).values()) for a in p._actions
+                 for flag in a.option_strings if flag.startswith("--") and flag != "--help"}
+        missing += [name] if not own else [f"{name} {flag}" for flag in sorted(flags)
+                                           if not any(flag in row for row in own)]
+    assert not missing and any(row.startswith("| `convsolve --version") for row in rows), missing
+
+# }}}

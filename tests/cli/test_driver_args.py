@@ -102,3 +102,34 @@ def test_parse_file_skips_comments_and_blank_lines(tmp_path):
     path.write_text("# a comment\n\nMIOpenDriver conv -n 1 -F 1\nconvfp16 -n 1\n")
     (n1, _, ok), (n2, _, refused) = parse_file(path)
     assert (n1, n2) == (3, 4) and ok.problems[0].n == 1 and isinstance(refused, ValidationError)
+
+
+def test_a_line_of_bare_flags_parses(tmp_path):
+    """A line of conv's flags alone (as `convsolve conv` takes them) is a command line too; a
+    line that is neither is refused in one line, without the line's end as a literal \\n."""
+    command = parse_line("-n 2 -c 4 -H 8 -W 8 -k 4 -y 3 -x 3 -F 1\n")
+    assert command.problems == (Problem.conv2d((2, 4, 8, 8), (4, 4, 3, 3)),)
+    path = tmp_path / "lines.txt"
+    path.write_text("-n 2 -c 4 -H 8 -W 8 -k 4 -y 3 -x 3\nbogus -n 2\n")
+    (_, _, ok), (_, _, refused) = parse_file(path)
+    assert ok.problems[0].n == 2 and isinstance(refused, ValidationError)
+    assert str(refused) == ("invalid command='bogus -n 2': expected MIOpenDriver conv and its "
+                            "flags, or conv's flags alone")
+
+
+def test_a_file_that_cannot_be_read_is_a_bad_argument(tmp_path):
+    """--file naming no readable file is a ValidationError naming it, not an OSError."""
+    with pytest.raises(ValidationError, match="invalid --file=.*missing.txt.*cannot be read: No "
+                                              "such file"):
+        parse_file(tmp_path / "missing.txt")
+
+
+@pytest.mark.parametrize("line", ["explain ./bin/MIOpenDriver conv -n 2",
+                                  "explain /opt/rocm/bin/MIOpenDriver conv -n 2",
+                                  "explain conv -n 2", "MIOpenDriver explain -n 2"])
+def test_explain_keeps_its_subcommand_before_a_pasted_line(line):
+    """After `explain`, a pasted line's MIOpenDriver and conv are dropped: explain stays the
+    subcommand (it used to become `conv`, which benchmarks and verifies)."""
+    assert strip_driver(line.split()) == ["explain", "-n", "2"]
+    with pytest.raises(ValidationError, match="invalid command='convfp16'"):
+        strip_driver(["explain", "MIOpenDriver", "convfp16", "-n", "2"])

@@ -32,7 +32,8 @@ def test_explain_names_every_reason(handle, monkeypatch):
     assert rows["fake.BadBuild"]["status"].startswith("failed to build: building")
     assert "undeclared_name" in rows["fake.BadBuild"]["status"]
     assert rows["fake.RunFails"]["status"] == "failed to run: planted run failure"
-    assert {rows["fake.Good"]["status"], rows["direct.NaiveFwd"]["status"]} == {"rank 1", "rank 2"}
+    assert {rows["fake.Good"]["status"].splitlines()[0],
+            rows["direct.NaiveFwd"]["status"]} == {"rank 1", "rank 2"}
     assert (rows["direct.NaiveFwd"]["db_time_ms"], rows["direct.NaiveFwd"]["db_source"]) == (2.5, "user")
     assert rows["fake.Good"]["wti"] == 0.5 and rows["fake.Hungry"]["workspace"] == 1 << 40
     assert [r.solver for r in FindDb().lookup(handle.db_key, PROBLEM.key())] == ["direct.NaiveFwd"]
@@ -55,3 +56,44 @@ def test_explain_command_by_key_without_running(capsys, monkeypatch):
     assert rows["direct.NaiveFwd"]["db_source"] == "system"
     assert main(["explain", "--key", PROBLEM.key(), "--no-run"]) == 0
     assert "7.0000 ms (system db)" in capsys.readouterr().out
+
+
+def test_a_family_switched_off_is_a_row_saying_so(handle, monkeypatch, capsys):
+    """CONVSOLVE_DEBUG_CONV_GEMM=0 keeps the gemm plugin from being imported: explain shows it
+    as one row with the switch (its solvers used to vanish), as `convsolve solvers` does."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,gemm")
+    monkeypatch.setenv("CONVSOLVE_DEBUG_CONV_GEMM", "0")
+    rows = {r["solver"]: r for r in explain(handle, PROBLEM)}
+    assert rows["gemm.*"]["family"] == "gemm"
+    assert rows["gemm.*"]["status"] == "plugin not loaded: disabled by CONVSOLVE_DEBUG_CONV_GEMM=0"
+    assert main(["explain", "--key", PROBLEM.key(), "--no-run"]) == 0
+    assert "plugin not loaded: disabled by CONVSOLVE_DEBUG_CONV_GEMM=0" in capsys.readouterr().out
+
+
+def test_a_solver_find_would_not_benchmark_says_why(handle, monkeypatch, capsys):
+    """A non-dynamic solver is ranked by explain, which times every applicable solver, but find's
+    default mode (DYNAMIC_HYBRID) would not benchmark it: its status says so; other modes do."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_fake")
+    monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "fake.Hungry,fake.BadBuild,fake.RunFails")
+    rows = {r["solver"]: r for r in explain(handle, PROBLEM,
+                                            device_buffers(handle, random_tensors(PROBLEM)))}
+    first, why = rows["fake.Good"]["status"].splitlines()
+    assert first.startswith("rank ") and why == (
+        "find skips it: not dynamic (DYNAMIC_HYBRID benchmarks dynamic solvers only); "
+        "CONVSOLVE_FIND_MODE=HYBRID or -s 1 runs it")
+    assert rows["direct.NaiveFwd"]["status"].startswith("rank ")
+    assert "\n" not in rows["direct.NaiveFwd"]["status"]
+    assert main(["explain", "--key", PROBLEM.key(), "--no-run"]) == 0
+    assert "    fake.Good: find skips it: not dynamic" in capsys.readouterr().out
+    monkeypatch.setenv("CONVSOLVE_FIND_MODE", "HYBRID")
+    rows = {r["solver"]: r for r in explain(handle, PROBLEM)}
+    assert rows["fake.Good"]["status"] == "applicable (not run)"
+
+
+def test_explain_explains_a_pasted_miopendriver_line(capsys):
+    """`convsolve explain ./bin/MIOpenDriver conv ...` explains: no conv run, no verification."""
+    assert main(["explain", "./bin/MIOpenDriver", "conv", "-n", "1", "-c", "3", "-H", "6",
+                 "-W", "5", "-k", "4", "-p", "1", "-q", "1", "-F", "1", "--no-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(PROBLEM.key()) and "applicable (not run)" in out
+    assert "Verifies" not in out and "chosen:" not in out
