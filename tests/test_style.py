@@ -3,7 +3,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+pytest.importorskip("ruff", reason="ruff comes with the test extra (pip install -e .[test])")
 
 
 def test_ruff_finds_nothing():
