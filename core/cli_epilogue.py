@@ -38,10 +38,9 @@ def structure(problem, args):
     activation = _activation(args)
     if (args.residual or activation is not None) and not _runs_forward(problem, args):
         flag = ("--activation", args.activation) if activation else ("--residual", True)
-        raise ValidationError(*flag, "activations and residual adds apply to the forward "
-                              "convolution's output; backward-data and backward-weights take "
-                              "alpha and beta only (docs/epilogues.md): ask for -F 1 (alone or "
-                              "with others) without -m trans")
+        raise ValidationError(*flag, "it applies to a forward convolution's output; backward-"
+                              "data and backward-weights take alpha and beta only (docs/"
+                              "epilogues.md): ask for -F 1 (alone or with others), no -m trans")
     if problem.direction is not Direction.FORWARD or not (
             args.residual or activation is not None or problem.epilogue is not None):
         return problem

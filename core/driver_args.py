@@ -202,8 +202,8 @@ def _parsed(text):
             return parse_line(line)
         except ValidationError as exc:
             return exc
-    return tuple((number, line.strip(), parse(line)) for number, line in
-                 enumerate(text.split("\n"), 1) if line.strip() and not line.lstrip().startswith("#"))
+    return tuple((number, line.strip(), parse(line)) for number, line in enumerate(
+        text.split("\n"), 1) if line.strip() and not line.lstrip().startswith("#"))
 
 
 def flags_help():
