@@ -6,12 +6,12 @@ import pyopencl as cl
 
 from .device.handle import Handle
 from .device.tensors import read_output
-from .engine.bias_grad import backward_bias
+from .engine.bias_grad import backward_bias, dy_desc
 from .engine.find import find
-from .engine.run import check_device_limits, check_handle, check_problem, run
+from .engine.run import check_device_limits, check_handle, check_problem, check_tensors_fit, run
 from .epilogue import Activation, Epilogue, finite
 from .errors import ValidationError
-from .problem import Direction, Problem, split_output_padding
+from .problem import Direction, Problem, TensorDesc, split_output_padding
 from .solvers.registry import registry
 
 _default_handle = None
@@ -28,14 +28,21 @@ def default_handle():
 
 
 def _host_array(name, array):
-    """``array`` as a C-contiguous float32 ndarray; other dtypes are refused, not cast."""
+    """``array`` as a float32 ndarray, other dtypes refused, not cast; a view stays a view, so
+    that shapes and sizes are checked before anything is copied (_buffer copies)."""
     try:
         array = np.asarray(array)
     except (ValueError, TypeError) as exc:   # ragged nested sequences, objects numpy refuses
         raise ValidationError(name, type(array).__name__, f"not an array: {exc}") from None
     if array.dtype != np.float32:
         raise ValidationError(f"{name}.dtype", str(array.dtype), "expected float32")
-    return np.ascontiguousarray(array)
+    return array
+
+
+def _buffer(handle, flags, array):
+    """A device buffer with ``array``'s contents (made C-contiguous first, a copy for a view)."""
+    return cl.Buffer(handle.context, flags | cl.mem_flags.COPY_HOST_PTR,
+                     hostbuf=np.ascontiguousarray(array))
 
 
 def _check_shape(name, array, shape):
@@ -89,10 +96,8 @@ def _solve(problem, handle, solver, host, policy, values=None, prior=None):
     flags = cl.mem_flags
     arrays = {**host, **{name: values.pop(name) for name in ("scale", "bias", "z")
                          if name in values}}
-    buffers = {name: cl.Buffer(handle.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=array)
-               for name, array in arrays.items()}
-    buffers[out_name] = (cl.Buffer(handle.context, flags.READ_WRITE | flags.COPY_HOST_PTR,
-                                   hostbuf=prior) if blend else
+    buffers = {name: _buffer(handle, flags.READ_ONLY, array) for name, array in arrays.items()}
+    buffers[out_name] = (_buffer(handle, flags.READ_WRITE, prior) if blend else
                          cl.Buffer(handle.context, flags.READ_WRITE, out_desc.nbytes))
     if solver is None:
         solver = find(handle, problem, **buffers, **values, request_count=1, **policy)[0].solver
@@ -168,12 +173,14 @@ def conv2d_backward_bias(dy, alpha=1.0, beta=0.0, db=None, *, handle=None):
         _check_shape("db", db, dy.shape[1:2])
     if dy.size == 0 or dy.shape[1] == 0:
         return (beta * db).astype(np.float32) if beta != 0 else np.zeros(dy.shape[1], np.float32)
+    desc = dy_desc(dy.shape)
     handle = check_handle(handle or default_handle())
+    check_tensors_fit(handle, {"dy": desc, "db": TensorDesc(desc.shape[1:2])})
     flags = cl.mem_flags
-    dy_buffer = cl.Buffer(handle.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=dy)
+    dy_buffer = _buffer(handle, flags.READ_ONLY, dy)
     out = db.copy() if beta != 0 else np.zeros(dy.shape[1], np.float32)
-    db_buffer = cl.Buffer(handle.context, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=out)
-    backward_bias(handle, dy.shape, dy=dy_buffer, db=db_buffer, alpha=alpha, beta=beta)
+    db_buffer = _buffer(handle, flags.READ_WRITE, out)
+    backward_bias(handle, desc, dy=dy_buffer, db=db_buffer, alpha=alpha, beta=beta)
     cl.enqueue_copy(handle.queue, out, db_buffer)
     return out
 

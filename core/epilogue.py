@@ -40,20 +40,23 @@ ACTIVATIONS = {
     "elu": (9, "ELU", (1.0, 0.0, 0.0), "x > 0 ? x : a * (exp(x) - 1)"),
 }
 _ALIASES = {**{info[1].lower(): name for name, info in ACTIVATIONS.items()},
-            **{str(info[0]): name for name, info in ACTIVATIONS.items()},
             "sigmoid": "logistic", "pasthru": "identity", "none": "identity"}
+_NUMBERS = {str(info[0]): name for name, info in ACTIVATIONS.items()}
 
 
 def activation_mode(value):
     """The canonical activation name of ``value``: a name of ACTIVATIONS, MIOpen's name
-    (``LEAKYRELU``, ``PASTHRU``) or mode number; None is ``identity``."""
+    (``LEAKYRELU``, ``PASTHRU``) or mode number (0 to 9, exactly); None is ``identity``."""
     if value is None:
         return "identity"
-    text = str(value).strip().lower().replace("-", "_")
-    name = text if text in ACTIVATIONS else _ALIASES.get(text.replace("_", ""), None)
+    text = str(value).strip().lower()
+    name = _NUMBERS.get(text)   # matched whole: '-1' is no mode (it read as 1, logistic)
+    if name is None:
+        text = text.replace("-", "_")
+        name = text if text in ACTIVATIONS else _ALIASES.get(text.replace("_", ""))
     if isinstance(value, bool) or name is None:
         raise ValidationError("activation", value, "expected one of " + ", ".join(ACTIVATIONS)
-                              + " (or MIOpen's name or mode number)")
+                              + " (or MIOpen's name, or its mode number 0 to 9)")
     return name
 
 
@@ -101,6 +104,9 @@ class Activation:
         """An Activation from None, a name, a tuple (name, a, b, g) or an Activation; ``mode``
         (a structure's) fills a None and must match the rest."""
         if isinstance(value, (tuple, list)):   # (name, a[, b[, g]])
+            if not 1 <= len(value) <= 4:
+                raise ValidationError("activation", value, "expected (name, a[, b[, g]]): "
+                                      "a name and up to 3 parameters")
             activation = cls(*value)
         else:
             activation = value if isinstance(value, cls) else cls(mode if value is None else value)

@@ -3,6 +3,7 @@ import copy
 import math
 import sys
 import threading
+import tracemalloc
 import types
 
 import convsolve
@@ -150,11 +151,70 @@ def test_stride_past_int32_is_refused_by_every_entry_point(handle):
         assert info.value.field == "stride"
 
 
+def _tiny(handle, max_mem_alloc_size=16, global_mem_size=1 << 30):
+    """The session's handle, its device's limits made tiny."""
+    tiny = copy.copy(handle)
+    tiny.device = types.SimpleNamespace(name="a tiny device", platform=types.SimpleNamespace(
+        name="Fake"), max_mem_alloc_size=max_mem_alloc_size, global_mem_size=global_mem_size)
+    return tiny
+
+
+def test_backward_bias_over_the_device_largest_buffer_is_refused_before_opencl(handle):
+    """A dy larger than the device's largest buffer is a ValidationError naming dy, as the
+    convolutions give (it was pyopencl's INVALID_BUFFER_SIZE); dy a broadcast view, not copied."""
+    limit = handle.device.max_mem_alloc_size
+    side = math.isqrt(limit // 4) + 1
+    if side * side >= 2 ** 30:
+        pytest.skip("every dy backward-bias admits (N * H * W < 2**30) fits this device's "
+                    "largest buffer")
+    dy = np.broadcast_to(np.float32(1), (1, 1, side, side))
+    with pytest.raises(ValidationError, match="max_mem_alloc_size") as info:
+        convsolve.conv2d_backward_bias(dy, handle=handle)
+    assert info.value.field == "dy bytes" and f"{limit} bytes" in str(info.value)
+
+
+def _huge(shape):
+    """A float32 view of ``shape`` that takes no memory: one element, broadcast."""
+    return np.broadcast_to(np.float32(1), shape)
+
+
+def _calls(big, handle):
+    """(call, the field refused when ``big`` is too large for the device) for each numpy entry
+    point given the view ``big`` (1, 1, H, W) as its input (and as z, the residual)."""
+    one, shape = np.ones((1, 1, 1, 1), np.float32), big.shape
+    pad = ((shape[2] - 1, 0), (shape[3] - 1, 0))   # a 1x1 output grown to big's shape
+    return [(lambda: convsolve.conv2d(big, one, handle=handle), "x"),
+            (lambda: convsolve.conv2d(one, one, z=big, padding=pad, handle=handle), "y"),
+            (lambda: convsolve.conv2d_backward_data(big, one, shape, handle=handle), "x"),
+            (lambda: convsolve.conv2d_backward_weights(big, big, (1, 1, 1, 1), handle=handle),
+             "x"),
+            (lambda: convsolve.conv2d_backward_bias(big, handle=handle), "dy"),
+            (lambda: convsolve.conv_transpose2d(big, one, handle=handle), "x")]
+
+
+def test_huge_views_are_refused_before_any_copy(handle):
+    """Shapes and sizes are checked before an input is copied: a 4 PiB broadcast view is a
+    ValidationError (it was numpy's MemoryError), and a 64 MiB one on a device whose largest
+    buffer is 1 MiB is refused while host memory grows by under 1 MiB (it was copied first)."""
+    for call, _ in _calls(_huge((1, 1, 2 ** 25, 2 ** 25)), handle):
+        with pytest.raises(ValidationError, match="at most 2\\*\\*31 - 1"):
+            call()
+    tiny = _tiny(handle, max_mem_alloc_size=1 << 20)
+    tracemalloc.start()
+    try:
+        for call, field in _calls(_huge((1, 1, 4096, 4096)), tiny):
+            tracemalloc.reset_peak()
+            with pytest.raises(ValidationError, match="max_mem_alloc_size") as info:
+                call()
+            assert info.value.field == f"{field} bytes"
+            assert tracemalloc.get_traced_memory()[1] < 1 << 20, info.value
+    finally:
+        tracemalloc.stop()
+
+
 def test_find_checks_the_device_before_anything_else(handle):
     """find refuses tensors its device cannot hold before it touches the device."""
-    tiny = copy.copy(handle)   # the session's handle, its device's limits made tiny
-    tiny.device = types.SimpleNamespace(name="a tiny device", platform=types.SimpleNamespace(
-        name="Fake"), max_mem_alloc_size=16, global_mem_size=1 << 30)
+    tiny = _tiny(handle)
     problem = Problem.conv2d((1, 1, 3, 3), (1, 1, 1, 1))
     buffers = {name: cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 64) for name in "xwy"}
     with pytest.raises(ValidationError, match="x bytes=36: .* 16 bytes .*on Fake: a tiny device"):

@@ -66,6 +66,8 @@ def test_gradients_take_alpha_and_beta(handle):
     ({"alpha": float("nan")}, "invalid alpha=nan"),
     ({"activation": "swish"}, "invalid activation='swish'"),
     ({"activation": ("elu", "a")}, "invalid activation.a='a'"),
+    ({"activation": -1}, "invalid activation=-1"),
+    ({"activation": ("tanh", 1.0, 1.0, 0.0, 2.0)}, r"invalid activation=\('tanh'"),
 ])
 def test_bad_epilogue_arguments_name_the_field(kwargs, message):
     """Each bad epilogue argument is a ValidationError naming field and value, raised before

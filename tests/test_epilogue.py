@@ -9,7 +9,7 @@ import pyopencl as cl
 import pytest
 from convsolve import Activation, Direction, Epilogue, Problem, ValidationError, reference
 from convsolve.engine.fusion import candidates
-from convsolve.epilogue import ACTIVATIONS, STAGES, fold_batch_norm
+from convsolve.epilogue import ACTIVATIONS, STAGES, activation_mode, fold_batch_norm
 from convsolve.solvers import registry as plugins
 from convsolve.testing import random_tensors, read_output
 from convsolve.testing.epilogue_cases import CASES
@@ -99,6 +99,23 @@ def test_activation_names_and_defaults_are_miopens():
         Activation.parse("elu", "relu")
     with pytest.raises(ValidationError, match="activation.a"):
         Activation("elu", math.nan)
+
+
+@pytest.mark.parametrize("value", [-1, -2, "-1", "-9", "10", "+1", "_3", True, 3.0])
+def test_mode_numbers_are_matched_whole(value):
+    """A mode number is 0 to 9 as written: -1 and -2 are no modes (they ran logistic and tanh,
+    by a minus sign read as an underscore and dropped)."""
+    with pytest.raises(ValidationError, match="mode number 0 to 9"):
+        activation_mode(value)
+    assert activation_mode(" 8 ") == activation_mode(np.int64(8)) == "leaky_relu"
+
+
+@pytest.mark.parametrize("value", [(), ("tanh", 1, 2, 3, 4), ["relu", 0, 0, 0, 0, 0]])
+def test_activation_tuples_hold_a_name_and_up_to_3_parameters(value):
+    """A tuple of no items or over 4 is a ValidationError naming it (it was a raw TypeError,
+    or () silently identity)."""
+    with pytest.raises(ValidationError, match=r"expected \(name, a\[, b\[, g\]\]\)"):
+        Activation.parse(value)
 
 # }}}
 

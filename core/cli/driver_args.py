@@ -1,4 +1,5 @@
 """MIOpenDriver's conv command line: its flags, what convsolve does with each, lines to problems."""
+import functools
 import re
 import shlex
 from collections import namedtuple
@@ -198,19 +199,26 @@ def parse_line(line):
 def parse_file(path):
     """(line number, text, its DriverCommand or the ValidationError refusing it) for each line of
     the file at ``path``, leaving out blank lines and lines starting with #."""
-    def parse(text):
-        try:
-            return parse_line(text)
-        except ValidationError as exc:
-            return exc
     try:
         with open(path, encoding="utf-8") as file:
-            lines = list(enumerate(file, 1))
+            text = file.read()
     except (OSError, UnicodeDecodeError) as exc:   # a missing requirement: exit 2
         raise ValidationError("--file", str(path), "cannot be read: "
                               f"{getattr(exc, 'strerror', None) or exc}") from None
-    return [(number, text.strip(), parse(text)) for number, text in lines
-            if text.strip() and not text.lstrip().startswith("#")]
+    return _parsed(text)
+
+
+@functools.lru_cache(maxsize=2)
+def _parsed(text):
+    """parse_file's answer for a file holding ``text``, parsed once per content: callers get the
+    same tuple, so a problem of it names its line (cli_epilogue checks a line's directions)."""
+    def parse(line):
+        try:
+            return parse_line(line)
+        except ValidationError as exc:
+            return exc
+    return tuple((number, line.strip(), parse(line)) for number, line in enumerate(
+        text.split("\n"), 1) if line.strip() and not line.lstrip().startswith("#"))
 
 
 def flags_help():

@@ -13,6 +13,7 @@ from ..engine.verify import WHOLE_REFERENCE_BYTES, sample_index
 from ..epilogue import Activation, Epilogue
 from ..errors import ValidationError
 from ..problem import Direction
+from .driver_args import parse_args, parse_file
 
 #: Relative RMS error backward-bias must stay under (a tree sum: ~1e-7 on large layers).
 BIAS_TOLERANCE = 1e-5
@@ -31,14 +32,32 @@ def add_flags(parser):
 
 
 def structure(problem, args):
-    """``problem`` with the epilogue the flags ask for (forward only; -b 1's bias kept)."""
+    """``problem`` with the epilogue the flags ask for (-b 1's bias kept).  They join the forward
+    convolution's: a command that runs none (-F without 1, -m trans, a backward --key) is
+    refused, as the backward directions take alpha and beta only (docs/epilogues.md)."""
     activation = _activation(args)
+    if (args.residual or activation is not None) and not _runs_forward(problem, args):
+        flag = ("--activation", args.activation) if activation else ("--residual", True)
+        raise ValidationError(*flag, "it applies to a forward convolution's output; backward-"
+                              "data and backward-weights take alpha and beta only (docs/"
+                              "epilogues.md): ask for -F 1 (alone or with others), no -m trans")
     if problem.direction is not Direction.FORWARD or not (
             args.residual or activation is not None or problem.epilogue is not None):
         return problem
     bias = problem.epilogue is not None and problem.epilogue.bias
     return problem.with_epilogue(Epilogue(bias=bias, residual=args.residual, activation=(
         activation.mode if activation else "identity")))
+
+
+def _runs_forward(problem, args):
+    """Whether the command ``problem`` comes from runs a (not transposed) forward convolution:
+    the command line's, or the --file line that holds it; an --key problem is its own."""
+    if getattr(args, "key", None):
+        return problem.direction is Direction.FORWARD
+    commands = ([parse_args(args.driver_flags)] if not getattr(args, "file", None) else
+                [c for _, _, c in parse_file(args.file) if not isinstance(c, ValidationError)
+                 and any(p is problem for p in c.problems)])   # the same parse as cli.py's
+    return all(Direction.FORWARD in c.requested and not c.transposed for c in commands)
 
 
 def _activation(args):

@@ -273,10 +273,12 @@ class SqliteDb:
 
     # }}}
 
-    def _upsert(self, rows, only_faster):
+    def _upsert(self, rows, only_faster, then=None):
         """Insert ``rows`` (dicts of the table's columns but 'updated') in one transaction, each
         replacing the record with its key, unless ``only_faster`` and that record is a measurement
-        at least as fast (a measurement replaces a failure); how many rows were written."""
+        at least as fast (a measurement replaces a failure); how many rows were written.
+        ``then()`` runs inside the transaction, after the rows (not at all without rows): if it
+        raises, none is written."""
         if not rows:
             return 0
         columns, table = [*rows[0], "updated"], self.table
@@ -288,12 +290,20 @@ class SqliteDb:
                + (faster if only_faster else ""))
         now = time.time()
         values = [(*(row[c] for c in columns[:-1]), now) for row in rows]
-        return self._write(lambda conn: conn.executemany(sql, values).rowcount)
 
-    def merge(self, rows):
+        def body(conn):
+            written = conn.executemany(sql, values).rowcount
+            if then is not None:
+                then()
+            return written
+        return self._write(body)
+
+    def merge(self, rows, then=None):
         """Add ``rows`` (dicts of the table's columns but 'updated', e.g. imported ones) in one
-        transaction, never replacing a record that is as fast or faster; how many were written."""
-        return self._upsert(rows, only_faster=True)
+        transaction, never replacing a record that is as fast or faster; how many were written.
+        ``then()`` (another db's merge) runs before that transaction commits: if it raises, this
+        db stays as it was.  Without rows, nothing runs."""
+        return self._upsert(rows, only_faster=True, then=then)
 
     def rows(self):
         """Every record of the user db as a dict of its columns (but 'updated'), in rows() order."""
@@ -327,8 +337,8 @@ class SqliteDb:
 
 FORMAT, FORMAT_VERSION = "convsolve-db", 1
 KINDS = ("find", "perf")
-#: What a bad record line raises while it is read.
-LINE_ERRORS = (ValueError, KeyError, TypeError, AttributeError)
+#: What a bad record line raises while it is read (RecursionError: JSON nested too deeply).
+LINE_ERRORS = (ValueError, KeyError, TypeError, AttributeError, RecursionError)
 
 
 def header():

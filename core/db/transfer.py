@@ -16,6 +16,9 @@ from .store import KINDS, db_lines, header
 #: Each kind's db, the parser of its lines, and the words for its records.
 _KINDS = {"find": (find_db.FindDb, find_db.line_row, "find-db record"),
           "perf": (perf_db.PerfDb, perf_db.line_row, "perf-db trial")}
+#: The longest line import reads: a record takes a few hundred bytes, a failure's reason with a
+#: build log some KiB; a longer line is refused (it was stored, then printed by db show).
+MAX_LINE_BYTES = 1 << 20
 
 
 def counted(counts):
@@ -73,25 +76,72 @@ class ImportReport:
 
 
 def import_file(path, device=None):
-    """Merge an export's records into the user dbs, one transaction per db.  Records of a device
-    other than ``device`` (a ``Handle.db_key``; None accepts every device) are refused; bad lines
-    are skipped; a file of a newer format version raises DatabaseError, as does a db that cannot
-    be written."""
-    try:
-        lines = Path(path).read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DatabaseError(f"cannot read {path} ({exc}); check the file's name") from exc
+    """Merge an export's records into the user dbs, all or nothing (``_merge``).  Records of a
+    device other than ``device`` (a ``Handle.db_key``; None accepts every device) are refused;
+    bad lines are skipped (``_read``, ``_checked``, sqlite_db.db_lines say why); a file of a newer
+    format version raises DatabaseError, as does a db that cannot be written.  Records of
+    solvers that are not installed are imported: find-db lookups skip them until they are."""
     report = ImportReport(str(path), device)
     rows = {kind: [] for kind in _KINDS}
-    parsers = {kind: parse for kind, (_, parse, _) in _KINDS.items()}
-    for number, kind, row in db_lines(lines, str(path), parsers):
+    parsers = {kind: _checked(parse) for kind, (_, parse, _) in _KINDS.items()}
+    for number, kind, row in db_lines(_read(path, report), str(path), parsers):
         if kind is None:
             report.bad.append((number, f"no {row} field" if isinstance(row, KeyError) else row))
         elif device is not None and row["device"] != device:
             report.refused[row["device"]] = report.refused.get(row["device"], 0) + 1
         else:
             rows[kind].append(row)
-    for kind, (db, _, _) in _KINDS.items():
-        report.imported[kind] = db().merge(rows[kind])
+    report.bad.sort()
+    written = _merge(rows, [kind for kind in _KINDS if rows[kind]])
+    for kind in _KINDS:
+        report.imported[kind] = written.get(kind, 0)
         report.kept[kind] = len(rows[kind]) - report.imported[kind]
     return report
+
+
+def _read(path, report):
+    """The file's lines as text, a line longer than MAX_LINE_BYTES or not UTF-8 left blank (its
+    number and why in ``report.bad``); DatabaseError when the file cannot be read."""
+    try:
+        raws = Path(path).read_bytes().split(b"\n")
+    except OSError as exc:
+        raise DatabaseError(f"cannot read {path} ({exc}); check the file's name") from exc
+    lines = []
+    for number, raw in enumerate(raws, 1):
+        why = f"longer than {MAX_LINE_BYTES} bytes" if len(raw) > MAX_LINE_BYTES else None
+        try:
+            lines.append("" if why else raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            lines.append("")
+            why = f"not UTF-8 text ({exc})"
+        if why:
+            report.bad.append((number, why))
+    return lines
+
+
+def _checked(parse):
+    """``parse`` of a record line, after refusing what it would store or raise OverflowError on:
+    a NUL character, a workspace that is not a byte count (SQLite's INTEGER), a time_ms of an
+    integer no float holds."""
+    def check(row):
+        nul = [key for key, value in row.items() if "\0" in key or "\\u0000" in json.dumps(value)]
+        workspace, time_ms = row.get("workspace", 0), row.get("time_ms")
+        if nul:
+            raise ValueError(f"field {nul[0]!r} holds a NUL character")
+        if type(workspace) is not int or not 0 <= workspace < 2 ** 63:
+            raise ValueError(f"workspace {workspace!r} is not a byte count (0 to 2**63 - 1)")
+        if type(time_ms) is int and time_ms.bit_length() > 1000:
+            raise ValueError("time_ms is larger than any float: not a time in ms")
+        return parse(row)
+    return check
+
+
+def _merge(rows, kinds):
+    """{kind: records written} of merging ``rows[kind]`` into each of ``kinds``' dbs, each db's
+    transaction open until the next one's has committed: a failure leaves every db as it was
+    (but where the first db's own commit fails after the others': those keep the import)."""
+    written = {}
+    if kinds:
+        written[kinds[0]] = _KINDS[kinds[0]][0]().merge(
+            rows[kinds[0]], then=lambda: written.update(_merge(rows, kinds[1:])))
+    return written

@@ -106,6 +106,14 @@ def _desc(y_shape):
     return y_shape if isinstance(y_shape, TensorDesc) else TensorDesc.make("dy_shape", y_shape)
 
 
+def dy_desc(y_shape):
+    """dy's TensorDesc for ``y_shape`` (N, K, H, W), checked: N * H * W must be below 2**30."""
+    desc = _desc(y_shape)
+    if desc.size // max(desc.shape[1], 1) >= 2 ** 30:
+        raise ValidationError("dy_shape", desc.shape, "N * H * W must be below 2**30")
+    return desc
+
+
 def passes(y_shape, config):
     """The reduction's passes over dy of ``y_shape`` under ``config``: the first over dy's N runs
     of H * W per channel, each later one over the previous pass's chunks, one run per channel."""
@@ -149,11 +157,9 @@ def backward_bias(handle, y_shape, *, dy, db, alpha=1.0, beta=0.0, scratch=None)
     handle's.  Deterministic: the same dy gives bitwise the same db on the same device.
     """
     check_handle(handle)
-    desc = _desc(y_shape)
+    desc = dy_desc(y_shape)
     alpha, beta = finite("alpha", alpha), finite("beta", beta)
     k = desc.shape[1]
-    if desc.size // max(k, 1) >= 2 ** 30:
-        raise ValidationError("dy_shape", desc.shape, "N * H * W must be below 2**30")
     for name, buffer, nbytes in (("dy", dy, desc.nbytes), ("db", db, 4 * k)):
         if buffer is None and nbytes == 0:
             continue

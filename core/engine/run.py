@@ -85,23 +85,29 @@ def check_device_limits(handle, *problems):
     find and the numpy API call it before allocating anything, the CLI before making host
     tensors.  run needs no call: buffers at least as large as the tensors already exist.
     """
+    for problem in problems:
+        check_tensors_fit(handle, {name: getattr(problem, name) for name in "xwy"})
+
+
+def check_tensors_fit(handle, tensors):
+    """Refuse ``tensors`` ({name: TensorDesc}) that cannot be on ``handle``'s device at once:
+    each within its largest buffer, all together within its global memory (ValidationErrors
+    naming the tensor, or the names joined by '+', with the bytes and the limit)."""
     device = handle.device
 
     def limit(what, info, nbytes):
         return (f"{what} over the device's {info}, {nbytes} bytes ({format_bytes(nbytes)}), "
                 f"on {handle.name}")
-    for problem in problems:
-        for name in "xwy":
-            desc = getattr(problem, name)
-            if desc.nbytes > device.max_mem_alloc_size:
-                raise ValidationError(f"{name} bytes", desc.nbytes, limit(
-                    f"tensor {name} {desc.shape} {desc.dtype} is", "largest buffer "
-                    "(max_mem_alloc_size)", device.max_mem_alloc_size))
-        total = problem.x.nbytes + problem.w.nbytes + problem.y.nbytes
-        if total > device.global_mem_size:
-            raise ValidationError("x + w + y bytes", total, limit(
-                "the tensors together are", "global memory (global_mem_size)",
-                device.global_mem_size))
+    for name, desc in tensors.items():
+        if desc.nbytes > device.max_mem_alloc_size:
+            raise ValidationError(f"{name} bytes", desc.nbytes, limit(
+                f"tensor {name} {desc.shape} {desc.dtype} is", "largest buffer "
+                "(max_mem_alloc_size)", device.max_mem_alloc_size))
+    total = sum(desc.nbytes for desc in tensors.values())
+    if total > device.global_mem_size:
+        raise ValidationError(f"{' + '.join(tensors)} bytes", total, limit(
+            "the tensors together are", "global memory (global_mem_size)",
+            device.global_mem_size))
 
 
 def check_scratch(scratch, needed, solver_name, handle=None):

@@ -42,3 +42,33 @@ def test_bad_epilogue_flags_exit_2_naming_them(capsys):
                            (["-b", "2"], "invalid -b='2'")]:
         assert main([*SMALL, "-F", "1", *flags]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_activation_and_residual_need_a_forward_convolution(capsys, tmp_path):
+    """--activation and --residual join the forward convolution's epilogue: a command that runs
+    none (-F without 1, -m trans, a backward --key; each --file line on its own) exits 2 naming
+    the flag (the flags were dropped without a word); with -F 3 the forward one takes them and
+    backward-data runs bare.  --activation -1 is no mode (it ran logistic)."""
+    for flags, flag in [(["-F", "2", "--activation", "relu"], "--activation='relu'"),
+                        (["-F", "6", "--residual"], "--residual=True"),
+                        (["-F", "1", "-m", "trans", "--activation", "relu"], "--activation"),
+                        (["-F", "2", "-m", "trans", "--activation", "relu"], "--activation"),
+                        (["-F", "1", "--activation", "-1"], "activation='-1'"),
+                        (["-F", "1", "--activation", "-2"], "activation='-2'")]:
+        assert main([*SMALL, *flags]) == 2, flags
+        err = capsys.readouterr().err
+        assert f"invalid {flag}" in err and err.count("\n") == 1, err
+    assert main([*SMALL, "-F", "3", "--activation", "relu", "--json"]) == 0
+    reports = json.loads(capsys.readouterr().out)["reports"]
+    assert [r["problem"].split("NCHW")[1] for r in reports] == ["-epi.relu", ""]
+    key = reports[1]["problem"]
+    assert main(["explain", "--key", key, "--no-run", "--activation", "relu"]) == 2
+    assert "backward-data and backward-weights take alpha and beta only" in (
+        capsys.readouterr().err)
+    lines = tmp_path / "lines.txt"
+    lines.write_text("".join(f"{' '.join(SMALL)} {f}\n" for f in ("-F 1", "-F 2", "-F 0")))
+    assert main(["conv", "--file", str(lines), "--activation", "relu", "--json"]) == 2
+    got = json.loads(capsys.readouterr().out)["lines"]
+    assert "error" not in got[0] and "error" not in got[2]    # line 3's bwd problem is line 2's
+    assert got[1]["error"].startswith("invalid --activation='relu'")
+    assert [len(line.get("reports", ())) for line in got] == [1, 0, 3]

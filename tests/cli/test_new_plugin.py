@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 import pytest
 from convsolve import ValidationError
@@ -33,8 +34,28 @@ def test_stamped_plugin_installs_and_works(tmp_path):
     out = run(["-m", "convsolve.cli", "conv", "-n", "2", "-c", "6", "-H", "9", "-W", "7", "-k", "5",
                "-g", "1", "-F", "1", "--solver", "acme.DirectFwd"], env)
     assert "Forward Convolution Verifies OK" in out
-    tests = run(["-m", "pytest", "-q", str(plugin / "tests")], env, cwd=plugin)
-    assert "3 passed" in tests
+    report = tmp_path / "report.xml"
+    run(["-m", "pytest", "-q", f"--junitxml={report}", str(plugin / "tests")], env, cwd=plugin)
+    outcomes = _outcomes(report)
+    assert sorted(outcomes) == ["test_clean_under_oclgrind", "test_conformance",
+                                "test_discovered_through_its_entry_point"], outcomes
+    assert outcomes["test_conformance"] == "passed", outcomes
+    assert outcomes["test_discovered_through_its_entry_point"] == "passed", outcomes
+    # run where Oclgrind is installed, skipped saying so where it is not (a GPU machine)
+    oclgrind = outcomes["test_clean_under_oclgrind"]
+    assert oclgrind == "passed" or oclgrind.startswith("skipped: Oclgrind is not installed"), \
+        outcomes
+
+
+def _outcomes(report):
+    """{test name: 'passed', 'failed' or 'skipped: <reason>'} of a pytest JUnit XML report."""
+    outcomes = {}
+    for case in ET.parse(report).iter("testcase"):
+        skipped = case.find("skipped")
+        failed = case.find("failure") is not None or case.find("error") is not None
+        outcomes[case.get("name")] = ("failed" if failed else "passed" if skipped is None
+                                      else f"skipped: {skipped.get('message')}")
+    return outcomes
 
 
 def test_bad_names_and_existing_dirs_are_refused(tmp_path):

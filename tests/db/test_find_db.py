@@ -6,12 +6,14 @@ import json
 import logging
 import multiprocessing
 import os
+import pickle
 import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -98,22 +100,68 @@ def test_concurrent_writers_lose_nothing(tmp_path):
 
 # {{{ failures the user must not pay for: read-only, locked, unusable paths
 
+#: The checkout: the unprivileged child may not read it (it may sit in a 0700 directory).
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
 def _drop_root():
-    """Worker initializer: as root (the tests' usual case, where chmod stops nothing) become
-    nobody, so that the kernel really refuses writes with EACCES; otherwise chmod alone does it."""
+    """As root (the tests' usual case, where chmod stops nothing) become nobody, so that the
+    kernel really refuses writes with EACCES; otherwise chmod alone does it."""
     if os.geteuid() == 0:
         os.setgroups([])
         os.setgid(65534)
         os.setuid(65534)
 
 
+def _refuse_the_checkout(event, args):
+    """Audit hook: any file or listing under CHECKOUT fails, as it does for nobody when the
+    checkout is private, wherever the tests run."""
+    if event in ("open", "os.listdir", "os.scandir") and isinstance(
+            args[0] if args else None, (str, bytes, os.PathLike)):
+        path = os.path.abspath(os.fsdecode(args[0]))
+        if path == str(CHECKOUT) or path.startswith(str(CHECKOUT) + os.sep):
+            raise PermissionError(f"{path}: the unprivileged child may not read the checkout")
+
+
+def other_user_main():
+    """The unprivileged child: unpickle (fn, args) from stdin as root (which imports fn's module,
+    and convsolve from the readable copy first on its path), become nobody, refuse the
+    checkout, and write fn's pickled result to stdout."""
+    fn, args = pickle.loads(sys.stdin.buffer.read())
+    _drop_root()
+    sys.addaudithook(_refuse_the_checkout)
+    out, sys.stdout = sys.stdout.buffer, sys.stderr
+    pickle.dump(fn(*args), out)
+
+
+@pytest.fixture(scope="session")
+def readable_convsolve():
+    """A copy of the convsolve package in a directory every user can read: the unprivileged
+    child imports it, not the checkout's."""
+    import convsolve
+    base = Path(tempfile.mkdtemp(prefix="convsolve-copy-"))
+    shutil.copytree(Path(convsolve.__file__).parent, base / "convsolve",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for item in [base, *base.rglob("*")]:
+        item.chmod(0o755 if item.is_dir() else 0o644)
+    yield base
+    shutil.rmtree(base)
+
+
 @pytest.fixture
-def as_other_user():
-    """``call(fn, *args)`` runs ``fn`` in a worker process that cannot write read-only files."""
-    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_drop_root)
-    yield lambda fn, *args: pool.submit(fn, *args).result(timeout=60)
-    pool.shutdown()
+def as_other_user(readable_convsolve):
+    """``call(fn, *args)`` runs ``fn`` (a module-level function of a test module) in a child
+    process as a user that cannot write read-only files nor read the checkout; its result."""
+    path = os.pathsep.join([str(readable_convsolve), *sys.path])
+
+    def call(fn, *args):
+        done = subprocess.run(
+            [sys.executable, "-c", "import test_find_db; test_find_db.other_user_main()"],
+            input=pickle.dumps((fn, args)), capture_output=True, timeout=60,
+            cwd=readable_convsolve, env={**os.environ, "PYTHONPATH": path}, check=False)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")
+        return pickle.loads(done.stdout)
+    return call
 
 
 @pytest.fixture

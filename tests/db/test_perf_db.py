@@ -7,7 +7,7 @@ import multiprocessing
 import pytest
 from convsolve.db.perf_db import PerfDb, Trial
 from convsolve.errors import DatabaseError
-from test_find_db import _logged, as_other_user, world_dir  # noqa: F401 - fixtures
+from test_find_db import _logged, as_other_user, readable_convsolve, world_dir  # noqa: F401
 
 KEY = "fwd-n1-c3-h8-w8-k4-y3-x3-p0.0-q0.0-u1-v1-l1-j1-g1-float32-NCHW"
 SOLVER = "gemm.Tuned"

@@ -5,6 +5,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import pytest
 from convsolve.cli import main
 from convsolve.db import find_db, perf_db
@@ -168,3 +169,74 @@ def test_db_command_covers_the_perf_db(tmp_path, capsys, handle):
     assert "imported from" in out and "2 perf-db trials" in out
     assert "refused 4 records of device 'elsewhere/1cu'" in out and handle.db_key in out
     assert len(PerfDb().rows()) == 2
+
+
+def test_lines_the_dbs_cannot_hold_are_refused_by_number_and_field(tmp_path):
+    """Bad lines naming the field, the good line imported: JSON nested too deeply (it raised
+    RecursionError), a workspace SQLite's INTEGER cannot hold (OverflowError), a negative or
+    fractional one (imported), a time_ms no float holds, a NUL character (imported), a line over
+    MAX_LINE_BYTES (imported whole, then printed by db show)."""
+    record = {"db": "find", "device": "dev", "problem": KEY, "solver": "a.X", "family": "a",
+              "time_ms": 1.0}
+    bad = [("[" * 100_000 + "]" * 100_000, "maximum recursion depth"),
+           (dict(record, workspace=10 ** 30), f"workspace {10 ** 30} is not a byte count"),
+           (dict(record, workspace=-5), "workspace -5 is not a byte count"),
+           (dict(record, workspace=1.5), "workspace 1.5 is not a byte count"),
+           (dict(record, workspace=True), "workspace True is not a byte count"),
+           (dict(record, time_ms=10 ** 400), "time_ms is larger than any float"),
+           (dict(record, problem=KEY + "\0"), "field 'problem' holds a NUL character"),
+           ({"db": "perf", "device": "dev", "problem": KEY, "solver": "a.X", "time_ms": 1.0,
+             "config": {"T\0": 1}}, "field 'config' holds a NUL character"),
+           ('{"db": "find", "device": "dev\0"}', "Invalid control character"),
+           (dict(record, failure="x" * 2 ** 20), "longer than 1048576 bytes")]
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join([json.dumps(dict(record, workspace=64))] + [
+        line if isinstance(line, str) else json.dumps(line) for line, _ in bad]) + "\n")
+    report = db_transfer.import_file(path, "dev")
+    assert [number for number, _ in report.bad] == list(range(2, len(bad) + 2))
+    for (number, why), (_, expected) in zip(report.bad, bad):
+        assert expected in str(why), (number, why)
+    assert report.imported == {"find": 1, "perf": 0} and report.code == 1
+    assert [(r["problem"], r["workspace"]) for r in FindDb().rows()] == [(KEY, 64)]
+
+
+def test_a_file_of_random_bytes_is_bad_lines_not_a_missing_file(tmp_path, capsys):
+    """Random bytes are lines that are not UTF-8 text, each named (it was 'cannot read ...;
+    check the file's name'): nothing is imported, exit 1, no traceback."""
+    path = tmp_path / "random.bin"
+    path.write_bytes(np.random.default_rng(0).bytes(4096).replace(b"\n", b"\xff\n"))
+    report = db_transfer.import_file(path, None)
+    assert report.bad and all("not UTF-8 text" in why for _, why in report.bad)
+    assert report.imported == {"find": 0, "perf": 0} and report.code == 1
+    assert main(["db", "import", str(path), "--force"]) == 1
+    out, err = capsys.readouterr()
+    assert "line 1 skipped: not UTF-8 text" in out and not err
+    with pytest.raises(DatabaseError, match="check the file's name"):
+        db_transfer.import_file(tmp_path / "missing.jsonl", None)
+
+
+def test_records_of_solvers_not_installed_are_imported(tmp_path):
+    """A record naming a solver not installed here is imported (docs: find-db lookups skip it
+    until its plugin is installed)."""
+    path = tmp_path / "in.jsonl"
+    path.write_text(_find("find", "gone.Solver", 1.0, family="gone"))
+    assert db_transfer.import_file(path, "dev").imported == {"find": 1, "perf": 0}
+    assert [r["solver"] for r in FindDb().rows()] == ["gone.Solver"]
+
+
+def test_an_import_that_fails_halfway_changes_no_db(tmp_path, monkeypatch):
+    """When the perf-db cannot be written, the import raises DatabaseError and the find-db keeps
+    exactly its records: the find-db's transaction stays open until the perf-db's commits (the
+    find-db's imported records were kept before)."""
+    FindDb().store("dev", KEY, [Record("a.X", "a", 5.0, 0)])
+    before = FindDb().rows()
+    path = tmp_path / "in.jsonl"
+    path.write_text(_find("find", "a.X", 1.0, family="a") + _find("find", "b.Y", 2.0, family="b")
+                    + _find("perf", "a.X", 1.0, config={"T": 1}))
+    (tmp_path / "file").write_text("")
+    with monkeypatch.context() as patch:   # a perf-db path under a file: no db can be made
+        patch.setenv("CONVSOLVE_PERF_DB_PATH", str(tmp_path / "file" / "perf.sqlite"))
+        with pytest.raises(DatabaseError, match="perf-db"):
+            db_transfer.import_file(path, "dev")
+    assert FindDb().rows() == before and PerfDb().rows() == []
+    assert db_transfer.import_file(path, "dev").imported == {"find": 2, "perf": 1}

@@ -73,11 +73,12 @@ def test_passes_and_workspace(handle):
     assert passes((8, 2048, 7, 7), gpu) == [Pass(49, 392, 1, 1, 16)]
     assert passes((8, 2048, 7, 7), cpu) == [Pass(49, 392, 1, 1, 1)]
     assert [p.chunks for p in passes((3, 2, 56, 56), TINY["tiny-strided"])] == [294, 10, 1]
-    ours = bias_grad.config_for(handle)
-    chunks = passes((8, 64, 56, 56), ours)[0].chunks
-    assert chunks > 1 and backward_bias_workspace((8, 64, 56, 56), handle) == 4 * 64 * chunks
-    assert backward_bias_workspace((8, 64, 56, 56)) == max(
-        4 * 64 * passes((8, 64, 56, 56), c)[0].chunks for c in CONFIGS.values())
+    shape = (32, 64, 56, 56)   # more than one chunk per channel under every device type's config
+    chunks = {name: passes(shape, c)[0].chunks for name, c in CONFIGS.items()}
+    assert min(chunks.values()) > 1, chunks
+    ours = passes(shape, bias_grad.config_for(handle))[0].chunks
+    assert backward_bias_workspace(shape, handle) == 4 * 64 * ours
+    assert backward_bias_workspace(shape) == 4 * 64 * max(chunks.values())
     assert backward_bias_workspace((1, 3, 4, 4), handle) == 0
 
 
