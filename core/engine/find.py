@@ -138,25 +138,9 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, 
     are built and timed in the device's worker process instead (worker.py).
     """
     failed = {} if failed is None else failed
-    needs, wtis = {}, {}
-    for solver in solvers:
-        try:
-            wtis[solver] = wti_of(solver, problem)
-            needs[solver] = workspace_of(solver, problem)
-        except ContractError as exc:
-            skipped[solver.name] = failed[solver.name] = exc.reason
-            log.info("skip %r: %s", solver.name, exc.reason)
     isolated = _isolation() == "process"
-    scratch, available, how = _scratch(handle, scratch, needs.values(), allocate=not isolated)
-    fitting = []
-    for solver, need in needs.items():
-        if need > available:
-            skipped[solver.name] = (f"needs {format_bytes(need)} workspace, "
-                                    f"{format_bytes(available)} {how}")
-            log.info("skip %r: %s", solver.name, skipped[solver.name])
-        else:
-            fitting.append(solver)
-    fitting.sort(key=lambda s: -wtis[s])
+    fitting, needs, scratch, available = _fitting(handle, problem, solvers, scratch, skipped,
+                                                  failed, allocate=not isolated)
     verify = env.flag(env.FIND_VERIFY) if verify is None else verify
     if isolated:
         return worker.benchmark(handle, problem, fitting, available, skipped, failed, verify,
@@ -166,6 +150,38 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, 
     if env.flag(env.DEBUG_COMPILE_ONLY):
         log.info("compile only: built %d solvers for %s, timed none", len(built), problem.key())
         return []
+    return _time_all(handle, problem, built, needs, buffers, scratch, skipped, failed, verify,
+                     best_ms)
+
+
+def _fitting(handle, problem, solvers, scratch, skipped, failed, allocate):
+    """(the solvers whose WTI and workspace answer and whose workspace fits, highest WTI first;
+    {solver: workspace bytes}; the scratch buffer; the bytes it offers): benchmark's first step.
+    A broken answer is a failure, a workspace too large a skip."""
+    needs, wtis = {}, {}
+    for solver in solvers:
+        try:
+            wtis[solver] = wti_of(solver, problem)
+            needs[solver] = workspace_of(solver, problem)
+        except ContractError as exc:
+            skipped[solver.name] = failed[solver.name] = exc.reason
+            log.info("skip %r: %s", solver.name, exc.reason)
+    scratch, available, how = _scratch(handle, scratch, needs.values(), allocate=allocate)
+    fitting = []
+    for solver, need in needs.items():
+        if need > available:
+            skipped[solver.name] = (f"needs {format_bytes(need)} workspace, "
+                                    f"{format_bytes(available)} {how}")
+            log.info("skip %r: %s", solver.name, skipped[solver.name])
+        else:
+            fitting.append(solver)
+    fitting.sort(key=lambda s: -wtis[s])
+    return fitting, needs, scratch, available
+
+
+def _time_all(handle, problem, built, needs, buffers, scratch, skipped, failed, verify, best_ms):
+    """The built candidates timed in order, each output checked (benchmark's last step): their
+    Solutions, fastest first.  A run past CONVSOLVE_FIND_RUN_TIMEOUT_S raises QueueBlocked."""
     budget = env.positive_number(env.FIND_SOLVER_BUDGET_MS)
     limit_s = env.positive_number(env.FIND_RUN_TIMEOUT_S)
     check = fusion.output_check(handle, problem, buffers, verify)
