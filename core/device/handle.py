@@ -1,8 +1,10 @@
 """Handle: one OpenCL device with its context and profiling queue; builds kernels and keeps invokers."""
+import atexit
 import contextlib
 import logging
 import re
 import threading
+import weakref
 from importlib import resources
 
 import pyopencl as cl
@@ -16,6 +18,8 @@ from .kernel_cache import KernelCache, cache_dir, cache_key, included_sources
 log = logging.getLogger("convsolve")
 
 CORE_KERNELS = resources.files("convsolve") / "kernels"
+#: Every Handle not yet garbage-collected, released at interpreter exit (release_all).
+_live = weakref.WeakSet()
 _PROBE_SOURCE = "__kernel void cs_probe(__global float *a) { a[get_global_id(0)] += 1.0f; }"
 _IDENTIFIER_RE = re.compile(r"^[A-Za-z_]\w*$")
 _POCL_HINT = ("install Debian's PoCL (apt-get install pocl-opencl-icd) for the CPU, or a GPU "
@@ -195,6 +199,7 @@ class Handle:
         self._enqueue_lock = threading.Lock()   # one invoker sets its kernels' arguments at a time
         self._best = {}           # find-db key -> {family: fastest solver name}, from find
         self._resolved = {}       # (solver or family, problem) -> (switch state, what run() needs)
+        _live.add(self)
         log.info("handle on %s (driver %s, %d compute units)", self.name,
                  self.identity["driver"], self.identity["compute_units"])
 
@@ -363,5 +368,28 @@ class Handle:
                 self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
             return self._scratch
 
+    def release(self):
+        """Drop every invoker, program and scratch buffer the handle keeps (kernels first, then
+        the buffers their arguments may still name), so that OpenCL releases them now, in that
+        order; the handle stays usable and builds again on demand.  Nothing waits for the
+        queue (a kernel that never finishes would hold the exit): OpenCL keeps what queued work
+        uses until it completes.  Called for every live handle at interpreter exit, while the
+        OpenCL driver is still loaded (RELIABILITY.md: NVIDIA's library crashed when it met
+        them later)."""
+        with self._lock:
+            self._resolved.clear()
+            self._invokers.clear()
+            self._programs.clear()
+            if self._scratch is not None:
+                self._scratch.release()
+                self._scratch = None
+
     def __repr__(self):
         return f"<convsolve.Handle {self.name!r}>"
+
+
+@atexit.register
+def release_all():
+    """Release every live Handle (Handle.release), before the interpreter tears modules down."""
+    for handle in list(_live):
+        handle.release()

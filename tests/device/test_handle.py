@@ -1,4 +1,6 @@
 """Handle: device choice, define formatting, and build errors that tell the whole story."""
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import convsolve
@@ -110,3 +112,30 @@ def test_installed_oclgrind_is_not_the_default_device():
     default = convsolve.Handle().device
     assert not is_simulator(default.platform, default)
     assert "Oclgrind" in convsolve.Handle("Oclgrind").name
+
+
+def test_release_drops_what_the_handle_keeps_and_it_builds_again(handle):
+    """Handle.release() lets go of its invokers and scratch buffer; the next call builds anew."""
+    solver = convsolve.registry().solvers["direct.NaiveFwd"]
+    problem = convsolve.Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3))
+    invoker, scratch = handle.invoker(solver, problem), handle.scratch(256)
+    assert handle.invoker(solver, problem) is invoker and handle.scratch(64) is scratch
+    handle.release()
+    assert handle.invoker(solver, problem) is not invoker
+    assert handle.scratch(64) is not scratch
+
+
+def test_every_live_handle_is_released_at_exit():
+    """At interpreter exit every Handle still alive is released, before modules are torn down
+    (NVIDIA's OpenCL crashed at exit when kept kernels and buffers met it later)."""
+    code = ("import convsolve\n"
+            "from convsolve.device import handle as module\n"
+            "release = module.Handle.release\n"
+            "def noisy(self):\n"
+            "    print('released', self.name, flush=True); release(self)\n"
+            "module.Handle.release = noisy\n"
+            "kept = [convsolve.Handle(), convsolve.Handle()]\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("released ") == 2, done.stdout
