@@ -1,6 +1,10 @@
 
 """Test-only plugin: a tunable forward solver whose configs have known relative costs (SPIN
-iterations of busy work after direct's naive kernel) and one planted wrong config (WRONG=1)."""
+iterations of busy work after direct's naive kernel) and one planted wrong config (WRONG=1).
+
+Each run records its config in LAST_RUN, so that tests can time it by a known cost instead of a
+measured one (tests/engine/test_search.py's ``known_costs``): rankings then do not depend on
+the load of the machine."""
 from importlib import resources
 from pathlib import Path
 from typing import ClassVar
@@ -14,6 +18,8 @@ NAIVE = resources.files("convsolve_direct") / "kernels" / "naive.cl"
 KERNELS = Path(__file__).parent / "tunable.cl"
 #: Busy-work iterations per work-item: the configs' times rise with the value.
 SPINS = (0, 30000, 100000, 300000)
+#: The config of the latest run of any Spin invoker.
+LAST_RUN = {}
 
 
 class Spin:
@@ -51,6 +57,7 @@ class Spin:
         size = (round_up(problem.y.size, 64),)
 
         def invoker(buffers, scratch):
+            LAST_RUN["config"] = config
             naive.set_args(buffers.x, buffers.w, buffers.y, *problem.kernel_args())
             events = [cl.enqueue_nd_range_kernel(handle.queue, naive, size, (64,))]
             spin.set_args(buffers.y)
