@@ -39,6 +39,7 @@ from .immediate import (
 from .plugins import registry
 from .problem import ConvDesc, Direction, Problem, TensorDesc
 from .solutions import Solution
+from .split_sum import SplitSum
 from .tuning import ConfigSpace
 
 __version__ = "0.1.0"
@@ -69,6 +70,7 @@ __all__ = [
                   "Solution",
                   "Solver",
                   "SolverError",
+                  "SplitSum",
                   "TensorDesc",
                   "ValidationError",
                   "applicable_solvers",

@@ -27,9 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 #: check_solver cases: ~830 Python, ~160 OpenCL lines); the core's OpenCL to 275 when the
 #: families' fused stores moved their store macros into convsolve_epilogue.h (CS_EPI_ARGS,
 #: CS_EPI_VALUES, CS_EPI_STORE: +15 core lines, -65 plugin lines) and backward-bias became
-#: bandwidth-bound (+20).  Raising one is a decision a commit states and explains.
+#: bandwidth-bound (+20); to 280 when the split-sum kernel the gemm, implicit_gemm and direct
+#: families each had became the core's one split_sum.cl (convsolve.SplitSum: +15 core lines,
+#: -36 plugin lines).  Raising one is a decision a commit states and explains.
 BUDGETS = {
-    "core": {"python": 5600, "opencl": 275},
+    "core": {"python": 5600, "opencl": 280},
     "core/bench": {"python": 800, "opencl": 60},
 }
 PLUGIN_BUDGET = {"python": 1200, "opencl": 1500}   # each plugin
