@@ -6,7 +6,8 @@ import numpy as np
 import pyopencl as cl
 from convsolve import Problem, ceil_div, round_up
 
-from .gemm import device_kind, epilogue_kernel
+from .configs import device_kind
+from .gemm import epilogue_kernel
 
 KERNELS = resources.files(__package__) / "kernels"
 
@@ -16,7 +17,7 @@ KERNELS = resources.files(__package__) / "kernels"
 IM2COL_TW = {"cpu": 32, "gpu": 1}
 COL2IM_TW = {"cpu": 32, "gpu": 1}
 #: Workspace budget per chunk of images: the chunk's per-image matrices fit it (see
-#: matmul_conv.bytes_per_image; a split reduction's partial dW comes on top).
+#: plan.bytes_per_image; a split reduction's partial dW comes on top).
 COLUMN_BUDGET_BYTES = 64 << 20
 
 _CONV_ARGS = [np.int32] * 16    # CS_CONV_PARAMS of convsolve.h, as Problem.kernel_args() gives them

@@ -32,8 +32,8 @@ from . import conv_layout
 from .conv_layout import Columns, SumPartials, View, images_per_chunk, padded_pitch
 from .gemm import Gemm
 
-#: The edge of the dW tiles the split rule counts: the tile of the GPU's 64 x 64 GEMM set
-#: (gemm.PARAMS["gpu"][1]), the one products too small for 128 x 128 tiles take. A constant,
+#: The edge of the dW tiles the split rule counts: the tile of the GPU's 64 x 64 GEMM config
+#: (configs.DEFAULT_CONFIGS["gpu"][1]), the one products too small for 128 x 128 tiles take. A constant,
 #: not read from that set, so that the workspace depends neither on the device nor on retuning.
 SPLIT_TILE = 64
 #: A side-by-side reduction is split until its slices have this many SPLIT_TILE x SPLIT_TILE
@@ -162,8 +162,8 @@ def _batch(view, stride):
 
 
 def main_product(problem, use_columns, side_by_side=False):
-    """(M, N, batch) of the products a plan launches most of: what the default parameter set
-    is chosen for."""
+    """(M, N, batch) of the products a plan launches most of: what the default config is chosen
+    for."""
     p, g = problem, problem.groups
     kg, ohow, rows = p.k // g, p.out_h * p.out_w, _columns_rows(problem)
     images = layout(p, side_by_side).chunk if use_columns else p.n
@@ -176,7 +176,7 @@ def main_product(problem, use_columns, side_by_side=False):
     return kg, rows, (images if use_columns else 1) * g
 
 
-def build_plan(problem, handle, params, use_columns, side_by_side=False):
+def build(problem, handle, config, use_columns, side_by_side=False):
     """The invoker computing ``problem`` with GEMMs, through column matrices when ``use_columns``
     (laid out side by side when ``side_by_side``, for backward-weights).
 
@@ -187,7 +187,7 @@ def build_plan(problem, handle, params, use_columns, side_by_side=False):
     cg_rs = _columns_rows(p)
     direction, epilogue = p.direction, stored_epilogue(p)
     folds = use_columns and direction is Direction.BACKWARD_DATA   # col2im writes dx
-    gemm = Gemm(handle, params, trans_a=direction is Direction.BACKWARD_DATA,
+    gemm = Gemm(handle, config, trans_a=direction is Direction.BACKWARD_DATA,
                 trans_b=direction is Direction.BACKWARD_WEIGHTS,
                 epilogue=None if folds else epilogue)
     if use_columns:
