@@ -4,7 +4,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pyopencl as cl
-from convsolve import Problem, ceil_div, round_up
+from convsolve import Problem, ceil_div
 
 from .configs import device_kind
 from .gemm import epilogue_kernel
@@ -83,25 +83,6 @@ class Columns:
                                     col.image, col.group, image0 * p.c * p.in_h * p.in_w,
                                     *(values.kernel_args() if values else ()))
         return cl.enqueue_nd_range_kernel(self.queue, self.col2im_kernel, size, None)
-
-
-class SumPartials:
-    """The sum_partials kernel: the partial results of a split reduction added up in order,
-    stored with ``epilogue`` (backward weights', or None)."""
-
-    def __init__(self, handle, epilogue=None):
-        self.queue = handle.queue
-        self.kernel = epilogue_kernel(handle, "sum_partials.cl", "sum_partials", {},
-                                       [None, np.int32, np.int32, np.int32, None, np.int32],
-                                       epilogue)
-
-    def __call__(self, partial, offset, count, size, out, accumulate, values=None):
-        """out (+)= the ``count`` partials of ``size`` elements starting at element ``offset``;
-        with an epilogue, out = its epilogue of their sum with ``values`` (EpilogueArgs), which
-        accumulate with beta = 1."""
-        self.kernel.set_args(partial, offset, count, size, out, int(accumulate),
-                             *(values.kernel_args() if values else ()))
-        return cl.enqueue_nd_range_kernel(self.queue, self.kernel, (round_up(size, 64),), None)
 
 
 def padded_pitch(count):

@@ -8,7 +8,7 @@ Per image n and group g, with Cg = C/G, Kg = K/G, the column matrix col[n, g] is
 Images go in chunks that fit the workspace. By default a chunk's column matrices are stacked
 image after image, and the products of a chunk are batched into one GEMM launch per image or
 per group, whichever needs fewer launches. Backward-weights then writes one partial dW per image
-(a "slice" of the reduction over the batch), and sum_partials adds them up in order.
+(a "slice" of the reduction over the batch), and convsolve.SplitSum adds them up in order.
 
 With ``side_by_side`` (backward-weights only) a chunk's images lie side by side instead: col[g]
 is (Cg*R*S) x (images*OH*OW), and dy is gathered the same way, so dW[g] is one product whose
@@ -19,17 +19,17 @@ Every order is fixed, so results are deterministic.
 
 A problem with an epilogue (the solvers' fused_epilogue takes all of it, in every direction)
 gets it in the store of the kernel after which each output element is final: the GEMM that
-writes y, dx (plain 1x1) or dW; col2im for dx through columns; sum_partials for a split dW.
+writes y, dx (plain 1x1) or dW; col2im for dx through columns; the split sum for a split dW.
 Where dW is added up over several launches (chunks, or images without columns), each launch
 stores its part with alpha, the first with the caller's beta and the later ones with beta = 1
 (stored_values): beta applies once, to the prior dW, and alpha once to every part of the sum.
 """
 from typing import NamedTuple
 
-from convsolve import Direction, Epilogue, EpilogueArgs, ceil_div
+from convsolve import Direction, Epilogue, EpilogueArgs, SplitSum, ceil_div
 
 from . import conv_layout
-from .conv_layout import Columns, SumPartials, View, images_per_chunk, padded_pitch
+from .conv_layout import Columns, View, images_per_chunk, padded_pitch
 from .gemm import Gemm
 
 #: The edge of the dW tiles the split rule counts: the tile of the GPU's 64 x 64 GEMM config
@@ -194,7 +194,7 @@ def build(problem, handle, config, use_columns, side_by_side=False):
         plan = layout(p, side_by_side)
         cols = Columns(handle, p, epilogue if folds else None)
         if direction is Direction.BACKWARD_WEIGHTS:
-            return _reduction_invoker(p, plan, cols, gemm, SumPartials(handle, epilogue))
+            return _reduction_invoker(p, plan, cols, gemm, SplitSum(handle, epilogue))
     chunk = plan.chunk if use_columns else p.n
 
     def invoker(buffers, scratch):
@@ -227,7 +227,7 @@ def build(problem, handle, config, use_columns, side_by_side=False):
     return invoker
 
 
-def _reduction_invoker(problem, plan, cols, gemm, sum_partials):
+def _reduction_invoker(problem, plan, cols, gemm, split_sum):
     """Backward-weights through column matrices: per chunk, the reduction over its images in
     slices (one per image when stacked), their partial dW added up in order; the chunks' sums
     accumulate into dW, each stored with the epilogue where there is one."""
@@ -263,8 +263,10 @@ def _reduction_invoker(problem, plan, cols, gemm, sum_partials):
                 rest = count * ohow - full * depth
                 events += grouped_gemm(gemm, (kg, cg_rs, rest), 0.0, dy.at(full), col.at(full),
                                        partials.at(full), 1, g, product)
-            events.append(sum_partials(scratch, plan.partials, slices, p.k * cg_rs, buffers.w,
-                                       n0 > 0, stored))
+            # the slices in order; a later chunk's sum adds to dW (bare: accumulate; with an
+            # epilogue, stored_values' beta = 1)
+            events.append(split_sum(scratch, buffers.w, slices, p.k * cg_rs, offset=plan.partials,
+                                    accumulate=n0 > 0 and stored is None, values=stored))
         return events
     return invoker
 

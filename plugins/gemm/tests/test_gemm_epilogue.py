@@ -1,6 +1,6 @@
 """convsolve-gemm's fused epilogue: the kernel after which each output element is final stores
 it (the forward GEMM in either launch order of grouped products, edge columns; col2im,
-sum_partials, dW accumulated over launches), workspace unchanged.  Chunks of images, dW
+the split sum, dW accumulated over launches), workspace unchanged.  Chunks of images, dW
 summed over them included, meet check_solver's epilogue cases in test_gemm.py's
 test_chunked_batches."""
 import convsolve
