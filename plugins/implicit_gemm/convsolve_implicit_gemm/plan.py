@@ -1,11 +1,11 @@
 """A problem as the kernels' GEMMs: their shapes, backward data's stride phases, backward weights'
 split rule, the workspace, the WTI, and the invoker: the kernel a config picks, its defines and
-launch sizes (and the sum of backward weights' splits)."""
+launch sizes (and the core's sum of backward weights' splits)."""
 from importlib import resources
 
 import numpy as np
 import pyopencl as cl
-from convsolve import Direction, ceil_div, round_up
+from convsolve import Direction, SplitSum, ceil_div
 
 KERNELS = resources.files(__package__) / "kernels"
 
@@ -159,8 +159,6 @@ ROLES = {Direction.FORWARD: ("w", "x", "y"), Direction.BACKWARD_DATA: ("w", "y",
 #: The tunables each kernel reads, as -D defines (configs.CONSTRAINTS pins the others).
 LOCAL_TUNABLES = ("BM", "BN", "BK", "TM", "TN", "VW", "DOUBLE_BUF")
 VECTOR_TUNABLES = ("VW", "VK", "TP", "MR", "JB")
-#: Work-items per group of sum_splits.cl.
-SUM_GROUP = 64
 #: igemm_vector.cl: work-items wanted per compute unit, so that a core slowed by other work is
 #: balanced by the others; a work-item takes fewer than MR tiles when that many are not there.
 ITEMS_PER_UNIT = 8
@@ -175,31 +173,24 @@ def defines(problem, config):
 
 def build(problem, handle, config):
     """The invoker of ``problem`` with the kernel ``config`` (complete: configs.complete) picks,
-    and for a split backward weights the sum of its splits."""
+    and for a split backward weights the sum of its splits (convsolve.SplitSum)."""
     parts, total = splits(problem), problem.w.size
     # the epilogue goes with the kernel that writes the output: the GEMM, or the sum
     kernel, size, local, extra = _kernel(
         problem if parts == 1 else problem.with_epilogue(None), handle, config)
     after = _set_args(kernel, 3, (*problem.kernel_args(), np.int32(parts), *extra))
-    if parts > 1:
-        summer = handle.build(KERNELS / "sum_splits.cl", "sum_splits",
-                              problem.epilogue_defines())
-        stores, after = summer, _set_args(summer, 2, (np.int32(total), np.int32(parts)))
-    else:
-        stores = kernel
+    summer = SplitSum(handle, problem.epilogue) if parts > 1 else None
     a_name, b_name, out_name = ROLES[problem.direction]
 
     def invoker(buffers, scratch):
         out = getattr(buffers, out_name)
         _set_args(kernel, 0, (getattr(buffers, a_name), getattr(buffers, b_name),
-                              scratch if parts > 1 else out))
-        if problem.epilogue is not None:
-            _set_args(stores, after, buffers.epilogue.kernel_args())
+                              out if summer is None else scratch))
+        if summer is None and problem.epilogue is not None:
+            _set_args(kernel, after, buffers.epilogue.kernel_args())
         events = [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, local)]
-        if parts > 1:
-            _set_args(summer, 0, (scratch, out))
-            events.append(cl.enqueue_nd_range_kernel(
-                handle.queue, summer, (round_up(total, SUM_GROUP),), (SUM_GROUP,)))
+        if summer is not None:
+            events.append(summer(scratch, out, parts, total, values=buffers.epilogue))
         return events
     return invoker
 
