@@ -1,12 +1,8 @@
-"""What the direct family's solvers share: kernel files, config helpers, kernel arguments and
-the fused epilogue."""
-from importlib import resources
+"""The direct solvers' configs: each solver's tuning space and default configs per device class,
+and the helpers that fit a default to a problem and a device."""
+from convsolve import ConfigSpace, tuning
 
-import numpy as np
-import pyopencl as cl
-from convsolve import tuning
-
-KERNELS = resources.files(__package__) / "kernels"
+# {{{ shared: compiled-in filters, block sizes, defaults fitted to a space, device checks
 
 #: Filter sizes that may be compiled into their own build (config FIXED = 1, -D FIL_H / FIL_W):
 #: the tap loops unroll (3x3: most layers; 7x7: the ResNet stem).  Only these, so that a handful
@@ -31,13 +27,6 @@ def fixed_default(problem, wanted):
 def fixed_choices(problem):
     """The FIXED values a problem's config space offers: 1 only for SPECIALISED_FILTERS."""
     return (0, 1) if (problem.fil_h, problem.fil_w) in SPECIALISED_FILTERS else (0,)
-
-
-def filter_defines(problem, config):
-    """The -D defines that compile the filter size in when ``config`` asks for it."""
-    if config.get("FIXED"):
-        return {"FIL_H": problem.fil_h, "FIL_W": problem.fil_w}
-    return {}
 
 
 #: A problem extent at most this small joins the block-size candidates itself (3 channels: a
@@ -84,26 +73,81 @@ def work_group_reasons(handle, size, local_bytes=0):
                        f"{device.local_mem_size}")
     return reasons
 
+# }}}
 
-def set_args(kernel, first, values):
-    """Set ``values`` as ``kernel``'s arguments from index ``first`` on; the index after them."""
-    for index, value in enumerate(values, start=first):
-        kernel.set_arg(index, value)
-    return first + len(values)
+# {{{ direct.Naive*: the work-group size (WG) alone; the range is rounded up to it (kernels guard
+# the tail).  64 suits PoCL's CPU device, 256 a GPU.
 
+NAIVE_SPACE = ConfigSpace({"WG": (32, 64, 128, 256)})
+NAIVE_DEFAULT_CONFIGS = {"gpu": {"WG": 256}, "*": {"WG": 64}}
 
-def set_sizes(kernel, first, problem, *extra):
-    """Set the problem's sizes (CS_CONV_PARAMS) and then ``extra`` ints as ``kernel``'s arguments
-    from index ``first`` on: once per build, so a call sets only its buffers (and the epilogue's
-    values, which follow: the index returned)."""
-    return set_args(kernel, first, (*problem.kernel_args(), *map(np.int32, extra)))
+# }}}
 
+# {{{ direct.Tiled
 
-def enqueue(handle, kernel, global_size, local_size, *buffers, values=None, at=0):
-    """Set ``buffers`` as the kernel's first arguments and ``values`` (an epilogue's
-    convsolve.EpilogueArgs; None for a bare problem) from index ``at`` on (CS_EPI_ARGS), and
-    enqueue it; returns the event."""
-    set_args(kernel, 0, buffers)
-    if values is not None:
-        set_args(kernel, at, values.kernel_args())
-    return cl.enqueue_nd_range_kernel(handle.queue, kernel, global_size, local_size)
+#: Block sizes tried along each axis: channels per work-item (KB, capped at the channels per
+#: group), rows (RB) and vectors per row (VN).
+TILED_CHANNEL_BLOCKS = (1, 2, 4, 8, 16, 24, 32)
+TILED_ROW_BLOCKS = (1, 2, 3, 4)
+#: The tuning spaces as data.  CPUs: wide vectors (PoCL emits 512-bit code only for explicit
+#: float16 vectors, AVX2 takes float8), one-item or small work-groups, accumulators within the
+#: 32 registers of AVX-512 (KB * RB * VN vectors; AVX2's 16 are the default table's business).
+#: GPUs: narrow vectors, work-groups of 32-256 items whose filters are staged in local memory.
+TILED_CPU_TUNABLES = {"VW": (8, 16), "VN": (1, 2), "WGX": (1, 2, 4), "WGY": (1, 4),
+                      "USE_LOCAL": (0,)}
+TILED_CPU_CONSTRAINTS = ["KB * RB * VN <= 28", "KB * RB * VN >= 4"]
+TILED_GPU_TUNABLES = {"VW": (1, 2, 4), "VN": (1, 2), "WGX": (8, 16, 32, 64),
+                      "WGY": (1, 2, 4, 8), "USE_LOCAL": (0, 1)}
+TILED_GPU_CONSTRAINTS = ["KB * RB * VN * VW <= 64", "KB * RB * VN * VW >= 8",
+                         "32 <= WGX * WGY <= 256"]
+#: Device-class defaults (the hooks' contract: an AVX-512 CPU gets 16-wide vectors, an AVX2 one
+#: 8-wide).  The stem and 3x3 layers measured best with 16 channels x 1 row on AVX-512 (README).
+TILED_DEFAULT_CONFIGS = {
+    "cpu/vector16": {"VW": 16, "VN": 1, "RB": 1, "KB": 16, "WGX": 1, "WGY": 1, "USE_LOCAL": 0,
+                     "FIXED": 1},
+    "cpu": {"VW": 8, "VN": 1, "RB": 1, "KB": 8, "WGX": 1, "WGY": 1, "USE_LOCAL": 0, "FIXED": 1},
+    "gpu": {"VW": 1, "VN": 1, "RB": 4, "KB": 8, "WGX": 16, "WGY": 4, "USE_LOCAL": 1, "FIXED": 1},
+    "*": {"VW": 4, "VN": 1, "RB": 2, "KB": 4, "WGX": 8, "WGY": 4, "USE_LOCAL": 0, "FIXED": 1},
+}
+
+# }}}
+
+# {{{ direct.Depthwise
+
+#: Tuning spaces as data: tile rows (TH), vectors per tile row (TWV), vector width, work-group
+#: size (WG) and, for backward-weights, taps accumulated at once (TB).  CPUs: one work-item per
+#: group running through the tile with 8- or 16-wide vectors; GPUs: groups of 64-256 items.
+DEPTHWISE_CPU_TUNABLES = {"VW": (8, 16), "WG": (1,), "TH": (1, 2, 4, 8, 16),
+                          "TWV": (1, 2, 4, 8, 16)}
+DEPTHWISE_GPU_TUNABLES = {"VW": (1, 2, 4), "WG": (64, 128, 256), "TH": (2, 4, 8, 16, 32),
+                          "TWV": (1, 2, 4, 8, 16, 32, 64)}
+DEPTHWISE_GPU_CONSTRAINTS = ["TH * TWV >= WG // 2",   # a cell for most work-items
+                             "WG * TB <= 2048"]       # the group's sums of dw_wrw: 8 KiB at most
+DEPTHWISE_TAP_BLOCKS = (4, 9, 16)
+DEPTHWISE_DEFAULT_CONFIGS = {
+    "cpu/vector16": {"VW": 16, "WG": 1, "TH": 8, "TWV": 8, "TB": 9, "FIXED": 1},
+    "cpu": {"VW": 8, "WG": 1, "TH": 8, "TWV": 16, "TB": 9, "FIXED": 1},
+    "gpu": {"VW": 1, "WG": 128, "TH": 8, "TWV": 32, "TB": 9, "FIXED": 1},
+    "*": {"VW": 4, "WG": 64, "TH": 4, "TWV": 16, "TB": 9, "FIXED": 1}}
+
+# }}}
+
+# {{{ direct.Wrw
+
+#: Tunables: vector width, output channels (KB) and filter columns (SB) per work-item, and the
+#: work-group's size along the first dimension.  SB candidates cover 3-, 5- and 7-wide filters.
+WRW_CHANNEL_BLOCKS = (1, 2, 4, 8, 16, 24)
+WRW_COLUMN_BLOCKS = (1, 2, 3, 4, 5, 7)
+WRW_CPU_TUNABLES = {"VW": (8, 16), "WGX": (1, 4), "TAPS": (0, 1)}
+WRW_CPU_CONSTRAINTS = ["KB * SB + KB + SB <= 30 if TAPS == 0 else KB <= 28 and SB == 1"]   # 32 regs
+WRW_GPU_TUNABLES = {"VW": (1, 2, 4), "WGX": (32, 64, 128), "TAPS": (0,)}
+WRW_GPU_CONSTRAINTS = ["KB * SB * VW <= 64"]
+WRW_DEFAULT_CONFIGS = {"cpu/vector16": {"VW": 16, "KB": 2, "SB": 7, "WGX": 1, "TAPS": 0},
+                       "cpu": {"VW": 8, "KB": 2, "SB": 3, "WGX": 1, "TAPS": 0},   # AVX2: 16 regs
+                       "gpu": {"VW": 1, "KB": 4, "SB": 4, "WGX": 64, "TAPS": 0},
+                       "*": {"VW": 4, "KB": 2, "SB": 3, "WGX": 32, "TAPS": 0}}
+#: wrw_taps' block where the filter allows it (S <= VW / 2, DIL_W = 1): 16 output channels,
+#: 1.5x the other kernel on the ResNet-50 stem (README).
+WRW_TAPS_CONFIG = {"KB": 16, "SB": 1}
+
+# }}}

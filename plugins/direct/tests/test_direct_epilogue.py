@@ -5,7 +5,7 @@ stores, on strided stores and on a reduction in chunks."""
 import pytest
 from convsolve import Direction, Epilogue, Problem, registry
 from convsolve.testing import check_solver
-from convsolve_direct import wrw
+from convsolve_direct import plan
 
 ALL = Epilogue(True, True, True, "leaky_relu", True)
 #: Rows of 37 outputs: two whole 16-lane vectors and a part (the whole-vector store reads z and
@@ -54,7 +54,7 @@ def test_reduction_in_chunks_fuses_alpha_only(handle, monkeypatch, name):
     problem = Problem.conv2d((3, 4, 6, 5), (8, 1, 3, 3), padding=1, groups=4, direction="wrw")
     solver = registry().get(name)
     one_image = solver.workspace(problem) // 3
-    monkeypatch.setattr(wrw, "BUDGET_BYTES", one_image)
+    monkeypatch.setattr(plan, "BUDGET_BYTES", one_image)
     assert solver.workspace(problem) == one_image
     assert solver.fused_epilogue(problem.with_epilogue(Epilogue(blend=True))) == 1
     assert check_solver(solver, handle, [problem], configs=0) == 1

@@ -28,7 +28,7 @@
  * With CS_EPI dw_fwd and dw_bwd store the output's epilogue (convsolve_epilogue.h), each output
  * element once; dw_wrw's is wrw_reduce's.
  *
- * Defines read: VW, WG, LDS, TB, FIL_H, FIL_W (direct.h), CS_PRECISION, the epilogue's
+ * Defines read: VW, WG, LDS, TB, FIL_H, FIL_W (direct_common.cl), CS_PRECISION, the epilogue's
  * (CS_EPI...).
  */
 #ifndef VW
@@ -44,7 +44,7 @@
 #define TB 9      /* taps (of M * R * S) dw_wrw accumulates at once, one vector each */
 #endif
 
-#include "direct.h"
+#include "direct_common.cl"
 
 /* tile[rr * pitch + col] = t[plane + (ih0 + rr) * W + iw0 + col] for rr < rows, col < pitch
  * (a multiple of VW), 0 outside the H x W plane at offset `plane` of the tensor t of `total`

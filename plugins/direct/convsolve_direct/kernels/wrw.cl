@@ -31,7 +31,7 @@
 #define SB 4    /* filter columns (taps of one filter row) a work-item reduces */
 #endif
 
-#include "direct.h"
+#include "direct_common.cl"
 
 __kernel void wrw_partial(__global const real *x, __global const real *dy,
                           __global float *partial, CS_CONV_PARAMS, const int TR, const int TPI,
