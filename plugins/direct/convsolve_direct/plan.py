@@ -5,7 +5,7 @@ from importlib import resources
 
 import numpy as np
 import pyopencl as cl
-from convsolve import ceil_div, round_up
+from convsolve import SplitSum, ceil_div
 
 KERNELS = resources.files(__package__) / "kernels"
 
@@ -15,7 +15,6 @@ KERNELS = resources.files(__package__) / "kernels"
 TARGET_UNITS = 4096
 #: Workspace bound for the partial dWs: the batch goes in chunks of images whose tiles fit it.
 BUDGET_BYTES = 64 << 20
-REDUCE_GROUP = 64
 
 
 def filter_defines(problem, config):
@@ -52,7 +51,7 @@ def enqueue(handle, kernel, global_size, local_size, *buffers, values=None, at=0
 # {{{ backward-weights in two stages: the reduction over N * OH * OW is cut into tiles of TR
 # output rows of one image (tiles_per_image of them); stage 1 (the solver's kernel) writes one
 # partial dW per tile into the workspace, stage 2 adds them up in tile order, chunk after chunk
-# of images, so the result is bitwise the same for any chunking.  The tiling reads the problem
+# of images (convsolve.SplitSum), so the result is bitwise the same for any chunking.  The tiling reads the problem
 # only (never the config or the device), so the workspace is exact and config-independent.
 
 @dataclass(frozen=True)
@@ -91,20 +90,17 @@ class Partials:
         overwrites dW's prior contents (the core's pass blends then, from scratch)."""
         return len(problem.epilogue.stages) if self.chunk >= problem.n else 1
 
-    def reducer(self, handle, problem, defines=None):
+    def reducer(self, handle, problem):
         """fold(buffers.w, scratch, tiles, first, values=None) -> event: stage 2 over one chunk's
-        tiles, built from the program of ``defines`` (so that it shares stage 1's build); with
-        ``values`` (buffers.epilogue: the last chunk), that fold stores ``problem``'s epilogue
-        from a build of its own."""
-        kernel = handle.build(KERNELS / "wrw.cl", "wrw_reduce", defines)
-        last = kernel if problem.epilogue is None else handle.build(
-            KERNELS / "wrw.cl", "wrw_reduce", {**(defines or {}), **problem.epilogue_defines()})
-        size = (round_up(self.count, REDUCE_GROUP),)
+        tiles, the core's split sum in tile order, continuing from dW after the ``first``
+        chunk; with ``values`` (buffers.epilogue: the last chunk), that fold stores
+        ``problem``'s epilogue from a build of its own."""
+        bare = SplitSum(handle)
+        last = bare if problem.epilogue is None else SplitSum(handle, problem.epilogue)
 
         def fold(dw, scratch, tiles, first, values=None):
-            return enqueue(handle, last if values is not None else kernel, size, (REDUCE_GROUP,),
-                           scratch, dw, np.int32(self.count), np.int32(tiles), np.int32(first),
-                           values=values, at=5)
+            return (bare if values is None else last)(scratch, dw, tiles, self.count,
+                                                      accumulate=not first, values=values)
         return fold
 
 # }}}

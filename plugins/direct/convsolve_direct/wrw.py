@@ -83,7 +83,7 @@ class Wrw(DirectSolver):
         taps = config["TAPS"]
         kernel = handle.build(KERNELS / "wrw.cl", "wrw_taps" if taps else "wrw_partial", defines)
         set_sizes(kernel, 3, problem, partials.rows, partials.tiles_per_image)
-        fold = partials.reducer(handle, problem, defines)
+        fold = partials.reducer(handle, problem)
         cpg, kpg = problem.c // problem.groups, problem.k // problem.groups
         local = (config["WGX"], 1, 1)
         across = round_up(cpg * (ceil_div(problem.fil_h, 2) if taps else problem.fil_h

@@ -24,9 +24,9 @@
  *   [p * PR, p * PR + PR) of one image for the channel's M * R * S taps, TB at a time (sub-tiles
  *   of TH x TWV vectors staged as in dw_fwd; each work-item sums its cells, then the group sums
  *   the work-items in order), into partial[slot][k][0][r][s], slot = (n - n_first) * TPI + p.
- *   wrw.cl's wrw_reduce adds the slots up in order.  global (WG * TPI, images * C).
+ *   The core's split sum adds the slots up in order.  global (WG * TPI, images * C).
  * With CS_EPI dw_fwd and dw_bwd store the output's epilogue (convsolve_epilogue.h), each output
- * element once; dw_wrw's is wrw_reduce's.
+ * element once; dw_wrw's is the split sum's.
  *
  * Defines read: VW, WG, LDS, TB, FIL_H, FIL_W (direct_common.cl), CS_PRECISION, the epilogue's
  * (CS_EPI...).
