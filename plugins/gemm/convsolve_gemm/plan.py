@@ -33,8 +33,9 @@ from .conv_layout import Columns, View, images_per_chunk, padded_pitch
 from .gemm import Gemm
 
 #: The edge of the dW tiles the split rule counts: the tile of the GPU's 64 x 64 GEMM config
-#: (configs.DEFAULT_CONFIGS["gpu"][1]), the one products too small for 128 x 128 tiles take. A constant,
-#: not read from that set, so that the workspace depends neither on the device nor on retuning.
+#: (configs.DEFAULT_CONFIGS["gpu"][1]), the one products too small for 128 x 128 tiles take. A
+#: constant, not read from that config, so that the workspace depends neither on the device nor
+#: on retuning.
 SPLIT_TILE = 64
 #: A side-by-side reduction is split until its slices have this many SPLIT_TILE x SPLIT_TILE
 #: tiles of dW in all (about four work-groups for each of a 132-unit GPU's compute units)...
