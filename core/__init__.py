@@ -23,6 +23,7 @@ from .engine.immediate import (
 )
 from .engine.run import run
 from .engine.solutions import Solution
+from .engine.split_sum import SplitSum
 from .epilogue import Activation, Epilogue, EpilogueArgs, fold_batch_norm
 from .errors import (
                   BuildError,
@@ -69,6 +70,7 @@ __all__ = [
                   "Solution",
                   "Solver",
                   "SolverError",
+                  "SplitSum",
                   "TensorDesc",
                   "ValidationError",
                   "applicable_solvers",

@@ -23,16 +23,19 @@ ROOT = Path(__file__).resolve().parents[1]
 #: testing 652, cli 919, bench 751 Python lines; 264 OpenCL lines in core/kernels) plus the room
 #: that the open reliability work (issue 25: input checks in the door and the dbs, worker
 #: watchdogs, honest CLI output) was expected to take.  The engine's is the tight one: what it
-#: gains must come with a reason in the commit.  Raising one is a decision a commit states and
-#: explains.
+#: gains must come with a reason in the commit.  The core's OpenCL went from 275 to 280 the same
+#: day, when the split-sum kernel the gemm, implicit_gemm and direct families each had became
+#: the core's one split_sum.cl (convsolve.SplitSum: +15 core lines, -39 plugin lines), and the
+#: engine's from 1,400 to 1,440 for its launcher (engine/split_sum.py, 39 lines).  Raising
+#: one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "engine", "testing", "cli", "bench")
 BUDGETS = {
     "core (door)": {"python": 1400, "opencl": 0},
-    "core/kernels": {"python": 0, "opencl": 275},
+    "core/kernels": {"python": 0, "opencl": 280},
     "core/solvers": {"python": 420, "opencl": 0},
     "core/device": {"python": 450, "opencl": 0},
     "core/db": {"python": 650, "opencl": 0},
-    "core/engine": {"python": 1400, "opencl": 0},
+    "core/engine": {"python": 1440, "opencl": 0},
     "core/testing": {"python": 760, "opencl": 0},
     "core/cli": {"python": 1050, "opencl": 0},
     "core/bench": {"python": 800, "opencl": 60},

@@ -4,17 +4,10 @@ fused into its stores."""
 import numpy as np
 from convsolve import ConfigSpace, Direction, ceil_div, hookimpl, round_up
 
-from .common import (
-    KERNELS,
-    enqueue,
-    filter_defines,
-    fixed_choices,
-    fixed_default,
-    pick_default,
-    set_sizes,
-    work_group_reasons,
-)
-from .wrw import Partials
+from . import configs
+from .configs import fixed_choices, fixed_default, pick_default, work_group_reasons
+from .plan import KERNELS, Partials, enqueue, filter_defines, set_sizes
+from .solver import DirectSolver
 
 #: Floats of local memory for the staged window (depthwise.cl's LDS): at most 32 KiB (inside an
 #: L1 data cache of 48 KiB and a GPU's 48 KiB of local memory), less where the device has less
@@ -27,19 +20,6 @@ MIN_LDS = 4096
 GROUP_OUTPUTS = 4096
 #: Rows per partial tile of backward-weights at least: each tile re-reads (R - 1) * DIL_H rows.
 MIN_PARTIAL_ROWS = 8
-#: Tuning spaces as data: tile rows (TH), vectors per tile row (TWV), vector width, work-group
-#: size (WG) and, for backward-weights, taps accumulated at once (TB).  CPUs: one work-item per
-#: group running through the tile with 8- or 16-wide vectors; GPUs: groups of 64-256 items.
-CPU_PARAMS = {"VW": (8, 16), "WG": (1,), "TH": (1, 2, 4, 8, 16), "TWV": (1, 2, 4, 8, 16)}
-GPU_PARAMS = {"VW": (1, 2, 4), "WG": (64, 128, 256), "TH": (2, 4, 8, 16, 32),
-              "TWV": (1, 2, 4, 8, 16, 32, 64)}
-GPU_CONSTRAINTS = ["TH * TWV >= WG // 2",   # a cell for most work-items
-                   "WG * TB <= 2048"]       # the group's sums of dw_wrw: 8 KiB at most
-TAP_BLOCKS = (4, 9, 16)
-DEFAULTS = {"cpu/vector16": {"VW": 16, "WG": 1, "TH": 8, "TWV": 8, "TB": 9, "FIXED": 1},
-            "cpu": {"VW": 8, "WG": 1, "TH": 8, "TWV": 16, "TB": 9, "FIXED": 1},
-            "gpu": {"VW": 1, "WG": 128, "TH": 8, "TWV": 32, "TB": 9, "FIXED": 1},
-            "*": {"VW": 4, "WG": 64, "TH": 4, "TWV": 16, "TB": 9, "FIXED": 1}}
 #: Estimated efficiency: the fraction of the device's copy bandwidth it reaches (it is
 #: bandwidth-bound), which puts it first among the solvers of a depthwise problem (README).
 WTI = 0.6
@@ -77,17 +57,16 @@ def lds_floats(handle, config):
     return max(64, min(LDS, room // 64 * 64))
 
 
-class Depthwise:
+class Depthwise(DirectSolver):
     name = "direct.Depthwise"
-    family = "direct"
     directions = tuple(Direction)
-    dynamic = True
     deterministic = True
 
     @hookimpl
     def is_applicable(self, problem):
-        return (problem.dtype == "float32" and problem.groups == problem.c
-                and window(problem, 1, 1, max(CPU_PARAMS["VW"]))[2] <= MIN_LDS)
+        return (super().is_applicable(problem) and problem.groups == problem.c
+                and window(problem, 1, 1, max(configs.DEPTHWISE_CPU_TUNABLES["VW"]))[2]
+                <= MIN_LDS)
 
     @hookimpl
     def get_wti(self, problem):
@@ -105,18 +84,21 @@ class Depthwise:
     @hookimpl
     def fused_epilogue(self, problem):
         """Forward and backward-data: all of it (one work-item stores each output element once);
-        backward-weights: what the reduction's last fold stores (wrw.Partials)."""
+        backward-weights: what the reduction's last fold stores (plan.Partials)."""
         if problem.direction is Direction.BACKWARD_WEIGHTS:
             return self._partials(problem).fused_stages(problem)
-        return len(problem.epilogue.stages)
+        return super().fused_epilogue(problem)
 
     @hookimpl
     def config_space(self, problem, handle):
-        params = dict(GPU_PARAMS if handle.is_gpu else CPU_PARAMS)
+        tunables = dict(configs.DEPTHWISE_GPU_TUNABLES if handle.is_gpu
+                        else configs.DEPTHWISE_CPU_TUNABLES)
         wrw = problem.direction is Direction.BACKWARD_WEIGHTS
-        params.update(TB=TAP_BLOCKS if wrw else (9,), FIXED=fixed_choices(problem))
+        tunables.update(TB=configs.DEPTHWISE_TAP_BLOCKS if wrw else (9,),
+                        FIXED=fixed_choices(problem))
         constraints = [f"(TWV - 1) * VW < {columns(problem)}"]   # no wholly idle vector column
-        return ConfigSpace(params, constraints + (GPU_CONSTRAINTS if handle.is_gpu else []))
+        return ConfigSpace(tunables, constraints + (configs.DEPTHWISE_GPU_CONSTRAINTS
+                                                    if handle.is_gpu else []))
 
     @hookimpl
     def default_config(self, problem, handle):
@@ -134,7 +116,7 @@ class Depthwise:
             while vw > narrowest and 2 * columns(problem) <= vw:
                 vw //= 2
             return dict(entry, VW=vw, FIXED=fixed_default(problem, entry["FIXED"]))
-        table = {key: fitted(entry) for key, entry in DEFAULTS.items()}
+        table = {key: fitted(entry) for key, entry in configs.DEPTHWISE_DEFAULT_CONFIGS.items()}
         config = pick_default(table, handle, space, shrink)
         while config and self.check_config(problem, handle, config):
             config = shrink(config)
@@ -162,18 +144,18 @@ class Depthwise:
         pitch = window(problem, th, twv, vw)[1]
         (sh, _), n = problem.conv.strides, problem.n
         if wrw:
-            plan = self._partials(problem)
-            set_sizes(kernel, 3, problem, th, twv, pitch, plan.rows, plan.tiles_per_image)
-            fold = plan.reducer(handle, problem)
+            partials = self._partials(problem)
+            set_sizes(kernel, 3, problem, th, twv, pitch, partials.rows, partials.tiles_per_image)
+            fold = partials.reducer(handle, problem)
 
             def invoker(buffers, scratch):
                 events = []
-                for first, images in plan.chunks(n):
+                for first, images in partials.chunks(n):
                     kernel.set_arg(3 + 16 + 5, np.int32(first))
-                    size = (wg * plan.tiles_per_image, images * problem.c)
+                    size = (wg * partials.tiles_per_image, images * problem.c)
                     events.append(enqueue(handle, kernel, size, (wg, 1), buffers.x, buffers.y,
                                           scratch))
-                    events.append(fold(buffers.w, scratch, images * plan.tiles_per_image,
+                    events.append(fold(buffers.w, scratch, images * partials.tiles_per_image,
                                        first == 0, buffers.epilogue if first + images == n
                                        else None))
                 return events

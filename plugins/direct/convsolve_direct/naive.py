@@ -1,32 +1,24 @@
 """direct.Naive*: one work-item per output element; any stride, padding, dilation and groups;
 the output's epilogue fused into the store."""
-from convsolve import ConfigSpace, Direction, hookimpl, round_up, tuning
+from convsolve import Direction, hookimpl, round_up, tuning
 
-from .common import KERNELS, enqueue, set_sizes
-
-#: The one tunable: work-items per group (WG); the range is rounded up to it (kernels guard the
-#: tail).  64 suits PoCL's CPU device, 256 a GPU.
-SPACE = ConfigSpace({"WG": (32, 64, 128, 256)})
-DEFAULTS = {"gpu": {"WG": 256}, "*": {"WG": 64}}
+from . import configs
+from .plan import KERNELS, enqueue, set_sizes
+from .solver import DirectSolver
 
 #: Estimated fraction of peak: a scalar loop with no reuse reaches a few percent of it.
 NAIVE_WTI = 0.01
 
 
-class _Naive:
-    """Shared body of the three naive solvers: a dynamic kernel launched over the output."""
+class _Naive(DirectSolver):
+    """Shared body of the three naive solvers: a dynamic kernel launched over the output, the
+    work-group size (WG) its one tunable."""
 
-    family = "direct"
-    dynamic = True
     kernel = None       # kernel name in naive.cl
 
     @property
     def directions(self):
         return (self.direction,)
-
-    @hookimpl
-    def is_applicable(self, problem):
-        return problem.dtype == "float32"
 
     @hookimpl
     def get_wti(self, problem):
@@ -37,17 +29,12 @@ class _Naive:
         return 0
 
     @hookimpl
-    def fused_epilogue(self, problem):
-        """All of it: the one work-item of each output element stores it."""
-        return len(problem.epilogue.stages)
-
-    @hookimpl
     def config_space(self, problem):
-        return SPACE
+        return configs.NAIVE_SPACE
 
     @hookimpl
     def default_config(self, problem, handle):
-        wanted = tuning.pick(DEFAULTS, handle.device)["WG"]
+        wanted = tuning.pick(configs.NAIVE_DEFAULT_CONFIGS, handle.device)["WG"]
         return {"WG": min(wanted, max(32, handle.device.max_work_group_size))}
 
     @hookimpl

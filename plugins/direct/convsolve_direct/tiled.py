@@ -3,41 +3,11 @@ the output's epilogue fused into its stores."""
 import numpy as np
 from convsolve import ConfigSpace, Direction, ceil_div, hookimpl, round_up, tuning
 
-from .common import (
-    KERNELS,
-    capped,
-    enqueue,
-    filter_defines,
-    fixed_choices,
-    fixed_default,
-    set_sizes,
-    snapped,
-    work_group_reasons,
-)
+from . import configs
+from .configs import capped, fixed_choices, fixed_default, snapped, work_group_reasons
+from .plan import KERNELS, enqueue, filter_defines, set_sizes
+from .solver import DirectSolver
 
-#: Block sizes tried along each axis: channels per work-item (KB, capped at the channels per
-#: group), rows (RB) and vectors per row (VN).
-CHANNEL_BLOCKS = (1, 2, 4, 8, 16, 24, 32)
-ROW_BLOCKS = (1, 2, 3, 4)
-#: The tuning spaces as data.  CPUs: wide vectors (PoCL emits 512-bit code only for explicit
-#: float16 vectors, AVX2 takes float8), one-item or small work-groups, accumulators within the
-#: 32 registers of AVX-512 (KB * RB * VN vectors; AVX2's 16 are the default table's business).
-#: GPUs: narrow vectors, work-groups of 32-256 items whose filters are staged in local memory.
-CPU_PARAMS = {"VW": (8, 16), "VN": (1, 2), "WGX": (1, 2, 4), "WGY": (1, 4), "USE_LOCAL": (0,)}
-CPU_CONSTRAINTS = ["KB * RB * VN <= 28", "KB * RB * VN >= 4"]
-GPU_PARAMS = {"VW": (1, 2, 4), "VN": (1, 2), "WGX": (8, 16, 32, 64), "WGY": (1, 2, 4, 8),
-              "USE_LOCAL": (0, 1)}
-GPU_CONSTRAINTS = ["KB * RB * VN * VW <= 64", "KB * RB * VN * VW >= 8",
-                   "32 <= WGX * WGY <= 256"]
-#: Device-class defaults (the hooks' contract: an AVX-512 CPU gets 16-wide vectors, an AVX2 one
-#: 8-wide).  The stem and 3x3 layers measured best with 16 channels x 1 row on AVX-512 (README).
-DEFAULTS = {
-    "cpu/vector16": {"VW": 16, "VN": 1, "RB": 1, "KB": 16, "WGX": 1, "WGY": 1, "USE_LOCAL": 0,
-                     "FIXED": 1},
-    "cpu": {"VW": 8, "VN": 1, "RB": 1, "KB": 8, "WGX": 1, "WGY": 1, "USE_LOCAL": 0, "FIXED": 1},
-    "gpu": {"VW": 1, "VN": 1, "RB": 4, "KB": 8, "WGX": 16, "WGY": 4, "USE_LOCAL": 1, "FIXED": 1},
-    "*": {"VW": 4, "VN": 1, "RB": 2, "KB": 4, "WGX": 8, "WGY": 4, "USE_LOCAL": 0, "FIXED": 1},
-}
 #: Floats of local memory for staged filters (tiled.cl's LW_CAP); a config with USE_LOCAL = 1
 #: needs one channel's block, KB * R * S of them, to fit.
 LW_CAP = 4096
@@ -60,15 +30,9 @@ def _members(problem):
     return (problem.k if forward else problem.c) // problem.groups
 
 
-class Tiled:
+class Tiled(DirectSolver):
     name = "direct.Tiled"
-    family = "direct"
     directions = (Direction.FORWARD, Direction.BACKWARD_DATA)
-    dynamic = True
-
-    @hookimpl
-    def is_applicable(self, problem):
-        return problem.dtype == "float32"
 
     @hookimpl
     def get_wti(self, problem):
@@ -81,29 +45,26 @@ class Tiled:
         return problem.w.nbytes   # the filters re-laid with the channel blocks innermost
 
     @hookimpl
-    def fused_epilogue(self, problem):
-        """All of it, in both directions: one work-item stores each output element once."""
-        return len(problem.epilogue.stages)
-
-    @hookimpl
     def config_space(self, problem, handle):
-        params, constraints = ((GPU_PARAMS, GPU_CONSTRAINTS) if handle.is_gpu
-                               else (CPU_PARAMS, CPU_CONSTRAINTS))
-        return ConfigSpace({**params, "RB": ROW_BLOCKS,
-                            "KB": capped(CHANNEL_BLOCKS, _members(problem)),
+        tunables, constraints = (
+            (configs.TILED_GPU_TUNABLES, configs.TILED_GPU_CONSTRAINTS) if handle.is_gpu
+            else (configs.TILED_CPU_TUNABLES, configs.TILED_CPU_CONSTRAINTS))
+        return ConfigSpace({**tunables, "RB": configs.TILED_ROW_BLOCKS,
+                            "KB": capped(configs.TILED_CHANNEL_BLOCKS, _members(problem)),
                             "FIXED": fixed_choices(problem)}, constraints)
 
     @hookimpl
     def default_config(self, problem, handle):
         space = self.config_space(problem, handle)
-        wanted = dict(tuning.pick(DEFAULTS, handle.device))
+        wanted = dict(tuning.pick(configs.TILED_DEFAULT_CONFIGS, handle.device))
         wanted["FIXED"] = fixed_default(problem, wanted["FIXED"])
         tile = wanted["KB"] * wanted["RB"] * wanted["VN"]   # accumulators the class wants
         config = snapped(space, wanted)
         while config["VW"] > min(space.params["VW"]) and 2 * _columns(problem) <= config["VW"]:
             config["VW"] //= 2                              # narrow images: narrower vectors
-        while config["KB"] * config["RB"] * 2 <= tile and config["RB"] < ROW_BLOCKS[-1]:
-            config["RB"] = min(ROW_BLOCKS[-1], config["RB"] * 2)   # few channels: more rows
+        most_rows = configs.TILED_ROW_BLOCKS[-1]
+        while config["KB"] * config["RB"] * 2 <= tile and config["RB"] < most_rows:
+            config["RB"] = min(most_rows, config["RB"] * 2)   # few channels: more rows
 
         def shrink(config):   # fewer channels, then fewer rows, until the constraints hold
             if config["KB"] > 1:

@@ -9,7 +9,7 @@ from convsolve.testing import (
     read_output,
     relative_error,
 )
-from convsolve_direct.common import snapped
+from convsolve_direct.configs import snapped
 
 
 def run_config(handle, solver, problem, config, host):

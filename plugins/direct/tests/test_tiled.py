@@ -3,7 +3,7 @@ the phase decomposition of strided backward-data, its config space and workspace
 import pytest
 from convsolve import Direction, Problem, registry
 from convsolve.testing import check_solver
-from convsolve_direct.tiled import DEFAULTS
+from convsolve_direct.configs import TILED_DEFAULT_CONFIGS
 from direct_helpers import assert_matches_reference, configs_to_check
 
 # (x_shape, w_shape, stride, padding, dilation, groups)
@@ -70,7 +70,7 @@ def test_defaults_per_device_class(fake_handle):
         assert (config["VW"], config["USE_LOCAL"]) == (width, local)
         assert tiled.config_space(problem, handle).refusal(config) is None
         assert tiled.check_config(problem, handle, config) == []
-    assert set(DEFAULTS) >= {"cpu/vector16", "cpu", "gpu", "*"}
+    assert set(TILED_DEFAULT_CONFIGS) >= {"cpu/vector16", "cpu", "gpu", "*"}
 
 
 def test_workspace_is_the_relaid_filters():

@@ -3,7 +3,7 @@ and across batch chunkings, and its exact workspace."""
 import pytest
 from convsolve import Problem, registry
 from convsolve.testing import check_solver, random_tensors
-from convsolve_direct import wrw
+from convsolve_direct import plan, wrw
 from direct_helpers import assert_matches_reference, equal_bits, run_config
 
 SHAPES = [
@@ -38,14 +38,14 @@ def test_bitwise_equal_over_runs_and_chunkings(handle, monkeypatch):
     problem = Problem.conv2d((5, 3, 14, 13), (4, 3, 3, 3), padding=1, direction="wrw")
     host = random_tensors(problem, 3)
     config = solver.default_config(problem, handle)
-    whole = wrw.Partials.plan(problem, wrw._units(problem))
+    whole = plan.Partials.plan(problem, wrw._units(problem))
     assert whole.chunk == 5
     first = run_config(handle, solver, problem, config, host)
     assert equal_bits(first, run_config(handle, solver, problem, config, host))
     per_image = 4 * whole.count * whole.tiles_per_image
     for images in (1, 2):
-        monkeypatch.setattr(wrw, "BUDGET_BYTES", images * per_image)
-        assert wrw.Partials.plan(problem, wrw._units(problem)).chunk == images
+        monkeypatch.setattr(plan, "BUDGET_BYTES", images * per_image)
+        assert plan.Partials.plan(problem, wrw._units(problem)).chunk == images
         assert solver.workspace(problem) == images * per_image
         assert equal_bits(first, run_config(handle, solver, problem, config, host))
 
@@ -54,10 +54,10 @@ def test_workspace_formula():
     """The workspace is one partial dW per tile of the chunk: the stem at batch 8 tiles each
     image into 4 tiles of 28 rows, all 8 images in one chunk."""
     problem = Problem.conv2d((8, 3, 224, 224), (64, 3, 7, 7), 2, 3, direction="wrw")
-    plan = wrw.Partials.plan(problem, wrw._units(problem))
-    assert (plan.rows, plan.tiles_per_image, plan.chunk) == (28, 4, 8)
+    partials = plan.Partials.plan(problem, wrw._units(problem))
+    assert (partials.rows, partials.tiles_per_image, partials.chunk) == (28, 4, 8)
     assert registry().get("direct.Wrw").workspace(problem) == 4 * 64 * 3 * 49 * 4 * 8
     big = Problem.conv2d((64, 512, 7, 7), (512, 512, 3, 3), padding=1, direction="wrw")
-    plan = wrw.Partials.plan(big, wrw._units(big))
-    assert plan.tiles_per_image == 1 and plan.workspace <= wrw.BUDGET_BYTES
-    assert plan.chunk == wrw.BUDGET_BYTES // (4 * 512 * 512 * 9)
+    partials = plan.Partials.plan(big, wrw._units(big))
+    assert partials.tiles_per_image == 1 and partials.workspace <= plan.BUDGET_BYTES
+    assert partials.chunk == plan.BUDGET_BYTES // (4 * 512 * 512 * 9)

@@ -4,9 +4,10 @@ from typing import NamedTuple
 
 import numpy as np
 import pyopencl as cl
-from convsolve import Problem, ceil_div, round_up
+from convsolve import Problem, ceil_div
 
-from .gemm import device_kind, epilogue_kernel
+from .configs import device_kind
+from .gemm import epilogue_kernel
 
 KERNELS = resources.files(__package__) / "kernels"
 
@@ -16,7 +17,7 @@ KERNELS = resources.files(__package__) / "kernels"
 IM2COL_TW = {"cpu": 32, "gpu": 1}
 COL2IM_TW = {"cpu": 32, "gpu": 1}
 #: Workspace budget per chunk of images: the chunk's per-image matrices fit it (see
-#: matmul_conv.bytes_per_image; a split reduction's partial dW comes on top).
+#: plan.bytes_per_image; a split reduction's partial dW comes on top).
 COLUMN_BUDGET_BYTES = 64 << 20
 
 _CONV_ARGS = [np.int32] * 16    # CS_CONV_PARAMS of convsolve.h, as Problem.kernel_args() gives them
@@ -82,25 +83,6 @@ class Columns:
                                     col.image, col.group, image0 * p.c * p.in_h * p.in_w,
                                     *(values.kernel_args() if values else ()))
         return cl.enqueue_nd_range_kernel(self.queue, self.col2im_kernel, size, None)
-
-
-class SumPartials:
-    """The sum_partials kernel: the partial results of a split reduction added up in order,
-    stored with ``epilogue`` (backward weights', or None)."""
-
-    def __init__(self, handle, epilogue=None):
-        self.queue = handle.queue
-        self.kernel = epilogue_kernel(handle, "sum_partials.cl", "sum_partials", {},
-                                       [None, np.int32, np.int32, np.int32, None, np.int32],
-                                       epilogue)
-
-    def __call__(self, partial, offset, count, size, out, accumulate, values=None):
-        """out (+)= the ``count`` partials of ``size`` elements starting at element ``offset``;
-        with an epilogue, out = its epilogue of their sum with ``values`` (EpilogueArgs), which
-        accumulate with beta = 1."""
-        self.kernel.set_args(partial, offset, count, size, out, int(accumulate),
-                             *(values.kernel_args() if values else ()))
-        return cl.enqueue_nd_range_kernel(self.queue, self.kernel, (round_up(size, 64),), None)
 
 
 def padded_pitch(count):

@@ -1,7 +1,7 @@
 """gemm.Gemm1x1: 1x1 filters without padding as grouped GEMMs; strided inputs are gathered first."""
 from convsolve import Direction, hookimpl
 
-from .gemm_solver import GemmSolver
+from .solver import GemmSolver
 
 
 class Gemm1x1(GemmSolver):

@@ -1,7 +1,7 @@
 """gemm.GemmWrwSplitK: backward-weights as one GEMM per group over a chunk of images, split-K."""
 from convsolve import Direction
 
-from .gemm_solver import GemmSolver
+from .solver import GemmSolver
 
 
 class GemmWrwSplitK(GemmSolver):

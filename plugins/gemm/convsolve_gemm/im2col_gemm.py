@@ -1,7 +1,7 @@
 """gemm.Im2ColGemm: any convolution as im2col (or col2im) around grouped GEMMs, in image chunks."""
 from convsolve import Direction
 
-from .gemm_solver import GemmSolver
+from .solver import GemmSolver
 
 
 class Im2ColGemm(GemmSolver):

@@ -6,7 +6,7 @@ import convsolve_gemm
 import pytest
 from convsolve import Direction, Problem
 from convsolve.testing import check_solver, device_buffers, random_tensors
-from convsolve_gemm import conv_layout, gemm, matmul_conv
+from convsolve_gemm import configs, conv_layout, gemm, plan
 
 SOLVERS = ("gemm.Gemm1x1", "gemm.Im2ColGemm", "gemm.GemmWrwSplitK")
 
@@ -32,9 +32,9 @@ def test_chunked_batches(handle, monkeypatch, direction):
     if direction is Direction.BACKWARD_WEIGHTS:
         cases.append(("gemm.GemmWrwSplitK", problem, True))
     for name, p, side_by_side in cases:
-        budget = 2 * matmul_conv.bytes_per_image(p, side_by_side) + 1
+        budget = 2 * plan.bytes_per_image(p, side_by_side) + 1
         monkeypatch.setattr(conv_layout, "COLUMN_BUDGET_BYTES", budget)
-        assert matmul_conv.layout(p, side_by_side).chunk == 2
+        assert plan.layout(p, side_by_side).chunk == 2
         assert check_solver(convsolve.registry().get(name), handle, [p], configs=1) == 1
 
 
@@ -43,7 +43,7 @@ def _in_side_by_side_chunks_of_3(monkeypatch, groups):
     GemmWrwSplitK takes it in chunks of 3 and 2 images."""
     problem = Problem.conv2d((5, 6, 9, 7), (6, 6 // groups, 3, 2), padding=((1, 0), (0, 1)),
                              groups=groups, direction="wrw")
-    budget = 3 * matmul_conv.bytes_per_image(problem, True)
+    budget = 3 * plan.bytes_per_image(problem, True)
     monkeypatch.setattr(conv_layout, "COLUMN_BUDGET_BYTES", budget)
     return problem
 
@@ -53,10 +53,10 @@ def test_split_reductions(handle, monkeypatch, groups, min_depth):
     """Backward-weights split into slices (a shorter last one; launches per group, or per slice
     when slices <= groups), over chunks whose partial sums accumulate, is correct and uses its
     workspace exactly."""
-    monkeypatch.setattr(matmul_conv, "MIN_SLICE_DEPTH", min_depth)
+    monkeypatch.setattr(plan, "MIN_SLICE_DEPTH", min_depth)
     problem = _in_side_by_side_chunks_of_3(monkeypatch, groups)
-    assert matmul_conv.layout(problem, side_by_side=True).chunk == 3
-    depth, slices = matmul_conv.reduction_slices(problem, 3 * 56)
+    assert plan.layout(problem, side_by_side=True).chunk == 3
+    depth, slices = plan.reduction_slices(problem, 3 * 56)
     assert slices > 1 and slices * depth > 3 * 56                            # uneven slices
     assert check_solver(convsolve.registry().get("gemm.GemmWrwSplitK"), handle, [problem]) == 1
 
@@ -64,12 +64,12 @@ def test_split_reductions(handle, monkeypatch, groups, min_depth):
 def test_a_short_last_chunk_keeps_to_the_reserved_slices(handle, monkeypatch):
     """A last chunk that would split into more slices than a full one (here 23 against 21)
     is held to the partials the workspace has room for."""
-    monkeypatch.setattr(matmul_conv, "MIN_SLICE_DEPTH", 1)
-    monkeypatch.setattr(matmul_conv, "MAX_SLICES", 23)
+    monkeypatch.setattr(plan, "MIN_SLICE_DEPTH", 1)
+    monkeypatch.setattr(plan, "MAX_SLICES", 23)
     problem = _in_side_by_side_chunks_of_3(monkeypatch, groups=1)
-    plan = matmul_conv.layout(problem, side_by_side=True)
-    assert (plan.chunk, plan.slices) == (3, 21)                              # chunks 3 and 2
-    assert matmul_conv.reduction_slices(problem, 2 * 56)[1] == 23
+    chunks = plan.layout(problem, side_by_side=True)
+    assert (chunks.chunk, chunks.slices) == (3, 21)                              # chunks 3 and 2
+    assert plan.reduction_slices(problem, 2 * 56)[1] == 23
     assert check_solver(convsolve.registry().get("gemm.GemmWrwSplitK"), handle, [problem]) == 1
 
 
@@ -88,7 +88,7 @@ def test_workspace_figures():
     assert im2col.workspace(wrw) == 8 * (64 * 9 * 56 * 56 + 64 * 64 * 9) * 4
     # side by side: 8 images (25088 columns) of x's columns and of dy, then a reduction of
     # 9 tiles split into min(ceil(512 / 9), 25088 // 256, 128) = 57 slices of 441 columns
-    assert matmul_conv.reduction_slices(wrw, 25088) == (441, 57)
+    assert plan.reduction_slices(wrw, 25088) == (441, 57)
     assert split_k.workspace(wrw) == ((576 + 64) * 25088 + 57 * 64 * 576) * 4
     # 512 tiles need no split: the product goes straight into dW, after the columns and dy
     wide = Problem.conv2d((8, 512, 7, 7), (4096, 512, 1, 1), direction="wrw")
@@ -100,59 +100,59 @@ def test_workspace_figures():
     assert "gemm.GemmWrwSplitK" in convsolve.applicable_solvers(wrw)
 
 
-def test_cpu_parameter_set_equals_the_kernel_defaults():
-    """PARAMS['cpu'][0] is what gemm.cl compiles to on its own (the #ifndef defaults of its
-    tunables, in gemm_common.cl)."""
+def test_cpu_config_equals_the_kernel_defaults():
+    """DEFAULT_CONFIGS['cpu'][0] is what gemm.cl compiles to on its own (the #ifndef defaults of
+    its tunables, in gemm_common.cl)."""
     source = (gemm.KERNELS / "gemm_common.cl").read_text()
     defaults = dict(re.findall(r"#ifndef (\w+)\n#define \1 (\w+)", source))
     defaults = {k: defaults.get(v, v) for k, v in defaults.items()}   # VWM defaults to TM
-    assert {k: str(v) for k, v in gemm.PARAMS["cpu"][0].items()} == {
-        k: defaults[k] for k in gemm.PARAMS["cpu"][0]}
+    assert {k: str(v) for k, v in configs.DEFAULT_CONFIGS["cpu"][0].items()} == {
+        k: defaults[k] for k in configs.DEFAULT_CONFIGS["cpu"][0]}
 
 
 @pytest.mark.parametrize("trans_a, trans_b", [(0, 0), (1, 0), (0, 1)])
-def test_gpu_parameter_sets_compile_everywhere(handle, trans_a, trans_b):
-    """gemm.cl builds with every GPU set for each transposition the solvers launch, so that the
-    local-memory path is compiled on CPU test devices too."""
-    for params in gemm.PARAMS["gpu"]:
-        params = dict(params, **(gemm.TRANS_A_PARAMS["gpu"] if trans_a else {}))
-        handle.build(gemm.KERNELS / "gemm.cl", "gemm", dict(params, TRANS_A=trans_a,
+def test_gpu_configs_compile_everywhere(handle, trans_a, trans_b):
+    """gemm.cl builds with every GPU config for each transposition the solvers launch, so that
+    the local-memory path is compiled on CPU test devices too."""
+    for config in configs.DEFAULT_CONFIGS["gpu"]:
+        config = dict(config, **(configs.TRANS_A_CONFIG["gpu"] if trans_a else {}))
+        handle.build(gemm.KERNELS / "gemm.cl", "gemm", dict(config, TRANS_A=trans_a,
                                                              TRANS_B=trans_b))
 
 
 def test_the_split_rule_counts_the_tiles_of_the_small_gpu_set():
-    """SPLIT_TILE is the tile of the GPU's last (64 x 64) parameter set."""
-    small = gemm.PARAMS["gpu"][-1]
-    assert small["TM"] * small["WGD_M"] * small["MR"] == matmul_conv.SPLIT_TILE
-    assert small["TN"] * small["WGD_N"] * small.get("NR", 1) == matmul_conv.SPLIT_TILE
+    """SPLIT_TILE is the tile of the GPU's last (64 x 64) config."""
+    small = configs.DEFAULT_CONFIGS["gpu"][-1]
+    assert small["TM"] * small["WGD_M"] * small["MR"] == plan.SPLIT_TILE
+    assert small["TN"] * small["WGD_N"] * small.get("NR", 1) == plan.SPLIT_TILE
 
 
-def test_backward_data_products_take_their_own_parameters(handle):
-    """TRANS_A products apply TRANS_A_PARAMS (on the CPU: NR = 4 column tiles per work-item)."""
-    plain, trans_a = (gemm.default_params(handle, 4096, 4096, 1, t) for t in (False, True))
-    column_tiles = gemm.TRANS_A_PARAMS[gemm.device_kind(handle)].get("NR", 1)
-    assert gemm.tile_shape(trans_a)[1] == gemm.tile_shape(plain)[1] * column_tiles
+def test_backward_data_products_take_their_own_config(handle):
+    """TRANS_A products apply TRANS_A_CONFIG (on the CPU: NR = 4 column tiles per work-item)."""
+    plain, trans_a = (configs.default(handle, 4096, 4096, 1, t) for t in (False, True))
+    column_tiles = configs.TRANS_A_CONFIG[configs.device_kind(handle)].get("NR", 1)
+    assert configs.tile_shape(trans_a)[1] == configs.tile_shape(plain)[1] * column_tiles
 
 
-def test_invalid_parameter_sets_are_refused_before_any_build(handle):
-    """A parameter set the device cannot run is refused with the reason by check_config, and by
-    the GEMM itself before it builds."""
-    too_big = dict(gemm.PARAMS["gpu"][0], WGD_M=64, WGD_N=128, KWG=4096)
+def test_invalid_configs_are_refused_before_any_build(handle):
+    """A config the device cannot run is refused with the reason by check_config, and by the
+    GEMM itself before it builds."""
+    too_big = dict(configs.DEFAULT_CONFIGS["gpu"][0], WGD_M=64, WGD_N=128, KWG=4096)
     problem = Problem.conv2d((1, 4, 5, 5), (4, 4, 3, 3))
     problems = convsolve.registry().get("gemm.Im2ColGemm").check_config(problem, handle, too_big)
     assert any("work-group" in p for p in problems) and any("local memory" in p for p in problems)
-    with pytest.raises(convsolve.ConvsolveError, match="do not fit"):
+    with pytest.raises(convsolve.ConvsolveError, match="does not fit"):
         gemm.Gemm(handle, too_big, trans_a=False, trans_b=False)
 
 
-@pytest.mark.parametrize("device_class", sorted(gemm.PARAMS))
-def test_every_default_set_is_in_its_tuning_space(device_class):
-    """Each device class's default sets (with TRANS_A's changes) lie in the space of their kind
-    of device, so tuning starts from them and default_config passes the core's check."""
-    for params in gemm.PARAMS[device_class]:
-        space = gemm.GPU_SPACE if params["USE_LOCAL"] else gemm.CPU_SPACE
-        kind = "gpu" if params["USE_LOCAL"] else "cpu"
-        for variant in (params, dict(params, **gemm.TRANS_A_PARAMS[kind])):
+@pytest.mark.parametrize("device_class", sorted(configs.DEFAULT_CONFIGS))
+def test_every_default_config_is_in_its_tuning_space(device_class):
+    """Each device class's default configs (with TRANS_A's changes) lie in the space of their
+    kind of device, so tuning starts from them and default_config passes the core's check."""
+    for config in configs.DEFAULT_CONFIGS[device_class]:
+        space = configs.GPU_SPACE if config["USE_LOCAL"] else configs.CPU_SPACE
+        kind = "gpu" if config["USE_LOCAL"] else "cpu"
+        for variant in (config, dict(config, **configs.TRANS_A_CONFIG[kind])):
             assert space.refusal(variant) is None, (device_class, variant)
 
 
@@ -163,14 +163,14 @@ def test_cpu_classes_get_their_own_vector_width(handle, monkeypatch):
     for width, expected in ((16, 16), (8, 8)):
         keys = ("some cpu", "cpu/unknown-arch", f"cpu/vector{width}", "cpu/acme", "cpu", "*")
         monkeypatch.setattr(tuning, "device_keys", lambda device, keys=keys: keys)
-        assert gemm.default_params(handle, 1024, 1024, 1, False)["VW"] == expected
+        assert configs.default(handle, 1024, 1024, 1, False)["VW"] == expected
 
 
 def test_find_ranks_gemm_above_naive_and_switches_remove_it(handle, monkeypatch):
     """On a real-sized layer GEMM beats the naive reference in find (the other families left
     out); the family and solver switches take it out."""
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "direct.[!N]*,winograd.*,fft.*,implicit_gemm.*")
-    images = 2 if gemm.device_kind(handle) == "cpu" else 64      # real-sized for the device
+    images = 2 if configs.device_kind(handle) == "cpu" else 64      # real-sized for the device
     problem = Problem.conv2d((images, 32, 14, 14), (64, 32, 3, 3), padding=1)
     buffers = device_buffers(handle, random_tensors(problem))
     ranked = [s.solver for s in convsolve.find(handle, problem, **buffers, mode="NORMAL")]
@@ -189,17 +189,18 @@ def test_plugin_lists_its_solvers():
 
 
 def test_launches_take_the_largest_tile_they_fill(handle, monkeypatch):
-    """With several parameter sets, a product too small for the large tile takes the small one."""
-    large = dict(gemm.default_params(handle, 4096, 4096, 1, False))
+    """With several default configs, a product too small for the large tile takes the small one."""
+    large = dict(configs.default(handle, 4096, 4096, 1, False))
     if large["MR"] > 1:
         small = dict(large, MR=1, PF=0)                         # CPU: 6-row tiles, not 96
     else:
         small = dict(large, WGD_M=large["WGD_M"] // 2)          # GPU: half the rows
-    monkeypatch.setattr(gemm, "PARAMS", {"*": [large, small]})
-    (tile_m, tile_n), enough = gemm.tile_shape(large), gemm.FILL * handle.device.max_compute_units
-    assert gemm.tile_shape(small)[0] < tile_m
-    assert gemm.default_params(handle, tile_m - 1, 4096, 1, False) == small   # M below the tile
-    assert gemm.default_params(handle, tile_m * enough, tile_n, 1, False) == large
-    assert gemm.default_params(handle, tile_m, tile_n, 1, False) == small  # one group: too few
+    monkeypatch.setattr(configs, "DEFAULT_CONFIGS", {"*": [large, small]})
+    (tile_m, tile_n) = configs.tile_shape(large)
+    enough = configs.FILL * handle.device.max_compute_units
+    assert configs.tile_shape(small)[0] < tile_m
+    assert configs.default(handle, tile_m - 1, 4096, 1, False) == small   # M below the tile
+    assert configs.default(handle, tile_m * enough, tile_n, 1, False) == large
+    assert configs.default(handle, tile_m, tile_n, 1, False) == small  # one group: too few
     problem = Problem.conv2d((2, 6, 9, 7), (5, 6, 3, 3), padding=1)
     assert check_solver(convsolve.registry().get("gemm.Im2ColGemm"), handle, [problem]) == 1

@@ -1,14 +1,16 @@
 """convsolve-gemm's fused epilogue: the kernel after which each output element is final stores
 it (the forward GEMM in either launch order of grouped products, edge columns; col2im,
-sum_partials, dW accumulated over launches), workspace unchanged.  Chunks of images, dW
+the split sum, dW accumulated over launches), workspace unchanged.  Chunks of images, dW
 summed over them included, meet check_solver's epilogue cases in test_gemm.py's
-test_chunked_batches."""
+test_chunked_batches.  The solver API declared is the epilogue hook's."""
 import convsolve
+import convsolve_gemm
 import numpy as np
 import pyopencl as cl
 import pytest
 from convsolve import Direction, Epilogue, Problem
 from convsolve.testing import device_buffers, random_tensors, read_output
+from packaging.specifiers import SpecifierSet
 
 ALL = Epilogue(True, True, True, "leaky_relu", True)
 PROBLEMS = [   # images > groups (a launch per group), images <= groups (per image), odd widths
@@ -48,3 +50,13 @@ def test_fused_equals_unfused(handle, problem):
                       z=buffers["y"], alpha=-1.5, beta=0.5, activation=("leaky_relu", 0.1))
         outputs.append(read_output(handle, problem, buffers))
     assert np.abs(outputs[0] - outputs[1]).max() <= 1e-6 * np.abs(outputs[1]).max()
+
+
+def test_declares_the_solver_api_of_the_epilogue_hook():
+    """The solvers implement fused_epilogue, which came with solver API 2.2 (docs/hooks.md), so
+    CONVSOLVE_SOLVER_API starts there: a 2.1 core, which would never call the hook, refuses the
+    plugin instead of running its solvers without their fusion."""
+    declared = SpecifierSet(convsolve_gemm.CONVSOLVE_SOLVER_API)
+    assert all(callable(getattr(s, "fused_epilogue", None))
+               for s in convsolve_gemm.convsolve_solvers())
+    assert "2.1" not in declared and "2.2" in declared and convsolve.SOLVER_API_VERSION in declared

@@ -2,7 +2,7 @@
 zero-inserted positions of strided convolutions."""
 from convsolve import Direction
 
-from .igemm_solver import ImplicitGemm
+from .solver import ImplicitGemm
 
 
 class BwdData(ImplicitGemm):

@@ -1,5 +1,5 @@
-"""The tunables of the two kernels as data: the config space, the defaults per device class, the
-device checks, and the -D defines a config builds with."""
+"""The tunables of the two kernels as data: the config space, the default configs per device
+class and the device checks."""
 import pyopencl as cl
 from convsolve import ConfigSpace, ceil_div, tuning
 
@@ -9,17 +9,14 @@ from . import plan
 #: BM x BN blocks staged BK deep in local memory, TM x TN per work-item, VW-wide local reads,
 #: DOUBLE_BUF), 0 = igemm_vector.cl (CPUs: VK vectors of VW rows x TP columns per register tile,
 #: MR tiles per work-item, A packed JB deep). Each kernel's #ifndef defaults are one of these.
-PARAMS = {
+TUNABLES = {
     "LOCAL": (0, 1),
     "BM": (32, 64, 128), "BN": (32, 64, 128), "BK": (8, 16), "TM": (4, 8), "TN": (4, 8),
     "DOUBLE_BUF": (0, 1),
     "VW": (2, 4, 8, 16),
     "VK": (1, 2, 3, 4), "TP": (6, 7, 8, 12, 14, 16), "MR": (16, 64, 256), "JB": (32, 128, 512),
 }
-#: The tunables each kernel reads (the others are pinned by CONSTRAINTS and not passed).
-LOCAL_PARAMS = ("BM", "BN", "BK", "TM", "TN", "VW", "DOUBLE_BUF")
-VECTOR_PARAMS = ("VW", "VK", "TP", "MR", "JB")
-#: Each with its reason.
+#: Each with its reason (plan.LOCAL_TUNABLES, VECTOR_TUNABLES: the tunables each kernel reads).
 CONSTRAINTS = (
     # the other kernel's tunables are pinned, so that each config is one distinct build
     "LOCAL == 1 or (BM, BN, BK, TM, TN, DOUBLE_BUF) == (64, 64, 16, 4, 4, 1)",
@@ -35,9 +32,9 @@ CONSTRAINTS = (
     "LOCAL == 1 or VK * TP <= (24 if VW == 16 else 12)",
 )
 
-#: Defaults by device class (convsolve.tuning.pick); the register tile (VK, TP) and, for GPUs,
-#: the block height follow the problem (default). README.md gives the measurements behind them.
-DEFAULTS = {
+#: Default configs by device class (convsolve.tuning.pick); the register tile (VK, TP) and, for
+#: GPUs, the block height follow the problem (default). README.md gives the measurements.
+DEFAULT_CONFIGS = {
     "cpu/vector16": {"LOCAL": 0, "VW": 16, "VK": 2, "TP": 8, "MR": 256, "JB": 128},
     "cpu/vector8": {"LOCAL": 0, "VW": 8, "VK": 2, "TP": 6, "MR": 256, "JB": 128},
     "cpu": {"LOCAL": 0, "VW": 8, "VK": 1, "TP": 8, "MR": 256, "JB": 128},
@@ -73,7 +70,7 @@ SMALLEST_LOCAL = {"LOCAL": 1, "BM": 32, "BN": 32, "BK": 8, "TM": 4, "TN": 4, "VW
 
 def space():
     """The config space (the same for every problem)."""
-    return ConfigSpace(PARAMS, CONSTRAINTS)
+    return ConfigSpace(TUNABLES, CONSTRAINTS)
 
 
 def complete(config):
@@ -127,7 +124,7 @@ def default(problem, device):
     """The device class's default for ``problem``: the vector kernel's register tile chosen by
     tile_score among those the space allows, the GPU's block from GPU_BLOCKS; the smallest local
     config if the device refuses its class's."""
-    config = complete(dict(tuning.pick(DEFAULTS, device)))
+    config = complete(dict(tuning.pick(DEFAULT_CONFIGS, device)))
     if config["LOCAL"] and config["BM"] == 128:
         m, p, slices = plan.gemm_m(problem), plan.gemm_p(problem), plan.slices(problem)
         for bm, bn, tm, tn in GPU_BLOCKS:
@@ -138,7 +135,7 @@ def default(problem, device):
         config.update(BM=bm, BN=bn, TM=tm, TN=tn)
     elif not config["LOCAL"]:
         space_ = space()
-        tiles = [(vk, tp) for vk in PARAMS["VK"] for tp in PARAMS["TP"]
+        tiles = [(vk, tp) for vk in TUNABLES["VK"] for tp in TUNABLES["TP"]
                  if dict(config, VK=vk, TP=tp) in space_]
         config["VK"], config["TP"] = max(
             tiles, key=lambda t: (tile_score(problem, *t, config["VW"]), t[0] * t[1]))
@@ -146,9 +143,3 @@ def default(problem, device):
         config = complete(dict(SMALLEST_LOCAL))
     return config
 
-
-def defines(problem, config):
-    """The -D defines of ``config``'s kernel for ``problem`` (its direction, its epilogue)."""
-    names = LOCAL_PARAMS if config["LOCAL"] else VECTOR_PARAMS
-    return {"DIRECTION": plan.DIRECTION_CODES[problem.direction],
-            **{name: config[name] for name in names}, **problem.epilogue_defines()}

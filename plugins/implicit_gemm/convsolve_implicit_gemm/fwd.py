@@ -1,7 +1,7 @@
 """implicit_gemm.Fwd: forward as a GEMM of the weights and the input gathered in place."""
 from convsolve import Direction
 
-from .igemm_solver import ImplicitGemm
+from .solver import ImplicitGemm
 
 
 class Fwd(ImplicitGemm):

@@ -1,6 +1,13 @@
 """A problem as the kernels' GEMMs: their shapes, backward data's stride phases, backward weights'
-split rule, the workspace, the launch sizes and the WTI."""
-from convsolve import Direction, ceil_div
+split rule, the workspace, the WTI, and the invoker: the kernel a config picks, its defines and
+launch sizes (and the core's sum of backward weights' splits)."""
+from importlib import resources
+
+import numpy as np
+import pyopencl as cl
+from convsolve import Direction, SplitSum, ceil_div
+
+KERNELS = resources.files(__package__) / "kernels"
 
 DIRECTION_CODES = {Direction.FORWARD: 0, Direction.BACKWARD_DATA: 1,
                    Direction.BACKWARD_WEIGHTS: 2}
@@ -37,7 +44,7 @@ def useful(size, tile):
 
 
 def phase(a, stride, dilation, pad, filt, size):
-    """Backward data along one dimension (igemm_common.cl's ig_phase): the dx positions
+    """Backward data along one dimension (implicit_gemm_common.cl's ig_phase): the dx positions
     a + i * stride of phase a and the filter taps that reach them, as (extent, taps)."""
     extent = ceil_div(size - a, stride) if a < size else 0
     first = next((r for r in range(min(filt, stride)) if (a + pad - r * dilation) % stride == 0),
@@ -141,3 +148,75 @@ def wti(problem):
              and problem.conv.pads == ((0, 0), (0, 0)))
     return (BASE_WTI[problem.direction] * (work / padded if padded else 1.0)
             * (WTI_PLAIN_GEMM if plain else 1.0))
+
+
+# {{{ the invoker
+
+#: The kernels' a, b and out (implicit_gemm_common.cl) among the forward-sense buffers, by
+#: direction.
+ROLES = {Direction.FORWARD: ("w", "x", "y"), Direction.BACKWARD_DATA: ("w", "y", "x"),
+         Direction.BACKWARD_WEIGHTS: ("y", "x", "w")}
+#: The tunables each kernel reads, as -D defines (configs.CONSTRAINTS pins the others).
+LOCAL_TUNABLES = ("BM", "BN", "BK", "TM", "TN", "VW", "DOUBLE_BUF")
+VECTOR_TUNABLES = ("VW", "VK", "TP", "MR", "JB")
+#: igemm_vector.cl: work-items wanted per compute unit, so that a core slowed by other work is
+#: balanced by the others; a work-item takes fewer than MR tiles when that many are not there.
+ITEMS_PER_UNIT = 8
+
+
+def defines(problem, config):
+    """The -D defines of ``config``'s kernel for ``problem`` (its direction, its epilogue)."""
+    names = LOCAL_TUNABLES if config["LOCAL"] else VECTOR_TUNABLES
+    return {"DIRECTION": DIRECTION_CODES[problem.direction],
+            **{name: config[name] for name in names}, **problem.epilogue_defines()}
+
+
+def build(problem, handle, config):
+    """The invoker of ``problem`` with the kernel ``config`` (complete: configs.complete) picks,
+    and for a split backward weights the sum of its splits (convsolve.SplitSum)."""
+    parts, total = splits(problem), problem.w.size
+    # the epilogue goes with the kernel that writes the output: the GEMM, or the sum
+    kernel, size, local, extra = _kernel(
+        problem if parts == 1 else problem.with_epilogue(None), handle, config)
+    after = _set_args(kernel, 3, (*problem.kernel_args(), np.int32(parts), *extra))
+    summer = SplitSum(handle, problem.epilogue) if parts > 1 else None
+    a_name, b_name, out_name = ROLES[problem.direction]
+
+    def invoker(buffers, scratch):
+        out = getattr(buffers, out_name)
+        _set_args(kernel, 0, (getattr(buffers, a_name), getattr(buffers, b_name),
+                              out if summer is None else scratch))
+        if summer is None and problem.epilogue is not None:
+            _set_args(kernel, after, buffers.epilogue.kernel_args())
+        events = [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, local)]
+        if summer is not None:
+            events.append(summer(scratch, out, parts, total, values=buffers.epilogue))
+        return events
+    return invoker
+
+
+def _set_args(kernel, first, values):
+    """Set ``kernel``'s arguments from index ``first`` on; the index after them."""
+    for index, value in enumerate(values, start=first):
+        kernel.set_arg(index, value)
+    return first + len(values)
+
+
+def _kernel(problem, handle, config):
+    """The kernel ``config`` picks, built for ``problem``'s direction, with its global and local
+    sizes and the arguments it takes after SPLITS."""
+    built_with, slices_ = defines(problem, config), slices(problem)
+    if config["LOCAL"]:
+        kernel = handle.build(KERNELS / "igemm_local.cl", "igemm_local", built_with)
+        local = (config["BN"] // config["TN"], config["BM"] // config["TM"], 1)
+        size = (ceil_div(gemm_p(problem), config["BN"]) * local[0],
+                ceil_div(gemm_m(problem), config["BM"]) * local[1], slices_)
+        return kernel, size, local, ()
+    kernel = handle.build(KERNELS / "igemm_vector.cl", "igemm_vector", built_with)
+    tiles = vector_tiles(problem, config["TP"])
+    blocks = ceil_div(gemm_m(problem), config["VK"] * config["VW"])
+    bands = ceil_div(ITEMS_PER_UNIT * handle.device.max_compute_units, blocks * slices_)
+    band = max(1, min(config["MR"], ceil_div(tiles, bands)))
+    return kernel, (blocks, max(1, ceil_div(tiles, band)), slices_), (1, 1, 1), (np.int32(band),)
+
+# }}}

@@ -2,7 +2,7 @@
 reduction over N * OH * OW split into parts added up in a fixed order."""
 from convsolve import Direction
 
-from .igemm_solver import ImplicitGemm
+from .solver import ImplicitGemm
 
 
 class Wrw(ImplicitGemm):

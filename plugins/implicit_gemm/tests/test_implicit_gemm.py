@@ -9,8 +9,13 @@ import numpy as np
 import pyopencl as cl
 import pytest
 from convsolve import Buffers, Direction, Problem
-from convsolve.testing import check_solver, device_buffers, random_tensors, read_output
-from convsolve.testing import epilogue_cases as epilogue_check
+from convsolve.testing import (
+    check_problem,
+    check_solver,
+    device_buffers,
+    random_tensors,
+    read_output,
+)
 from convsolve_implicit_gemm import configs, plan
 
 SOLVERS = {Direction.FORWARD: "implicit_gemm.Fwd", Direction.BACKWARD_DATA: "implicit_gemm.BwdData",
@@ -75,16 +80,18 @@ def test_conformance_on_the_standard_set(handle, direction):
 @pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
 def test_sweep_with_both_kernels(handle, monkeypatch, direction, config):
     """The GPU kernel (local memory, on PoCL) and a CPU config other than the default pass
-    check_solver on odd strides, dilations, groups, asymmetric padding and tile edges.  These
-    configs skip check_solver's epilogue cases (the store is one code in every config of a
-    kernel, and each case is a build of seconds): the default config's conformance runs them,
-    test_igemm_epilogue.py both kernels, Oclgrind's GPU profile the GPU kernel
-    (tests/testing/test_sanitized.py)."""
+    check_solver's checks (check_problem) on odd strides, dilations, groups, asymmetric padding
+    and tile edges.  These configs skip check_solver's epilogue cases (the store is one code in
+    every config of a kernel, and each case is a build of seconds): the default config's
+    conformance runs them, test_igemm_epilogue.py both kernels, Oclgrind's GPU profile the GPU
+    kernel (tests/testing/test_sanitized.py)."""
     if handle.is_gpu and not config["LOCAL"]:
         pytest.skip("the CPU kernel's config, which a GPU's check_config refuses")
     monkeypatch.setattr(configs, "default", lambda problem, device: configs.complete(config))
-    monkeypatch.setattr(epilogue_check, "PROBLEMS_PER_DIRECTION", 0)
-    assert check_solver(solver(direction), handle, sweep(direction), configs=0) == len(SWEEP)
+    s = solver(direction)
+    for problem in sweep(direction):
+        assert s.is_applicable(problem), problem.key()
+        assert check_problem(s, handle, problem) == []
 
 
 def test_a_nonfinite_weight_in_backward_data_takes_the_exact_path(handle):
@@ -170,13 +177,14 @@ def test_config_space_and_device_defaults():
 
 
 def test_kernel_defaults_equal_the_default_configs():
-    """Each .cl file's #ifndef tunables equal a default parameter set: the GPU kernel the "gpu"
+    """Each .cl file's #ifndef tunables equal a default config: the GPU kernel the "gpu"
     class's, the CPU kernel the "cpu/vector16" class's before the register tile is fitted."""
-    for name, table, keys in (("igemm_local.cl", "gpu", configs.LOCAL_PARAMS),
-                              ("igemm_vector.cl", "cpu/vector16", configs.VECTOR_PARAMS)):
+    for name, table, keys in (("igemm_local.cl", "gpu", plan.LOCAL_TUNABLES),
+                              ("igemm_vector.cl", "cpu/vector16", plan.VECTOR_TUNABLES)):
         source = (KERNELS / name).read_text()
         found = dict(re.findall(r"#ifndef (\w+)\n#define \1 (\d+)", source))
-        assert {k: int(found[k]) for k in keys} == {k: configs.DEFAULTS[table][k] for k in keys}
+        assert {k: int(found[k]) for k in keys} == {
+            k: configs.DEFAULT_CONFIGS[table][k] for k in keys}
 
 
 def test_wti_follows_tile_efficiency():

@@ -24,11 +24,11 @@
  *   [p * PR, p * PR + PR) of one image for the channel's M * R * S taps, TB at a time (sub-tiles
  *   of TH x TWV vectors staged as in dw_fwd; each work-item sums its cells, then the group sums
  *   the work-items in order), into partial[slot][k][0][r][s], slot = (n - n_first) * TPI + p.
- *   wrw.cl's wrw_reduce adds the slots up in order.  global (WG * TPI, images * C).
+ *   The core's split sum adds the slots up in order.  global (WG * TPI, images * C).
  * With CS_EPI dw_fwd and dw_bwd store the output's epilogue (convsolve_epilogue.h), each output
- * element once; dw_wrw's is wrw_reduce's.
+ * element once; dw_wrw's is the split sum's.
  *
- * Defines read: VW, WG, LDS, TB, FIL_H, FIL_W (direct.h), CS_PRECISION, the epilogue's
+ * Defines read: VW, WG, LDS, TB, FIL_H, FIL_W (direct_common.cl), CS_PRECISION, the epilogue's
  * (CS_EPI...).
  */
 #ifndef VW
@@ -44,7 +44,7 @@
 #define TB 9      /* taps (of M * R * S) dw_wrw accumulates at once, one vector each */
 #endif
 
-#include "direct.h"
+#include "direct_common.cl"
 
 /* tile[rr * pitch + col] = t[plane + (ih0 + rr) * W + iw0 + col] for rr < rows, col < pitch
  * (a multiple of VW), 0 outside the H x W plane at offset `plane` of the tensor t of `total`

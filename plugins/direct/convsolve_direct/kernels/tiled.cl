@@ -29,8 +29,8 @@
  * With CS_EPI both kernels store the output's epilogue (convsolve_epilogue.h; its values follow
  * CS_CONV_PARAMS), each output element once.
  *
- * Defines read: VW, VN, RB, KB, USE_LOCAL, LW_CAP, FIL_H, FIL_W (direct.h), CS_PRECISION, the
- * epilogue's (CS_EPI...).
+ * Defines read: VW, VN, RB, KB, USE_LOCAL, LW_CAP, FIL_H, FIL_W (direct_common.cl), CS_PRECISION,
+ * the epilogue's (CS_EPI...).
  */
 #ifndef VW
 #define VW 16       /* output pixels per vector, along the output width: 1, 2, 4, 8 or 16 */
@@ -51,7 +51,7 @@
 #define LW_CAP 4096 /* floats of local memory for staged filters (USE_LOCAL = 1) */
 #endif
 
-#include "direct.h"
+#include "direct_common.cl"
 
 /* The filter values of tap (r, s) of reduction index red (fwd: input channel, bwd: output
  * channel) for the KB block members, contiguous: from the re-laid weights in global memory, or

@@ -10,16 +10,15 @@
  *   Zero padding of x takes part in the products (0 * inf = NaN, as in the reference); lanes past
  *   OW are zero in both factors.
  *   global (C/G * R * ceil(S / SB), G * ceil((K/G) / KB), tiles in the chunk), any local size.
- * Stage 2, wrw_reduce: dw[i] = (...((dw[i] + partial[0][i]) + partial[1][i]) + ...), starting
- *   from partial[0][i] itself for the first chunk: a left fold in tile order, so results are
- *   bitwise the same for every chunking of the batch.  One work-item per element of dw.  With
- *   CS_EPI (the last chunk's fold, built apart) it stores dw's epilogue (convsolve_epilogue.h: alpha
- *   and blend, the prior dw read where beta != 0; its values follow `first`) of the whole sum.
+ * Stage 2 is the core's split sum (convsolve.SplitSum, convsolve's kernels/split_sum.cl):
+ *   dw[i] = (...((dw[i] + partial[0][i]) + partial[1][i]) + ...), starting from partial[0][i]
+ *   itself for the first chunk: a left fold in tile order, so results are bitwise the same for
+ *   every chunking of the batch; the last chunk's fold stores dw's epilogue (alpha and blend).
  * Blocks that would run past the group's channels (or the filter's columns) are shifted back to
  * end at the last one (KB <= K/G, SB <= S, which the config space keeps) and store only their own.
  *
  * wrw_taps (below) is stage 1 for narrow filters, vectorised along the taps.
- * Defines read: VW, KB, SB (below), CS_PRECISION, the epilogue's (CS_EPI...).
+ * Defines read: VW, KB, SB (below), CS_PRECISION.
  */
 #ifndef VW
 #define VW 16   /* output pixels per vector, along the output width: 1, 2, 4, 8 or 16 */
@@ -31,7 +30,7 @@
 #define SB 4    /* filter columns (taps of one filter row) a work-item reduces */
 #endif
 
-#include "direct.h"
+#include "direct_common.cl"
 
 __kernel void wrw_partial(__global const real *x, __global const real *dy,
                           __global float *partial, CS_CONV_PARAMS, const int TR, const int TPI,
@@ -178,16 +177,3 @@ __kernel void wrw_taps(__global const real *x, __global const real *dy, __global
     }
 }
 #endif
-
-__kernel void wrw_reduce(__global const float *partial, __global real *dw, const int count,
-                         const int tiles, const int first CS_EPI_ARGS)
-{
-    CS_EPI_VALUES(epi, 0);
-    const int i = get_global_id(0);
-    if (i >= count)
-        return;
-    float sum = first ? partial[i] : (float)dw[i] + partial[i];
-    for (int t = 1; t < tiles; ++t)
-        sum += partial[(size_t)t * count + i];
-    CS_EPI_STORE(epi, dw, i, 0, sum);   /* backward: no per-channel stage */
-}

@@ -1,10 +1,10 @@
-/* igemm_local.cl: implicit GEMM for GPUs, tiles staged in local memory (igemm_common.cl gives
- * the GEMM C = A B of each direction; no workspace, nothing unfolded in global memory).
+/* igemm_local.cl: implicit GEMM for GPUs, tiles staged in local memory (implicit_gemm_common.cl
+ * gives the GEMM C = A B of each direction; no workspace, nothing unfolded in global memory).
  *
  * Kernel igemm_local(a, b, out, CS_CONV_PARAMS, SPLITS[, CS_EPILOGUE_PARAMS]): a, b, out as
- * igemm_common.cl's table (forward: w, x, y; backward data: w, dy, dx; backward weights: dy, x,
- * dw or the partials); with CS_EPI, the output's epilogue values (convsolve_epilogue.h), applied
- * in the store of C.
+ * implicit_gemm_common.cl's table (forward: w, x, y; backward data: w, dy, dx; backward weights:
+ * dy, x, dw or the partials); with CS_EPI, the output's epilogue values (convsolve_epilogue.h),
+ * applied in the store of C.
  * Launch: local (BN / TN, BM / TM, 1); global (ceil(P / BN) * BN / TN, ceil(M / BM) * BM / TM,
  * slices), P the largest slice's (backward data: the largest phase's).  Work-group (bx, by, z)
  * computes the BM x BN block of C at (by * BM, bx * BN) of slice z.
@@ -28,10 +28,10 @@
  * global memory leaving those products out (ig_exact), so inf and NaN land where the reference
  * puts them.  Products are float32 fma (no TF32); the sum runs over j in order, so runs repeat.
  *
- * Defines read: DIRECTION and the epilogue's (igemm_common.cl); tunables BM, BN, BK, TM, TN,
- * VW, DOUBLE_BUF.
+ * Defines read: DIRECTION and the epilogue's (implicit_gemm_common.cl); tunables BM, BN, BK, TM,
+ * TN, VW, DOUBLE_BUF.
  */
-#include "igemm_common.cl"
+#include "implicit_gemm_common.cl"
 
 #ifndef BM
 #define BM 64 /* rows of C (output channels; backward data: input channels) per work-group */

@@ -1,5 +1,5 @@
 /* igemm_vector.cl: implicit GEMM for CPUs, explicit vectors along m and register tiles, no local
- * memory (igemm_common.cl gives the GEMM C = A B of each direction; no workspace).
+ * memory (implicit_gemm_common.cl gives the GEMM C = A B of each direction; no workspace).
  *
  * Kernel igemm_vector(a, b, out, CS_CONV_PARAMS, SPLITS, BAND[, CS_EPILOGUE_PARAMS]): arguments
  * as igemm_local.cl's, and BAND <= MR, the tiles each work-item takes (the host sizes it so that
@@ -29,9 +29,10 @@
  * (the weights) is finite, so a chunk holding a non-finite weight takes loop 3, which leaves those
  * products out.  Results are float32 fma sums over j in order (deterministic).
  *
- * Defines read: DIRECTION and the epilogue's (igemm_common.cl); tunables VW, VK, TP, MR, JB.
+ * Defines read: DIRECTION and the epilogue's (implicit_gemm_common.cl); tunables VW, VK, TP, MR,
+ * JB.
  */
-#include "igemm_common.cl"
+#include "implicit_gemm_common.cl"
 
 #ifndef VW
 #define VW 16 /* vector width along m (8 for AVX2, 16 for AVX-512): rows per vector */

@@ -1,15 +1,15 @@
-"""The hooks the GEMM solvers share, over matmul_conv's plans; each solver sets flags and WTI.
+"""The hooks the GEMM solvers share, over plan.py's invokers; each solver sets flags and WTI.
 
-Every GEMM solver is tunable: its config is the parameter set of its GEMM kernel (gemm.py's
-CPU_SPACE or GPU_SPACE), the default one chosen per device class and product shape."""
+Every GEMM solver is tunable: its config is its GEMM kernel's (configs.py's CPU_SPACE or
+GPU_SPACE), the default one chosen per device class and product shape."""
 from convsolve import Direction, hookimpl
 
-from . import gemm
-from .matmul_conv import build_plan, fits_int32, main_product, workspace_bytes
+from . import configs, plan
+from .plan import fits_int32, main_product, workspace_bytes
 
 
 class GemmSolver:
-    """A convolution as grouped GEMMs (matmul_conv), through column matrices or not. A solver
+    """A convolution as grouped GEMMs (plan.py), through column matrices or not. A solver
     subclasses it, setting ``name``, ``directions``, ``wti`` and ``side_by_side``, and where it
     differs, ``uses_columns`` and ``applies_to``."""
 
@@ -46,23 +46,22 @@ class GemmSolver:
     @hookimpl
     def fused_epilogue(self, problem):
         """All of it, in every direction: in the store of the kernel after which each output
-        element is final (matmul_conv: the GEMM, col2im or sum_partials)."""
+        element is final (plan.py: the GEMM, col2im or the split sum)."""
         return len(problem.epilogue.stages)
 
     @hookimpl
     def config_space(self, problem, handle):
-        return gemm.space(handle)
+        return configs.space(handle)
 
     @hookimpl
     def default_config(self, problem, handle):
         m, n, batch = main_product(problem, self.uses_columns(problem), self.side_by_side)
-        return gemm.default_params(handle, m, n, batch,
-                                   problem.direction is Direction.BACKWARD_DATA)
+        return configs.default(handle, m, n, batch, problem.direction is Direction.BACKWARD_DATA)
 
     @hookimpl
     def check_config(self, problem, handle, config):
-        return gemm.check_params(config, handle.device)
+        return configs.refusals(config, handle.device)
 
     @hookimpl
     def build_invoker(self, problem, handle, config):
-        return build_plan(problem, handle, config, self.uses_columns(problem), self.side_by_side)
+        return plan.build(problem, handle, config, self.uses_columns(problem), self.side_by_side)

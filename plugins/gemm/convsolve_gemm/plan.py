@@ -8,7 +8,7 @@ Per image n and group g, with Cg = C/G, Kg = K/G, the column matrix col[n, g] is
 Images go in chunks that fit the workspace. By default a chunk's column matrices are stacked
 image after image, and the products of a chunk are batched into one GEMM launch per image or
 per group, whichever needs fewer launches. Backward-weights then writes one partial dW per image
-(a "slice" of the reduction over the batch), and sum_partials adds them up in order.
+(a "slice" of the reduction over the batch), and convsolve.SplitSum adds them up in order.
 
 With ``side_by_side`` (backward-weights only) a chunk's images lie side by side instead: col[g]
 is (Cg*R*S) x (images*OH*OW), and dy is gathered the same way, so dW[g] is one product whose
@@ -19,22 +19,23 @@ Every order is fixed, so results are deterministic.
 
 A problem with an epilogue (the solvers' fused_epilogue takes all of it, in every direction)
 gets it in the store of the kernel after which each output element is final: the GEMM that
-writes y, dx (plain 1x1) or dW; col2im for dx through columns; sum_partials for a split dW.
+writes y, dx (plain 1x1) or dW; col2im for dx through columns; the split sum for a split dW.
 Where dW is added up over several launches (chunks, or images without columns), each launch
 stores its part with alpha, the first with the caller's beta and the later ones with beta = 1
 (stored_values): beta applies once, to the prior dW, and alpha once to every part of the sum.
 """
 from typing import NamedTuple
 
-from convsolve import Direction, Epilogue, EpilogueArgs, ceil_div
+from convsolve import Direction, Epilogue, EpilogueArgs, SplitSum, ceil_div
 
 from . import conv_layout
-from .conv_layout import Columns, SumPartials, View, images_per_chunk, padded_pitch
+from .conv_layout import Columns, View, images_per_chunk, padded_pitch
 from .gemm import Gemm
 
-#: The edge of the dW tiles the split rule counts: the tile of the GPU's 64 x 64 GEMM set
-#: (gemm.PARAMS["gpu"][1]), the one products too small for 128 x 128 tiles take. A constant,
-#: not read from that set, so that the workspace depends neither on the device nor on retuning.
+#: The edge of the dW tiles the split rule counts: the tile of the GPU's 64 x 64 GEMM config
+#: (configs.DEFAULT_CONFIGS["gpu"][1]), the one products too small for 128 x 128 tiles take. A
+#: constant, not read from that config, so that the workspace depends neither on the device nor
+#: on retuning.
 SPLIT_TILE = 64
 #: A side-by-side reduction is split until its slices have this many SPLIT_TILE x SPLIT_TILE
 #: tiles of dW in all (about four work-groups for each of a 132-unit GPU's compute units)...
@@ -162,8 +163,8 @@ def _batch(view, stride):
 
 
 def main_product(problem, use_columns, side_by_side=False):
-    """(M, N, batch) of the products a plan launches most of: what the default parameter set
-    is chosen for."""
+    """(M, N, batch) of the products a plan launches most of: what the default config is chosen
+    for."""
     p, g = problem, problem.groups
     kg, ohow, rows = p.k // g, p.out_h * p.out_w, _columns_rows(problem)
     images = layout(p, side_by_side).chunk if use_columns else p.n
@@ -176,7 +177,7 @@ def main_product(problem, use_columns, side_by_side=False):
     return kg, rows, (images if use_columns else 1) * g
 
 
-def build_plan(problem, handle, params, use_columns, side_by_side=False):
+def build(problem, handle, config, use_columns, side_by_side=False):
     """The invoker computing ``problem`` with GEMMs, through column matrices when ``use_columns``
     (laid out side by side when ``side_by_side``, for backward-weights).
 
@@ -187,14 +188,14 @@ def build_plan(problem, handle, params, use_columns, side_by_side=False):
     cg_rs = _columns_rows(p)
     direction, epilogue = p.direction, stored_epilogue(p)
     folds = use_columns and direction is Direction.BACKWARD_DATA   # col2im writes dx
-    gemm = Gemm(handle, params, trans_a=direction is Direction.BACKWARD_DATA,
+    gemm = Gemm(handle, config, trans_a=direction is Direction.BACKWARD_DATA,
                 trans_b=direction is Direction.BACKWARD_WEIGHTS,
                 epilogue=None if folds else epilogue)
     if use_columns:
         plan = layout(p, side_by_side)
         cols = Columns(handle, p, epilogue if folds else None)
         if direction is Direction.BACKWARD_WEIGHTS:
-            return _reduction_invoker(p, plan, cols, gemm, SumPartials(handle, epilogue))
+            return _reduction_invoker(p, plan, cols, gemm, SplitSum(handle, epilogue))
     chunk = plan.chunk if use_columns else p.n
 
     def invoker(buffers, scratch):
@@ -227,7 +228,7 @@ def build_plan(problem, handle, params, use_columns, side_by_side=False):
     return invoker
 
 
-def _reduction_invoker(problem, plan, cols, gemm, sum_partials):
+def _reduction_invoker(problem, plan, cols, gemm, split_sum):
     """Backward-weights through column matrices: per chunk, the reduction over its images in
     slices (one per image when stacked), their partial dW added up in order; the chunks' sums
     accumulate into dW, each stored with the epilogue where there is one."""
@@ -263,8 +264,10 @@ def _reduction_invoker(problem, plan, cols, gemm, sum_partials):
                 rest = count * ohow - full * depth
                 events += grouped_gemm(gemm, (kg, cg_rs, rest), 0.0, dy.at(full), col.at(full),
                                        partials.at(full), 1, g, product)
-            events.append(sum_partials(scratch, plan.partials, slices, p.k * cg_rs, buffers.w,
-                                       n0 > 0, stored))
+            # the slices in order; a later chunk's sum adds to dW (bare: accumulate; with an
+            # epilogue, stored_values' beta = 1)
+            events.append(split_sum(scratch, buffers.w, slices, p.k * cg_rs, offset=plan.partials,
+                                    accumulate=n0 > 0 and stored is None, values=stored))
         return events
     return invoker
 

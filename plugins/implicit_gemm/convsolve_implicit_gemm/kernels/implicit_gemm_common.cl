@@ -1,5 +1,6 @@
-/* igemm_common.cl: a convolution read as a GEMM, C[m][p] = sum over j of A[m][j] * B[j][p],
- * in each of the three directions; shared by igemm_local.cl (GPUs) and igemm_vector.cl (CPUs).
+/* implicit_gemm_common.cl: a convolution read as a GEMM, C[m][p] = sum over j of A[m][j] *
+ * B[j][p], in each of the three directions; shared by igemm_local.cl (GPUs) and igemm_vector.cl
+ * (CPUs).
  *
  *   direction          C (m x p)                A (m x j)          B (j x p), gathered
  *   0 forward          y: k x (n, oh, ow)       w: k x (c, r, s)   x at the window of (oh, ow)

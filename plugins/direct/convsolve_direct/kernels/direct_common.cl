@@ -1,5 +1,5 @@
-/* direct.h: vector helpers shared by the direct family's fast kernels (tiled.cl, depthwise.cl,
- * wrw.cl), and their stores of the output with its epilogue (DC_STORE).
+/* direct_common.cl: vector helpers shared by the direct family's fast kernels (tiled.cl,
+ * depthwise.cl, wrw.cl), and their stores of the output with its epilogue (DC_STORE).
  *
  * A `vec` is VW consecutive output pixels of one row (VW = 1, 2, 4, 8 or 16; `float` when 1):
  * explicit vector types are what makes PoCL emit 512-bit (float16) or 256-bit (float8) code on
@@ -10,8 +10,8 @@
  * optional FIL_H, FIL_W: a compiled-in filter size (FR, FS; else the arguments R, S of the
  * kernel), and the epilogue's (convsolve_epilogue.h).
  */
-#ifndef DIRECT_H
-#define DIRECT_H
+#ifndef DIRECT_COMMON_CL
+#define DIRECT_COMMON_CL
 
 #include "convsolve_epilogue.h"
 
@@ -195,4 +195,4 @@ inline float dc_hsum(vec v)
 #define FS S
 #endif
 
-#endif /* DIRECT_H */
+#endif /* DIRECT_COMMON_CL */

@@ -1,0 +1,153 @@
+"""The direct solvers' configs: each solver's tuning space and default configs per device class,
+and the helpers that fit a default to a problem and a device."""
+from convsolve import ConfigSpace, tuning
+
+# {{{ shared: compiled-in filters, block sizes, defaults fitted to a space, device checks
+
+#: Filter sizes that may be compiled into their own build (config FIXED = 1, -D FIL_H / FIL_W):
+#: the tap loops unroll (3x3: most layers; 7x7: the ResNet stem).  Only these, so that a handful
+#: of builds serve every problem.
+SPECIALISED_FILTERS = ((3, 3), (7, 7))
+
+
+#: Default FIXED = 1 only from this much work on (FLOPs, or output elements for bandwidth-bound
+#: depthwise layers): below it the unrolled build costs more to compile (0.3-1 s on PoCL) than
+#: it saves.
+FIXED_MIN_FLOPS = 100e6
+FIXED_MIN_OUTPUTS = 1 << 18
+
+
+def fixed_default(problem, wanted):
+    """The default FIXED: the device class's wish, for problems with enough work."""
+    output = getattr(problem, problem.direction.output).size
+    return int(bool(wanted) and (problem.flops >= FIXED_MIN_FLOPS
+                                 or output >= FIXED_MIN_OUTPUTS))
+
+
+def fixed_choices(problem):
+    """The FIXED values a problem's config space offers: 1 only for SPECIALISED_FILTERS."""
+    return (0, 1) if (problem.fil_h, problem.fil_w) in SPECIALISED_FILTERS else (0,)
+
+
+#: A problem extent at most this small joins the block-size candidates itself (3 channels: a
+#: block of 3, not 2 + an overlapping 2); larger ones take listed sizes only, so that a few
+#: builds serve many problems (blocks past the end are shifted back, see the kernels).
+EXACT_BLOCK_LIMIT = 4
+
+
+def capped(values, limit):
+    """``values`` (sorted ints) cut to those <= ``limit``, with ``limit`` itself added when it
+    is at most EXACT_BLOCK_LIMIT: block sizes that do not exceed a problem's extent."""
+    kept = [v for v in values if v <= limit]
+    if limit <= EXACT_BLOCK_LIMIT and limit not in kept:
+        kept.append(limit)
+    return tuple(sorted(kept)) or (values[0],)
+
+
+def snapped(space, wanted):
+    """``wanted`` (a device-class default) moved onto ``space``: each parameter to the largest
+    candidate at most the wanted value (else the smallest candidate)."""
+    config = {}
+    for name, values in space.params.items():
+        below = [v for v in values if v <= wanted[name]]
+        config[name] = below[-1] if below else values[0]
+    return config
+
+
+def pick_default(table, handle, space, shrink):
+    """The device class's entry of ``table`` snapped onto ``space``; while the result breaks a
+    constraint, ``shrink(config)`` returns a smaller one (None: give up, take the space's first)."""
+    config = snapped(space, tuning.pick(table, handle.device))
+    while config is not None and space.refusal(config):
+        config = shrink(config)
+    return config if config is not None else next(iter(space))
+
+
+def work_group_reasons(handle, size, local_bytes=0):
+    """Why a work-group of ``size`` items using ``local_bytes`` of local memory cannot run."""
+    device, reasons = handle.device, []
+    if size > device.max_work_group_size:
+        reasons.append(f"work-group of {size} > the device's {device.max_work_group_size}")
+    if local_bytes > device.local_mem_size:
+        reasons.append(f"{local_bytes} bytes of local memory > the device's "
+                       f"{device.local_mem_size}")
+    return reasons
+
+# }}}
+
+# {{{ direct.Naive*: the work-group size (WG) alone; the range is rounded up to it (kernels guard
+# the tail).  64 suits PoCL's CPU device, 256 a GPU.
+
+NAIVE_SPACE = ConfigSpace({"WG": (32, 64, 128, 256)})
+NAIVE_DEFAULT_CONFIGS = {"gpu": {"WG": 256}, "*": {"WG": 64}}
+
+# }}}
+
+# {{{ direct.Tiled
+
+#: Block sizes tried along each axis: channels per work-item (KB, capped at the channels per
+#: group), rows (RB) and vectors per row (VN).
+TILED_CHANNEL_BLOCKS = (1, 2, 4, 8, 16, 24, 32)
+TILED_ROW_BLOCKS = (1, 2, 3, 4)
+#: The tuning spaces as data.  CPUs: wide vectors (PoCL emits 512-bit code only for explicit
+#: float16 vectors, AVX2 takes float8), one-item or small work-groups, accumulators within the
+#: 32 registers of AVX-512 (KB * RB * VN vectors; AVX2's 16 are the default table's business).
+#: GPUs: narrow vectors, work-groups of 32-256 items whose filters are staged in local memory.
+TILED_CPU_TUNABLES = {"VW": (8, 16), "VN": (1, 2), "WGX": (1, 2, 4), "WGY": (1, 4),
+                      "USE_LOCAL": (0,)}
+TILED_CPU_CONSTRAINTS = ["KB * RB * VN <= 28", "KB * RB * VN >= 4"]
+TILED_GPU_TUNABLES = {"VW": (1, 2, 4), "VN": (1, 2), "WGX": (8, 16, 32, 64),
+                      "WGY": (1, 2, 4, 8), "USE_LOCAL": (0, 1)}
+TILED_GPU_CONSTRAINTS = ["KB * RB * VN * VW <= 64", "KB * RB * VN * VW >= 8",
+                         "32 <= WGX * WGY <= 256"]
+#: Device-class defaults (the hooks' contract: an AVX-512 CPU gets 16-wide vectors, an AVX2 one
+#: 8-wide).  The stem and 3x3 layers measured best with 16 channels x 1 row on AVX-512 (README).
+TILED_DEFAULT_CONFIGS = {
+    "cpu/vector16": {"VW": 16, "VN": 1, "RB": 1, "KB": 16, "WGX": 1, "WGY": 1, "USE_LOCAL": 0,
+                     "FIXED": 1},
+    "cpu": {"VW": 8, "VN": 1, "RB": 1, "KB": 8, "WGX": 1, "WGY": 1, "USE_LOCAL": 0, "FIXED": 1},
+    "gpu": {"VW": 1, "VN": 1, "RB": 4, "KB": 8, "WGX": 16, "WGY": 4, "USE_LOCAL": 1, "FIXED": 1},
+    "*": {"VW": 4, "VN": 1, "RB": 2, "KB": 4, "WGX": 8, "WGY": 4, "USE_LOCAL": 0, "FIXED": 1},
+}
+
+# }}}
+
+# {{{ direct.Depthwise
+
+#: Tuning spaces as data: tile rows (TH), vectors per tile row (TWV), vector width, work-group
+#: size (WG) and, for backward-weights, taps accumulated at once (TB).  CPUs: one work-item per
+#: group running through the tile with 8- or 16-wide vectors; GPUs: groups of 64-256 items.
+DEPTHWISE_CPU_TUNABLES = {"VW": (8, 16), "WG": (1,), "TH": (1, 2, 4, 8, 16),
+                          "TWV": (1, 2, 4, 8, 16)}
+DEPTHWISE_GPU_TUNABLES = {"VW": (1, 2, 4), "WG": (64, 128, 256), "TH": (2, 4, 8, 16, 32),
+                          "TWV": (1, 2, 4, 8, 16, 32, 64)}
+DEPTHWISE_GPU_CONSTRAINTS = ["TH * TWV >= WG // 2",   # a cell for most work-items
+                             "WG * TB <= 2048"]       # the group's sums of dw_wrw: 8 KiB at most
+DEPTHWISE_TAP_BLOCKS = (4, 9, 16)
+DEPTHWISE_DEFAULT_CONFIGS = {
+    "cpu/vector16": {"VW": 16, "WG": 1, "TH": 8, "TWV": 8, "TB": 9, "FIXED": 1},
+    "cpu": {"VW": 8, "WG": 1, "TH": 8, "TWV": 16, "TB": 9, "FIXED": 1},
+    "gpu": {"VW": 1, "WG": 128, "TH": 8, "TWV": 32, "TB": 9, "FIXED": 1},
+    "*": {"VW": 4, "WG": 64, "TH": 4, "TWV": 16, "TB": 9, "FIXED": 1}}
+
+# }}}
+
+# {{{ direct.Wrw
+
+#: Tunables: vector width, output channels (KB) and filter columns (SB) per work-item, and the
+#: work-group's size along the first dimension.  SB candidates cover 3-, 5- and 7-wide filters.
+WRW_CHANNEL_BLOCKS = (1, 2, 4, 8, 16, 24)
+WRW_COLUMN_BLOCKS = (1, 2, 3, 4, 5, 7)
+WRW_CPU_TUNABLES = {"VW": (8, 16), "WGX": (1, 4), "TAPS": (0, 1)}
+WRW_CPU_CONSTRAINTS = ["KB * SB + KB + SB <= 30 if TAPS == 0 else KB <= 28 and SB == 1"]   # 32 regs
+WRW_GPU_TUNABLES = {"VW": (1, 2, 4), "WGX": (32, 64, 128), "TAPS": (0,)}
+WRW_GPU_CONSTRAINTS = ["KB * SB * VW <= 64"]
+WRW_DEFAULT_CONFIGS = {"cpu/vector16": {"VW": 16, "KB": 2, "SB": 7, "WGX": 1, "TAPS": 0},
+                       "cpu": {"VW": 8, "KB": 2, "SB": 3, "WGX": 1, "TAPS": 0},   # AVX2: 16 regs
+                       "gpu": {"VW": 1, "KB": 4, "SB": 4, "WGX": 64, "TAPS": 0},
+                       "*": {"VW": 4, "KB": 2, "SB": 3, "WGX": 32, "TAPS": 0}}
+#: wrw_taps' block where the filter allows it (S <= VW / 2, DIL_W = 1): 16 output channels,
+#: 1.5x the other kernel on the ResNet-50 stem (README).
+WRW_TAPS_CONFIG = {"KB": 16, "SB": 1}
+
+# }}}
