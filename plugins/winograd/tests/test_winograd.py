@@ -9,7 +9,8 @@ import pyopencl as cl
 import pytest
 from convsolve import Direction, Problem, testing
 from convsolve.testing import check_solver, device_buffers, random_tensors, read_output
-from convsolve_winograd import F2x3, F4x3, F6x3, convsolve_solvers, plan, winograd_solver
+from convsolve_winograd import F2x3, F4x3, F6x3, convsolve_solvers, plan
+from convsolve_winograd import solver as winograd_solver
 
 SOLVERS = [F2x3(), F4x3(), F6x3()]
 IDS = [s.name for s in SOLVERS]
