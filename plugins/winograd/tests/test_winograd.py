@@ -9,8 +9,8 @@ import pyopencl as cl
 import pytest
 from convsolve import Direction, Problem, testing
 from convsolve.testing import check_solver, device_buffers, random_tensors, read_output
-from convsolve_winograd import F2x3, F4x3, F6x3, convsolve_solvers, plan
-from convsolve_winograd import solver as winograd_solver
+from convsolve_winograd import F2x3, F4x3, F6x3, configs, convsolve_solvers, plan
+from convsolve_winograd.solver import WinogradSolver
 
 SOLVERS = [F2x3(), F4x3(), F6x3()]
 IDS = [s.name for s in SOLVERS]
@@ -163,8 +163,8 @@ def test_device_defaults_lie_in_the_space(handle, monkeypatch, key):
     from convsolve import tuning
     keys = ("some device", f"{key.split('/')[0]}/arch", key, key.split("/")[0], "*")
     monkeypatch.setattr(tuning, "device_keys", lambda device: keys)
-    space = convsolve.ConfigSpace(winograd_solver.SPACES[key.split("/")[0]],
-                                  winograd_solver.CONSTRAINTS)
+    space = convsolve.ConfigSpace(configs.CONFIG_SPACES[key.split("/")[0]],
+                                  configs.CONFIG_CONSTRAINTS)
     for direction in Direction:
         problem = Problem.conv2d((2, 32, 56, 56), (32, 32, 3, 3), padding=1,
                                  direction=direction)
@@ -176,14 +176,14 @@ def test_device_defaults_lie_in_the_space(handle, monkeypatch, key):
 
 
 def test_avx512_defaults_equal_the_kernels_defaults():
-    """DEFAULTS['cpu/vector16'] is what the .cl files compile to on their own (their #ifndef
+    """DEFAULT_CONFIGS['cpu/vector16'] is what the .cl files compile to on their own (their #ifndef
     defaults), WG aside (a launch parameter)."""
     import re
     from pathlib import Path
     kernels = Path(plan.KERNELS)
     text = (kernels / "wino_gemm.cl").read_text() + (kernels / "wino_data.cl").read_text()
     found = dict(re.findall(r"#ifndef (\w+)\n#define \1 (\d+)", text))
-    for name, value in winograd_solver.DEFAULTS["cpu/vector16"].items():
+    for name, value in configs.DEFAULT_CONFIGS["cpu/vector16"].items():
         if name != "WG":
             assert int(found[name]) == value, name
 
@@ -282,4 +282,4 @@ def test_find_ranks_winograd_first_on_a_resnet_layer(handle, monkeypatch):
     buffers = device_buffers(handle, random_tensors(problem))
     ranked = [s.solver for s in convsolve.find(handle, problem, **buffers, mode="NORMAL")]
     assert ranked[0].startswith("winograd."), ranked
-    assert winograd_solver.WinogradSolver.family == "winograd"
+    assert WinogradSolver.family == "winograd"
