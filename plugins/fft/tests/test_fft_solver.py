@@ -1,5 +1,5 @@
-"""solver.py: the config space, device-class defaults, device checks, configs drawn from the
-space against the reference, the numerical policy, and discovery."""
+"""solver.py and configs.py: the config space, device-class defaults, device checks, configs
+drawn from the space against the reference, the numerical policy, and discovery."""
 import types
 
 import convsolve
@@ -7,7 +7,7 @@ import numpy as np
 import pyopencl as cl
 import pytest
 from convsolve import Problem, tuning
-from convsolve_fft import Fft2d, TiledFft, solver
+from convsolve_fft import Fft2d, TiledFft, configs
 from fft_checks import assert_matches
 
 PROBLEMS = [((2, 3, 11, 9), (4, 3, 5, 4), (1, 2), ((2, 1), (1, 2)), 1, 1),
@@ -24,17 +24,18 @@ def test_space_is_modest_and_holds_every_default():
     it; AVX-512 gets 16-wide vectors, AVX2 8-wide, GPUs one lane per work-item."""
     space = Fft2d().config_space(None)
     assert 50 <= len(list(space)) <= 500
-    for config in solver.DEFAULTS.values():
+    for config in configs.DEFAULT_CONFIGS.values():
         assert space.refusal(config) is None
     avx512 = _device("x", "OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-skylake-avx512", 16)
     avx2 = _device("y", "OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-haswell", 8)
     gpu = _device("z", "OpenCL 3.0 CUDA", 1, cl.device_type.GPU)
-    assert tuning.pick(solver.DEFAULTS, avx512)["LANES"] == 16
-    assert tuning.pick(solver.DEFAULTS, avx512)["GV"] == 16
-    assert tuning.pick(solver.DEFAULTS, avx2)["LANES"] == 8
-    assert tuning.pick(solver.DEFAULTS, avx2)["GV"] == 8
-    assert tuning.pick(solver.DEFAULTS, gpu)["LANES"] == 1
-    assert space.refusal(dict(solver.DEFAULTS["gpu"], LANES=16)) is not None   # lanes and WG
+    assert tuning.pick(configs.DEFAULT_CONFIGS, avx512)["LANES"] == 16
+    assert tuning.pick(configs.DEFAULT_CONFIGS, avx512)["GV"] == 16
+    assert tuning.pick(configs.DEFAULT_CONFIGS, avx2)["LANES"] == 8
+    assert tuning.pick(configs.DEFAULT_CONFIGS, avx2)["GV"] == 8
+    assert tuning.pick(configs.DEFAULT_CONFIGS, gpu)["LANES"] == 1
+    gpu_default = configs.DEFAULT_CONFIGS["gpu"]
+    assert space.refusal(dict(gpu_default, LANES=16)) is not None   # lanes and WG
 
 
 def test_check_config_names_device_limits(handle):
@@ -42,7 +43,7 @@ def test_check_config_names_device_limits(handle):
     small = types.SimpleNamespace(local_mem_size=1024, max_work_group_size=8)
     fake = types.SimpleNamespace(device=small)
     problem = Problem.conv2d((1, 2, 30, 30), (2, 2, 5, 5))
-    reasons = Fft2d().check_config(problem, fake, solver.DEFAULTS["gpu"])
+    reasons = Fft2d().check_config(problem, fake, configs.DEFAULT_CONFIGS["gpu"])
     assert any("local memory" in r for r in reasons) and any("WG=64" in r for r in reasons)
     assert not Fft2d().check_config(problem, handle, Fft2d().default_config(problem, handle))
 
