@@ -2,8 +2,6 @@
 class, and the device's limits on them."""
 from convsolve import ConfigSpace, tuning
 
-from .transforms import local_bytes
-
 #: The config space: FFT lanes and work-group, radix-4 stages, streaming spectra stores, the
 #: product's frequency vector, register tile and work-group. README: "Configs and tuning".
 CONFIG_SPACE = {"LANES": (1, 8, 16), "WG": (1, 64), "RADIX4": (0, 1), "STREAM": (0, 1),
@@ -29,24 +27,28 @@ DEFAULT_CONFIGS = {
 }
 
 
-def space():
-    """The config space (the same for every problem and device)."""
-    return ConfigSpace(CONFIG_SPACE, CONFIG_CONSTRAINTS)
+#: The tunables that are work-group sizes (the FFTs' and the products').
+GROUP_SIZES = ("WG", "GL")
+
+
+def space(handle):
+    """The config space on ``handle``'s device: work-groups no larger than it takes (WG = GL = 1,
+    the CPU shape, fits every device).  Local memory limits no config: a plane that does not fit
+    goes through global memory (transforms.in_local_memory)."""
+    largest = handle.device.max_work_group_size
+    return ConfigSpace({name: tuple(v for v in values if name not in GROUP_SIZES or v <= largest)
+                        for name, values in CONFIG_SPACE.items()}, CONFIG_CONSTRAINTS)
 
 
 def default(handle):
-    """The config of ``handle``'s device class."""
-    return dict(tuning.pick(DEFAULT_CONFIGS, handle.device))
+    """The config of ``handle``'s device class, or the CPU shape ("*": groups of one) where the
+    device takes smaller work-groups than it asks."""
+    config = dict(tuning.pick(DEFAULT_CONFIGS, handle.device))
+    return config if space(handle).refusal(config) is None else dict(DEFAULT_CONFIGS["*"])
 
 
-def refusals(layout, handle, config):
-    """Why ``config`` cannot run ``layout``'s transforms on ``handle``'s device (check_config)."""
-    device, reasons = handle.device, []
-    local = local_bytes(layout.h.length, layout.w.length, config["LANES"])
-    if local > device.local_mem_size:
-        reasons.append(f"{local} bytes of local memory > the device's {device.local_mem_size}")
-    for name in ("WG", "GL"):
-        if config[name] > device.max_work_group_size:
-            reasons.append(f"{name}={config[name]} > the device's work-group size "
-                           f"{device.max_work_group_size}")
-    return reasons
+def refusals(handle, config):
+    """Why ``config`` cannot run on ``handle``'s device (check_config)."""
+    largest = handle.device.max_work_group_size
+    return [f"{name}={config[name]} > the device's work-group size {largest}"
+            for name in GROUP_SIZES if config[name] > largest]

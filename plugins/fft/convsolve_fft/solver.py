@@ -77,8 +77,8 @@ class FftSolver:
         return self.layout(problem).workspace
 
     @hookimpl
-    def config_space(self, problem):
-        return configs.space()
+    def config_space(self, problem, handle):
+        return configs.space(handle)
 
     @hookimpl
     def default_config(self, problem, handle):
@@ -86,7 +86,7 @@ class FftSolver:
 
     @hookimpl
     def check_config(self, problem, handle, config):
-        return configs.refusals(self.layout(problem), handle, config)
+        return configs.refusals(handle, config)
 
     @hookimpl
     def build_invoker(self, problem, handle, config):

@@ -98,6 +98,12 @@ def local_bytes(fh, fw, lanes):
     return max(kb * fw, kb * lanes * wb) * 2 * lanes * 4
 
 
+def in_local_memory(fh, fw, lanes, device):
+    """Whether the fft2d kernels keep an fh x fw plane between their passes in ``device``'s
+    local memory (USE_LOCAL 1); larger planes go through their spectra in global memory."""
+    return local_bytes(fh, fw, lanes) <= device.local_mem_size
+
+
 class Transform:
     """Built fft2d kernels for fh x fw planes: their plans and twiddles on the device."""
 
@@ -115,8 +121,10 @@ class Transform:
         self.twiddles = cl.Buffer(handle.context, flags, hostbuf=pairs)
         self.fp = spectrum_size(fh, fw)[1]
         self.scale = np.float32(1.0 / (fh * fw))
-        self.local = cl.LocalMemory(local_bytes(fh, fw, self.lanes))
-        defines = {"LANES": self.lanes, "WG": self.group, "STREAM": config["STREAM"]}
+        use_local = in_local_memory(fh, fw, self.lanes, handle.device)
+        self.local = (cl.LocalMemory(local_bytes(fh, fw, self.lanes)),) if use_local else ()
+        defines = {"LANES": self.lanes, "WG": self.group, "STREAM": config["STREAM"],
+                   "USE_LOCAL": int(use_local)}
         self.forward_kernel = handle.build(KERNELS / "fft2d.cl", "fft2d_forward", defines)
         self.inverse_kernel = handle.build(KERNELS / "fft2d.cl", "fft2d_inverse", defines)
         if fh // 2 + 1 <= SMALL_KH:
@@ -164,10 +172,10 @@ class Transform:
         """Enqueue the spectra of a plane set (``planes``: its PlaneSet) from ``tensor``."""
         return self._launch(self.forward_kernel, planes.count, (
             tensor, np.int32(tensor_offset), spectra, np.int32(spectra_offset), planes.buffer,
-            self.plans, self.twiddles, np.int32(self.fp), self.local))
+            self.plans, self.twiddles, np.int32(self.fp), *self.local))
 
     def inverse(self, spectra, spectra_offset, tensor, tensor_offset, planes):
         """Enqueue the real planes of a plane set's spectra, written where it places them."""
         return self._launch(self.inverse_kernel, planes.count, (
             spectra, np.int32(spectra_offset), tensor, np.int32(tensor_offset), planes.buffer,
-            self.plans, self.twiddles, np.int32(self.fp), self.scale, self.local))
+            self.plans, self.twiddles, np.int32(self.fp), self.scale, *self.local))

@@ -1,9 +1,11 @@
 """fft.Fft2d: the contract on the standard set, and a sweep of awkward shapes in every direction."""
+import types
+
 import numpy as np
 import pytest
 from convsolve import Direction, Problem
 from convsolve.testing import check_solver, random_tensors
-from convsolve_fft import Fft2d, fft2d, layout
+from convsolve_fft import Fft2d, configs, fft2d, layout, transforms
 from fft_checks import assert_matches, compare, run
 
 #: (x, w, stride, padding, dilation, groups): filters 1 to 11, even and odd, non-square images
@@ -69,3 +71,32 @@ def test_nonfinite_inputs_spoil_only_their_reach(handle):
     assert not compare(result, expected, host, problem, Fft2d.tolerance)
     assert np.isfinite(result[0, 1:]).all() and np.isfinite(result[2, 1:]).all()
     assert not np.isfinite(result[1, 2:]).all()
+
+
+#: Images whose whole-image transforms need more than the H200's 48 KiB of local memory (the
+#: shapes the H200 run failed on: 224 x 224 3x3, 321 x 201 5x2), few channels, every direction.
+LARGE = [((1, 1, 224, 224), (2, 1, 3, 3), 1, 1, 1, 1), ((1, 3, 321, 201), (2, 3, 5, 2), 1, 0, 1, 1)]
+
+
+def test_planes_larger_than_local_memory_go_through_global_memory(limited_handle):
+    """On a device with 48 KiB of local memory, images too large for it get a valid default
+    config and run right, the planes between the passes in their spectra: with the default
+    (vector lanes), and with the GPU shape (64 work-items a plane, a global barrier)."""
+    handle = limited_handle(local_mem_size=48 << 10)
+    problems = [Problem.conv2d(*shape[:5], groups=shape[5], direction=direction)
+                for shape in LARGE for direction in Direction]
+    assert check_solver(Fft2d(), handle, problems, configs=0, isolate=False,
+                        sanitize=False) == len(problems)
+    gpu = dict(configs.DEFAULT_CONFIGS["gpu"])
+    assert assert_matches(handle, Fft2d(), LARGE, gpu) == len(problems)
+
+
+@pytest.mark.sanitized
+def test_global_memory_planes_are_clean_under_oclgrind():
+    """The global-memory path has no memory error or race on Oclgrind (as a CPU and a GPU, whose
+    32 KiB of local memory an 88 x 88 image's 90-point planes do not fit with any lanes)."""
+    oclgrind = types.SimpleNamespace(local_mem_size=32 << 10)
+    assert not any(transforms.in_local_memory(90, 90, lanes, oclgrind) for lanes in (1, 8, 16))
+    problems = [Problem.conv2d((1, 1, 88, 88), (1, 1, 3, 3), padding=1, direction=direction)
+                for direction in Direction]
+    assert check_solver(Fft2d(), problems=problems, configs=0, sanitize=True) == 3

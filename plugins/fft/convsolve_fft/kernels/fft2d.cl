@@ -13,9 +13,14 @@
  *                 tmp)
  *   fft2d_inverse(spectra, spectra_offset, tensor, tensor_offset, planes, plans, twiddles, Fp,
  *                 scale, tmp)
- * (offsets in floats: where the chunk's tensor and the spectra start).
+ * (offsets in floats: where the chunk's tensor and the spectra start; tmp only with USE_LOCAL).
  * plans[0] is the complex plan of length FH / 2, plans[1] that of length FW; tmp is local memory
  * of max(KB * FW, KB * LANES * WB) vcplx (KB = ceil(KH / LANES), WB = ceil(FW / LANES)).
+ * The plane between the two passes lies in tmp (USE_LOCAL 1), or, for planes larger than the
+ * device's local memory (USE_LOCAL 0), in the plane's own spectrum: entry (kb, w), the LANES
+ * rows of block kb at column w, at the frequencies k0 * FW + w * n of block kb (the same slots
+ * the forward's second pass reads and writes; the inverse overwrites its input spectra, their
+ * last use), the passes separated by a global-memory barrier.
  *
  * Forward, per plane:
  *   pass 1 (per block of LANES columns): rows 2j and 2j + 1 as the real and imaginary part of
@@ -26,13 +31,16 @@
  * scaled by `scale` and written only where the descriptor places them (a crop window).
  * A column block the descriptor leaves empty skips its pass-1 transform.
  *
- * Defines read: LANES, MAXLEN, STREAM (fft_common.cl), WG.
+ * Defines read: LANES, MAXLEN, STREAM (fft_common.cl), WG, USE_LOCAL.
  */
 #include "convsolve.h"
 #include "fft_common.cl"
 
 #ifndef WG
 #define WG 1    /* work-items per plane (a work-group); CPUs: 1, GPUs: enough to fill the lanes */
+#endif
+#ifndef USE_LOCAL
+#define USE_LOCAL 1 /* the plane between the passes: 1 in local memory, 0 in its spectrum */
 #endif
 
 /* {{{ loads and stores */
@@ -100,12 +108,19 @@ FFT_INLINE vcplx load_spectrum(__global const float *s, int f, int p, int P, int
     return cx(VLOAD(re), VLOAD(im));
 }
 
-FFT_INLINE void store_spectrum(__global float *s, int f, int p, int P, int lanes, vcplx z)
+/* Stores as load_spectrum reads; whole blocks with non-temporal stores where ``stream``. */
+FFT_INLINE void store_spectrum(__global float *s, int f, int p, int P, int lanes, vcplx z,
+                               const int stream)
 {
     if (lanes == LANES) {
         __global float *re = s + FFT_SPECTRUM(f, p, P);
-        VSTREAM(z.re, re);
-        VSTREAM(z.im, re + FFT_BLOCK);
+        if (stream) {
+            VSTREAM(z.re, re);
+            VSTREAM(z.im, re + FFT_BLOCK);
+        } else {
+            VSTORE(z.re, re);
+            VSTORE(z.im, re + FFT_BLOCK);
+        }
         return;
     }
     float re[LANES], im[LANES];
@@ -118,19 +133,35 @@ FFT_INLINE void store_spectrum(__global float *s, int f, int p, int P, int lanes
     }
 }
 
+/* Z[k] = E + i O of the inverse's real split, E = X[k] + conj X[M - k],
+ * O = (X[k] - conj X[M - k]) W^-k, conjugated for the forward transform that inverts it;
+ * xm is X[M - k], w is W^k. */
+FFT_INLINE vcplx inverse_split(vcplx xk, vcplx xm, float2 w)
+{
+    vcplx xc = conjugate(xm);
+    vcplx e = cadd(xk, xc), o = ctwiddle(csub(xk, xc), (float2)(w.x, -w.y));
+    return conjugate(cx(e.re - o.im, e.im + o.re));
+}
+
 /* }}} */
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fft2d_forward(__global const float *tensor, const int tensor_offset,
                    __global float *spectra, const int spectra_offset,
                    __global const fft_planes *planes, __global const fft_plan *plans,
-                   __global const float2 *twiddles, const int Fp, __local vcplx *tmp)
+                   __global const float2 *twiddles, const int Fp
+#if USE_LOCAL
+                   , __local vcplx *tmp
+#endif
+                   )
 {
     const int M = plans[0].n, FW = plans[1].n, KH = M + 1;
     const int KB = CS_DIV_UP(KH, LANES), WB = CS_DIV_UP(FW, LANES);
     __global const float2 *post = twiddles + plans[0].post;
     int coord[6];
     plane_coords(planes, get_group_id(0), coord);
+    __global float *spectrum = spectra + spectra_offset;
+    const int p = spectrum_plane(planes, coord), P = planes->planes;
     const size_t start = tensor_offset + (size_t)coord[0] * planes->tensor[0]
                          + (size_t)coord[1] * planes->tensor[1];
     __global const float *plane = tensor + start;
@@ -167,21 +198,30 @@ void fft2d_forward(__global const float *tensor, const int tensor_offset,
             for (int l = 0; l < LANES; ++l)
                 v[l] = kb * LANES + l < KH ? x[kb * LANES + l] : cx(0.0f, 0.0f);
             transpose_complex(v);
+#if USE_LOCAL
             for (int l = 0; l < LANES && w0 + l < FW; ++l)
                 tmp[kb * FW + w0 + l] = v[l];
+#else
+            const int lanes = min(LANES, KH - kb * LANES);
+            for (int l = 0; l < LANES && w0 + l < FW; ++l)
+                store_spectrum(spectrum, kb * LANES * FW + (w0 + l) * lanes, p, P, lanes, v[l],
+                               0);
+#endif
         }
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    barrier(USE_LOCAL ? CLK_LOCAL_MEM_FENCE : CLK_GLOBAL_MEM_FENCE);
 
-    __global float *spectrum = spectra + spectra_offset;
-    const int p = spectrum_plane(planes, coord), P = planes->planes;
     for (int kb = get_local_id(0); kb < KB; kb += WG) {
-        for (int w = 0; w < FW; ++w)
-            a[w] = tmp[kb * FW + w];
-        vcplx *y = fft_run(a, b, &plans[1], twiddles);
         int k0 = kb * LANES, lanes = min(LANES, KH - k0);
+        for (int w = 0; w < FW; ++w)
+#if USE_LOCAL
+            a[w] = tmp[kb * FW + w];
+#else
+            a[w] = load_spectrum(spectrum, k0 * FW + w * lanes, p, P, lanes);
+#endif
+        vcplx *y = fft_run(a, b, &plans[1], twiddles);
         for (int kw = 0; kw < FW; ++kw)
-            store_spectrum(spectrum, k0 * FW + kw * lanes, p, P, lanes, y[kw]);
+            store_spectrum(spectrum, k0 * FW + kw * lanes, p, P, lanes, y[kw], 1);
     }
     for (int f = KH * FW + get_local_id(0); f < Fp; f += WG) {
         size_t at = FFT_SPECTRUM(f, p, P);
@@ -190,18 +230,21 @@ void fft2d_forward(__global const float *tensor, const int tensor_offset,
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void fft2d_inverse(__global const float *spectra, const int spectra_offset,
+void fft2d_inverse(__global float *spectra, const int spectra_offset,
                    __global float *tensor, const int tensor_offset,
                    __global const fft_planes *planes, __global const fft_plan *plans,
-                   __global const float2 *twiddles, const int Fp, const float scale,
-                   __local vcplx *tmp)
+                   __global const float2 *twiddles, const int Fp, const float scale
+#if USE_LOCAL
+                   , __local vcplx *tmp
+#endif
+                   )
 {
     const int M = plans[0].n, FW = plans[1].n, KH = M + 1;
     const int KB = CS_DIV_UP(KH, LANES), WB = CS_DIV_UP(FW, LANES);
     __global const float2 *post = twiddles + plans[0].post;
     int coord[6];
     plane_coords(planes, get_group_id(0), coord);
-    __global const float *spectrum = spectra + spectra_offset;
+    __global float *spectrum = spectra + spectra_offset;
     const int p = spectrum_plane(planes, coord), P = planes->planes;
     vcplx a[MAXLEN + 1], b[MAXLEN + 1];
 
@@ -210,6 +253,10 @@ void fft2d_inverse(__global const float *spectra, const int spectra_offset,
         for (int kw = 0; kw < FW; ++kw)
             a[kw] = conjugate(load_spectrum(spectrum, k0 * FW + kw * lanes, p, P, lanes));
         vcplx *y = fft_run(a, b, &plans[1], twiddles);
+#if !USE_LOCAL
+        for (int w = 0; w < FW; ++w)
+            store_spectrum(spectrum, k0 * FW + w * lanes, p, P, lanes, conjugate(y[w]), 0);
+#else
         for (int wb = 0; wb < WB; ++wb) {
             vcplx v[LANES];
             #pragma unroll
@@ -219,8 +266,9 @@ void fft2d_inverse(__global const float *spectra, const int spectra_offset,
             for (int l = 0; l < lanes; ++l)
                 tmp[(k0 + l) * WB + wb] = v[l];
         }
+#endif
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    barrier(USE_LOCAL ? CLK_LOCAL_MEM_FENCE : CLK_GLOBAL_MEM_FENCE);
 
     __global float *plane = tensor + tensor_offset + (size_t)coord[0] * planes->tensor[0]
                                    + (size_t)coord[1] * planes->tensor[1];
@@ -233,13 +281,26 @@ void fft2d_inverse(__global const float *spectra, const int spectra_offset,
             any |= blk.col[l] >= 0;
         if (!any)
             continue;
-        /* Z[k] = E + i O, E = X[k] + conj X[M - k], O = (X[k] - conj X[M - k]) W^-k */
-        for (int k = 0; k < M; ++k) {
-            vcplx xk = tmp[k * WB + wb], xc = conjugate(tmp[(M - k) * WB + wb]);
-            float2 w = post[k];
-            vcplx e = cadd(xk, xc), o = ctwiddle(csub(xk, xc), (float2)(w.x, -w.y));
-            a[k] = conjugate(cx(e.re - o.im, e.im + o.re));
+#if USE_LOCAL
+        for (int k = 0; k < M; ++k)
+            a[k] = inverse_split(tmp[k * WB + wb], tmp[(M - k) * WB + wb], post[k]);
+#else
+        /* the block's columns of every row kh, transposed from the slots (kb, w0 + l) */
+        for (int kb = 0; kb < KB; ++kb) {
+            int k0 = kb * LANES, lanes = min(LANES, KH - k0);
+            vcplx v[LANES];
+            #pragma unroll
+            for (int l = 0; l < LANES; ++l)
+                v[l] = w0 + l < FW ? load_spectrum(spectrum, k0 * FW + (w0 + l) * lanes, p, P,
+                                                   lanes)
+                                   : cx(0.0f, 0.0f);
+            transpose_complex(v);
+            for (int l = 0; l < lanes; ++l)
+                b[k0 + l] = v[l];
         }
+        for (int k = 0; k < M; ++k)
+            a[k] = inverse_split(b[k], b[M - k], post[k]);
+#endif
         vcplx *z = fft_run(a, b, &plans[0], twiddles);
         for (int j = 0; j < M; ++j) {
             store_row(plane, planes, coord, 2 * j, &blk, z[j].re * scale);
