@@ -35,16 +35,23 @@ SMALL_RUN = 4
 
 
 def space(handle):
-    """The config space on ``handle``'s device type."""
-    return ConfigSpace(CONFIG_SPACES["gpu" if handle.is_gpu else "cpu"], CONFIG_CONSTRAINTS)
+    """The config space on ``handle``'s device type, without work-groups larger than the device
+    takes (its largest where it takes none of the space's: the kernels take any local size)."""
+    params = dict(CONFIG_SPACES["gpu" if handle.is_gpu else "cpu"])
+    largest = handle.device.max_work_group_size
+    params["WG"] = tuple(wg for wg in params["WG"] if wg <= largest) or (largest,)
+    return ConfigSpace(params, CONFIG_CONSTRAINTS)
 
 
 def default(problem, handle, m):
     """The device class's config for ``problem`` with F(m x m, 3 x 3), with SMALL_RUN tiles per
-    transform work-item where a tile row has no more (a run never spans two tile rows)."""
+    transform work-item where a tile row has no more (a run never spans two tile rows), and the
+    space's largest work-group where the device takes none as large as the class's."""
     config = dict(tuning.pick(DEFAULT_CONFIGS, handle.device))
     if plan.geometry(problem, m).tiles_w <= SMALL_RUN < config["TT"]:
         config["TT"] = SMALL_RUN
+    if config["WG"] > handle.device.max_work_group_size:
+        config["WG"] = max(space(handle).params["WG"])
     return config
 
 

@@ -2,6 +2,7 @@
 configs, numerics and the tile-local non-finite behaviour."""
 import functools
 import random
+from types import SimpleNamespace
 
 import convsolve
 import numpy as np
@@ -173,6 +174,24 @@ def test_device_defaults_lie_in_the_space(handle, monkeypatch, key):
         assert config["VW"] == {"cpu/vector16": 16, "cpu": 8, "gpu": 1}[key]
     small = Problem.conv2d((2, 32, 7, 7), (32, 32, 3, 3), padding=1)
     assert F4x3().default_config(small, handle)["TT"] <= 4       # 2 tiles per tile row
+
+
+@pytest.mark.parametrize("kind, largest", [("gpu", 32), ("cpu", 8)])
+def test_work_groups_stay_within_the_device(kind, largest):
+    """On a device that takes smaller work-groups than its class's default asks (a GPU of 32, a
+    CPU of 8), the default and every config of the space stay within it, and check_config
+    accepts the default."""
+    gpu = kind == "gpu"
+    device = SimpleNamespace(name="Small device", version="OpenCL 3.0", vendor="Acme",
+                             type=cl.device_type.GPU if gpu else cl.device_type.CPU,
+                             native_vector_width_float=1 if gpu else 8,
+                             max_work_group_size=largest, local_mem_size=32 << 10)
+    handle = SimpleNamespace(device=device, is_gpu=gpu)
+    problem = Problem.conv2d((2, 32, 28, 28), (32, 32, 3, 3), padding=1)
+    for solver in SOLVERS:
+        config, space = solver.default_config(problem, handle), solver.config_space(problem, handle)
+        assert space.refusal(config) is None and not solver.check_config(problem, handle, config)
+        assert max(c["WG"] for c in space) <= largest
 
 
 def test_avx512_defaults_equal_the_kernels_defaults():
