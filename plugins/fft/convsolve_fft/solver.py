@@ -53,8 +53,9 @@ class FftSolver:
     #: Relative RMS error against float64 allowed: 5x the worst measured, 1.06e-6 on a 7x7
     #: layer of 2048 input channels (README: numerics).
     tolerance = 5e-6
-    #: One non-finite input spoils the transforms it enters (README: "Non-finite inputs").
-    nonfinite = "spread"
+    #: One non-finite input spoils the transforms it enters, so the output planes it reaches
+    #: through the products (README: "Non-finite inputs").
+    nonfinite = "planes"
 
     def layout(self, problem):
         """The Layout the solver uses for ``problem``, or None when it declines."""

@@ -1,13 +1,5 @@
-"""FFT tests' fixtures: the FFT family's non-finite semantics, and the device with lower limits."""
+"""FFT tests' fixtures: the test device's handle reporting lower limits."""
 import pytest
-from convsolve import testing as cs_testing
-from fft_checks import nonfinite_failures
-
-
-@pytest.fixture
-def fft_semantics(monkeypatch):
-    """check_solver's exact NaN/inf check replaced by the FFT family's (fft_checks.py)."""
-    monkeypatch.setattr(cs_testing, "_check_nonfinite", nonfinite_failures)
 
 
 class Limited:
