@@ -1,6 +1,5 @@
 """convsolve-winograd: the solvers against the reference in every direction, chunks, workspace,
 configs, numerics and the tile-local non-finite behaviour."""
-import functools
 import random
 from types import SimpleNamespace
 
@@ -44,44 +43,32 @@ def may_be_nonfinite(problem, m, expected, weights):
         :, :, :h, :w]
 
 
-def tile_local_check(handle, problem, invoker, host, scratch, tolerance, where="", mode=None, *,
-                     m):
-    """check_solver's non-finite check under the tile-local semantics: with an inf and a NaN
-    planted (where check_solver plants them), the output is non-finite wherever the reference's
-    is, non-finite nowhere outside the tiles of those (may_be_nonfinite), and the finite rest
-    is within tolerance."""
-    planted = {name: array.copy() for name, array in host.items()}
-    for name, index, value in testing._PLANTED[problem.direction]:
-        if planted[name].size:
-            planted[name].flat[index] = value
-    buffers = device_buffers(handle, planted)
-    cl.wait_for_events(invoker(convsolve.Buffers(**buffers), scratch))
-    result = read_output(handle, problem, buffers)
+#: Where the tile-local tests plant non-finite values, per direction: (tensor, flat index,
+#: value), the kinds check_solver plants (an inf weight or input, a NaN input) at the tensors'
+#: first and last elements, which meet the zero padding.
+PLANTED = {
+    Direction.FORWARD: (("w", 0, np.inf), ("x", -1, np.nan)),
+    Direction.BACKWARD_DATA: (("w", 0, -np.inf), ("y", 0, np.nan)),
+    Direction.BACKWARD_WEIGHTS: (("x", 0, np.inf), ("y", -1, np.nan)),
+}
+
+
+def run(handle, solver, problem, host):
+    """The solver's output (default config) on the tensors ``host``, and the reference's."""
+    invoker = solver.build_invoker(problem, handle, solver.default_config(problem, handle))
+    buffers = device_buffers(handle, host)
+    cl.wait_for_events(invoker(convsolve.Buffers(**buffers),
+                               handle.scratch(solver.workspace(problem))))
     with np.errstate(invalid="ignore"):
-        expected = convsolve.reference.compute(problem, **planted)
-    ours, theirs = ~np.isfinite(result), ~np.isfinite(expected)
-    may = may_be_nonfinite(problem, m, expected, planted["w"])
-    failures = []
-    if (theirs & ~ours).any():
-        failures.append(f"{where or problem.key()}: {int((theirs & ~ours).sum())} outputs "
-                        "finite where the reference's are not")
-    if (ours & ~may).any():
-        failures.append(f"{where or problem.key()}: {int((ours & ~may).sum())} non-finite "
-                        "outputs outside the tiles of the reference's non-finite outputs")
-    finite = ~ours & ~theirs
-    if finite.any() and not testing.relative_error(result[finite], expected[finite]) < tolerance:
-        failures.append(f"{where or problem.key()}: finite outputs off")
-    return failures
+        return read_output(handle, problem, buffers), convsolve.reference.compute(problem, **host)
 
 
-@pytest.fixture
-def tile_local(monkeypatch):
-    """check_solver with the tile-local non-finite check for solvers of tile size m."""
-    def check(solver, handle, problems=None, **kwargs):
-        monkeypatch.setattr(testing, "_check_nonfinite",
-                            functools.partial(tile_local_check, m=solver.m))
-        return check_solver(solver, handle, problems, isolate=False, sanitize=False, **kwargs)
-    return check
+def assert_tile_local(problem, m, out, expected, weights):
+    """Non-finite wherever the reference is, and nowhere outside may_be_nonfinite."""
+    ours, theirs = ~np.isfinite(out), ~np.isfinite(expected)
+    assert (theirs <= ours).all(), f"{problem.key()}: finite where the reference is not"
+    assert (ours <= may_be_nonfinite(problem, m, expected, weights)).all(), (
+        f"{problem.key()}: non-finite outside the tiles of the reference's non-finite outputs")
 
 # }}}
 
@@ -100,14 +87,28 @@ def _sweep(directions=tuple(Direction)):
 
 
 @pytest.mark.parametrize("solver", SOLVERS, ids=IDS)
-def test_conformance_on_the_standard_set(handle, tile_local, solver):
-    """check_solver (tile-local non-finite check) on the standard set and the sweep, with the
-    default config and random ones from the space."""
-    assert tile_local(solver, handle, testing.standard_problems() + _sweep(), configs=1) >= 20
+def test_conformance_on_the_standard_set(handle, solver):
+    """check_solver (nonfinite = "spread") on the standard set and the sweep, with the default
+    config and random ones from the space."""
+    assert check_solver(solver, handle, testing.standard_problems() + _sweep(), configs=1) >= 20
+
+
+@pytest.mark.parametrize("solver", SOLVERS, ids=IDS)
+def test_tile_local_semantics_on_the_sweep(handle, solver):
+    """With an inf and a NaN planted (PLANTED), every problem of the standard set and the sweep
+    that the solver accepts is non-finite where the reference is, and only within the tiles of
+    those (README.md, "Non-finite values")."""
+    problems = [p for p in testing.standard_problems() + _sweep() if solver.is_applicable(p)]
+    for problem in problems:
+        host = random_tensors(problem)
+        for name, index, value in PLANTED[problem.direction]:
+            host[name].flat[index] = value
+        assert_tile_local(problem, solver.m, *run(handle, solver, problem, host), host["w"])
+    assert len(problems) >= 20
 
 
 @pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
-def test_chunks_of_tile_rows(handle, tile_local, monkeypatch, direction):
+def test_chunks_of_tile_rows(handle, monkeypatch, direction):
     """With a budget of two tile rows, a batch runs in chunks of 2, 2, ... rows (the last one
     shorter, chunks crossing images), correctly and within its exact workspace."""
     problem = Problem.conv2d((3, 5, 10, 10), (6, 5, 3, 3), padding=((1, 0), (2, 1)),
@@ -115,7 +116,8 @@ def test_chunks_of_tile_rows(handle, tile_local, monkeypatch, direction):
     geo = plan.geometry(problem, 4)
     monkeypatch.setattr(plan, "CHUNK_BYTES", 2 * geo.tile_bytes * geo.tiles_w + 1)
     assert geo.chunk_rows == 2 and len(geo.chunks()) == 5           # 9 tile rows: 2,2,2,2,1
-    assert tile_local(F4x3(), handle, [problem], configs=1) == 1
+    assert check_solver(F4x3(), handle, [problem], configs=1, isolate=False,
+                        sanitize=False) == 1
 
 
 def test_workspace_is_exact_and_bounded():
@@ -250,16 +252,8 @@ def test_tile_local_semantics_hold_at_the_edges(handle, direction):
     for i, j in ((0, 0), (0, -1), (-1, 0), (-1, -1)):
         host[src][1, 2, i, j] = np.nan
     for solver in SOLVERS:
-        invoker = solver.build_invoker(problem, handle, solver.default_config(problem, handle))
-        buffers = device_buffers(handle, host)
-        cl.wait_for_events(invoker(convsolve.Buffers(**buffers), handle.scratch(
-            solver.workspace(problem))))
-        out = read_output(handle, problem, buffers)
-        with np.errstate(invalid="ignore"):
-            expected = convsolve.reference.compute(problem, **host)
-        ours, theirs = ~np.isfinite(out), ~np.isfinite(expected)
-        assert (theirs <= ours).all() and (ours <= may_be_nonfinite(problem, solver.m,
-                                                                    expected, host["w"])).all()
+        out, expected = run(handle, solver, problem, host)
+        assert_tile_local(problem, solver.m, out, expected, host["w"])
         if direction is not Direction.BACKWARD_WEIGHTS:
             assert np.isfinite(out[0]).all()
 
