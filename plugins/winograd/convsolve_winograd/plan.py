@@ -192,7 +192,7 @@ DATA_KERNELS = {"wino_input": 1, "wino_grad": 2, "wino_output": 3, "wino_filter"
 def _data_kernel(handle, name, m, lanes, **epilogue):
     """A kernel of wino_data.cl for F(m, 3) with ``lanes`` tiles (or filters) per work-item; the
     output's kernels with the problem's epilogue_defines() fused."""
-    return handle.build(KERNELS / "wino_data.cl", name,
+    return handle.build(KERNELS / "winograd_common.cl", name,
                         {"WINO_M": m, "TT": lanes, "WINO_KERNEL": DATA_KERNELS[name], **epilogue})
 
 
