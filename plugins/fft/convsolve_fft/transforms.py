@@ -125,8 +125,8 @@ class Transform:
         self.local = (cl.LocalMemory(local_bytes(fh, fw, self.lanes)),) if use_local else ()
         defines = {"LANES": self.lanes, "WG": self.group, "STREAM": config["STREAM"],
                    "USE_LOCAL": int(use_local)}
-        self.forward_kernel = handle.build(KERNELS / "fft2d.cl", "fft2d_forward", defines)
-        self.inverse_kernel = handle.build(KERNELS / "fft2d.cl", "fft2d_inverse", defines)
+        self.forward_kernel = handle.build(KERNELS / "fft2d_forward.cl", "fft2d_forward", defines)
+        self.inverse_kernel = handle.build(KERNELS / "fft2d_forward.cl", "fft2d_inverse", defines)
         if fh // 2 + 1 <= SMALL_KH:
             self._build_small(handle, flags, config["STREAM"])
 
@@ -141,7 +141,7 @@ class Transform:
         self.order = cl.Buffer(handle.context, flags,
                                hostbuf=frequency_order(self.fh, self.fw, self.lanes))
         defines = {"LANES": self.lanes, "WG": self.group, "STREAM": stream, "MAXTAPS": SMALL_TAPS}
-        self.small_kernels = [handle.build(KERNELS / "dft_small.cl", name, defines)
+        self.small_kernels = [handle.build(KERNELS / "dft_small_forward.cl", name, defines)
                               for name in ("dft_small_forward", "dft_small_inverse")]
 
     def _launch_small(self, kernel, planes, args):
