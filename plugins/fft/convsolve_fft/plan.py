@@ -9,7 +9,8 @@ from .transforms import SMALL_KH, SMALL_TAPS, Transform
 
 
 def small_weights(layout):
-    """Whether the weights' spectra come from dft_small.cl (a support of SMALL_TAPS squared)."""
+    """Whether the weights' spectra come from the dft_small kernels (a support of SMALL_TAPS
+    squared)."""
     return (max(layout.h.taps, layout.w.taps) <= SMALL_TAPS
             and layout.h.length // 2 + 1 <= SMALL_KH)
 
@@ -29,7 +30,7 @@ def build(problem, handle, layout, config):
             sets[images] = [upload(handle, lay.image_planes(images, channels, role))
                             for role, channels in roles]
     x_image, y_image = p.c * p.in_h * p.in_w, p.k * p.out_h * p.out_w
-    small = small_weights(lay)     # dft_small.cl's separable DFTs for the weights
+    small = small_weights(lay)     # the dft_small kernels' separable DFTs for the weights
     weights_forward = fft.small_forward if small else fft.forward
     weights_inverse = fft.small_inverse if small else fft.inverse
     uncovered = direction is BWD and (lay.h.step > 1 or lay.h.phases < lay.h.stride

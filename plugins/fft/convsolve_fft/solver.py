@@ -96,5 +96,5 @@ class FftSolver:
 
 
 def whole_image_fits(layout):
-    """Whether fft2d.cl's private buffers hold the layout's transforms."""
+    """Whether the fft2d kernels' private buffers hold the layout's transforms."""
     return layout.h.length // 2 <= LONGEST and layout.w.length <= LONGEST

@@ -68,7 +68,8 @@ def test_device_limits_shape_the_space_and_the_default(handle):
 @pytest.mark.parametrize("config", [
     {"LANES": 1, "WG": 64, "RADIX4": 0, "STREAM": 0, "GV": 1, "TM": 1, "TN": 4, "GL": 64},
     {"LANES": 8, "WG": 1, "RADIX4": 1, "STREAM": 1, "GV": 8, "TM": 2, "TN": 3, "GL": 1},
-    *convsolve.ConfigSpace(configs.CONFIG_SPACE, configs.CONFIG_CONSTRAINTS).sample(2)], ids=lambda c: "-".join(map(str, c.values())))
+    *convsolve.ConfigSpace(configs.CONFIG_SPACE, configs.CONFIG_CONSTRAINTS).sample(2)],
+    ids=lambda c: "-".join(map(str, c.values())))
 def test_configs_from_the_space_are_correct(handle, config):
     """Configs of both shapes (GPU: lanes over work-items; CPU: vector lanes) and drawn at
     random give the reference's result in every direction, whole-image and tiled."""

@@ -1,4 +1,4 @@
-"""The plugin's batched 2-D real FFT (fft2d.cl) against pyvkfft (VkFFT's OpenCL backend) and
+"""The plugin's batched 2-D real FFT (fft2d_forward.cl) against pyvkfft (VkFFT's OpenCL backend) and
 reikna, on the same device and planes: forward real-to-complex transforms of `batch` planes.
 
 Needs pyvkfft and reikna (not the plugin's dependencies), e.g. installed in a separate venv whose
