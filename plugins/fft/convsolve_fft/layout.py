@@ -13,8 +13,8 @@ with w_a[u] = w[(u s + a) / d] where d divides u s + a (zero elsewhere). Each is
 tiles of `tile` outputs (`extent` of them: OH, or the phase rows of dx) from windows of
 tile + taps - 1 inputs, each a correlation (backward-data's with the flipped filter), by
 transforms of `length` >= that many points: spectra multiplied, one conjugated, summed over the
-contracted channel and inverted (fft2d.cl, cgemm.cl). A tile never wraps onto an input it
-reads (make_axis), so no output is aliased.
+contracted channel and inverted (fft2d_forward.cl, cgemm.cl, fft2d_inverse.cl). A tile never
+wraps onto an input it reads (make_axis), so no output is aliased.
 """
 import math
 from typing import NamedTuple

@@ -1,5 +1,5 @@
 """The plugin's own FFT: transform sizes, 1-D plans with twiddles computed in double, and the
-launches of fft2d.cl's batched 2-D real transforms."""
+launches of the fft2d and dft_small kernels."""
 from importlib import resources
 
 import numpy as np
@@ -73,17 +73,18 @@ def plan_record(n, twiddles, post=False, radix4=True):
     return record
 
 
-#: dft_small.cl's capacities: support (taps) per axis, and KH = FH / 2 + 1.
+#: The dft_small kernels' capacities: support (taps) per axis, and KH = FH / 2 + 1.
 SMALL_TAPS = 8
 SMALL_KH = 48
-#: dft_small.cl's launches cap their work-items at this many per compute unit (each then loops
-#: over several groups of planes): PoCL's cost per work-group was a third of the time of
+#: The dft_small kernels' launches cap their work-items at this many per compute unit (each then
+#: loops over several groups of planes): PoCL's cost per work-group was a third of the time of
 #: 100,000 10x10 weight planes in one work-group each (README: performance).
 SMALL_ITEMS_PER_UNIT = 256
 
 
 def frequency_order(fh, fw, lanes):
-    """fft2d.cl's frequency order for ``lanes``: row f is (kh, kw) ((-1, -1) past F, up to Fp)."""
+    """The fft2d kernels' frequency order for ``lanes``: row f is (kh, kw) ((-1, -1) past F, up
+    to Fp)."""
     kh_count, (_, fp) = fh // 2 + 1, spectrum_size(fh, fw)
     order = []
     for k0 in range(0, kh_count, lanes):
@@ -96,6 +97,12 @@ def local_bytes(fh, fw, lanes):
     """Local memory the fft2d kernels take for an fh x fw plane (their `tmp`)."""
     kb, wb = ceil_div(fh // 2 + 1, lanes), ceil_div(fw, lanes)
     return max(kb * fw, kb * lanes * wb) * 2 * lanes * 4
+
+
+def in_local_memory(fh, fw, lanes, device):
+    """Whether the fft2d kernels keep an fh x fw plane between their passes in ``device``'s
+    local memory (USE_LOCAL 1); larger planes go through their spectra in global memory."""
+    return local_bytes(fh, fw, lanes) <= device.local_mem_size
 
 
 class Transform:
@@ -115,15 +122,17 @@ class Transform:
         self.twiddles = cl.Buffer(handle.context, flags, hostbuf=pairs)
         self.fp = spectrum_size(fh, fw)[1]
         self.scale = np.float32(1.0 / (fh * fw))
-        self.local = cl.LocalMemory(local_bytes(fh, fw, self.lanes))
-        defines = {"LANES": self.lanes, "WG": self.group, "STREAM": config["STREAM"]}
-        self.forward_kernel = handle.build(KERNELS / "fft2d.cl", "fft2d_forward", defines)
-        self.inverse_kernel = handle.build(KERNELS / "fft2d.cl", "fft2d_inverse", defines)
+        use_local = in_local_memory(fh, fw, self.lanes, handle.device)
+        self.local = (cl.LocalMemory(local_bytes(fh, fw, self.lanes)),) if use_local else ()
+        defines = {"LANES": self.lanes, "WG": self.group, "STREAM": config["STREAM"],
+                   "USE_LOCAL": int(use_local)}
+        self.forward_kernel = handle.build(KERNELS / "fft2d_forward.cl", "fft2d_forward", defines)
+        self.inverse_kernel = handle.build(KERNELS / "fft2d_inverse.cl", "fft2d_inverse", defines)
         if fh // 2 + 1 <= SMALL_KH:
             self._build_small(handle, flags, config["STREAM"])
 
     def _build_small(self, handle, flags, stream):
-        """dft_small.cl's kernels and tables: exp(-2 pi i k t / n) for t < SMALL_TAPS."""
+        """The dft_small kernels and their tables: exp(-2 pi i k t / n) for t < SMALL_TAPS."""
         def table(n, count):
             k, t = np.meshgrid(np.arange(count), np.arange(SMALL_TAPS), indexing="ij")
             e = np.exp(-2j * np.pi * k * t / n)
@@ -133,7 +142,7 @@ class Transform:
         self.order = cl.Buffer(handle.context, flags,
                                hostbuf=frequency_order(self.fh, self.fw, self.lanes))
         defines = {"LANES": self.lanes, "WG": self.group, "STREAM": stream, "MAXTAPS": SMALL_TAPS}
-        self.small_kernels = [handle.build(KERNELS / "dft_small.cl", name, defines)
+        self.small_kernels = [handle.build(KERNELS / f"{name}.cl", name, defines)
                               for name in ("dft_small_forward", "dft_small_inverse")]
 
     def _launch_small(self, kernel, planes, args):
@@ -164,10 +173,10 @@ class Transform:
         """Enqueue the spectra of a plane set (``planes``: its PlaneSet) from ``tensor``."""
         return self._launch(self.forward_kernel, planes.count, (
             tensor, np.int32(tensor_offset), spectra, np.int32(spectra_offset), planes.buffer,
-            self.plans, self.twiddles, np.int32(self.fp), self.local))
+            self.plans, self.twiddles, np.int32(self.fp), *self.local))
 
     def inverse(self, spectra, spectra_offset, tensor, tensor_offset, planes):
         """Enqueue the real planes of a plane set's spectra, written where it places them."""
         return self._launch(self.inverse_kernel, planes.count, (
             spectra, np.int32(spectra_offset), tensor, np.int32(tensor_offset), planes.buffer,
-            self.plans, self.twiddles, np.int32(self.fp), self.scale, self.local))
+            self.plans, self.twiddles, np.int32(self.fp), self.scale, *self.local))

@@ -1,5 +1,5 @@
-"""transforms.py and fft2d.cl: sizes, plans, 2-D real transforms against numpy's (test_fft_*:
-plugins share one test session, so module names must not collide)."""
+"""transforms.py and the fft2d kernels: sizes, plans, 2-D real transforms against numpy's
+(test_fft_*: plugins share one test session, so module names must not collide)."""
 import numpy as np
 import pyopencl as cl
 import pytest
@@ -34,8 +34,8 @@ def _planes(images, fh, fw, rows, cols):
 @pytest.mark.parametrize("fh, fw, lanes", [(2, 2, 16), (6, 10, 16), (14, 12, 8), (30, 42, 16),
                                            (20, 28, 1), (98, 50, 16)])
 def test_forward_and_inverse_match_numpy(handle, fh, fw, lanes):
-    """Spectra equal numpy's rfft along h then fft along w (in fft2d.cl's frequency order), and
-    the inverse gives the planes back, for non-power-of-two sizes and lane counts."""
+    """Spectra equal numpy's rfft along h then fft along w (in the fft2d kernels' frequency
+    order), and the inverse gives the planes back, for non-power-of-two sizes and lane counts."""
     config = {"LANES": lanes, "WG": 1 if lanes > 1 else 16, "RADIX4": 1, "STREAM": 1}
     fft = transforms.Transform(handle, fh, fw, config)
     rng = np.random.default_rng(fh * fw)

@@ -17,7 +17,7 @@ SHAPES = [
 ]
 
 
-def test_conformance_on_the_standard_set(handle, fft_semantics):
+def test_conformance_on_the_standard_set(handle):
     """TiledFft passes check_solver where it tiles (the standard set's larger images)."""
     assert check_solver(TiledFft(), handle, configs=0) > 0
 

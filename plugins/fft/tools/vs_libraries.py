@@ -1,4 +1,4 @@
-"""The plugin's batched 2-D real FFT (fft2d.cl) against pyvkfft (VkFFT's OpenCL backend) and
+"""The plugin's batched 2-D real FFT (fft2d_forward.cl) against pyvkfft (VkFFT's OpenCL backend) and
 reikna, on the same device and planes: forward real-to-complex transforms of `batch` planes.
 
 Needs pyvkfft and reikna (not the plugin's dependencies), e.g. installed in a separate venv whose
@@ -42,7 +42,7 @@ def ours(ctx, queue, x):
     flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
     bufs = [cl.Buffer(ctx, flags, hostbuf=a) for a in (x, record, plans, tw)]
     out = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, batch * 2 * fp * 4)
-    program = cl.Program(ctx, (KERNELS / "fft2d.cl").read_text()).build(
+    program = cl.Program(ctx, (KERNELS / "fft2d_forward.cl").read_text()).build(
         options=["-DLANES=16", "-DWG=1", f"-I{KERNELS}", f"-I{CORE}"])
     kernel = program.fft2d_forward
     kernel.set_args(bufs[0], np.int32(0), out, np.int32(0), bufs[1], bufs[2], bufs[3],

@@ -1,5 +1,5 @@
 """winograd.F2x3: Winograd F(2x2, 3x3), output tiles of 2 x 2, transforms of 4 x 4."""
-from .winograd_solver import WinogradSolver
+from .solver import WinogradSolver
 
 
 class F2x3(WinogradSolver):

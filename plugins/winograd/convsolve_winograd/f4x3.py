@@ -1,5 +1,5 @@
 """winograd.F4x3: Winograd F(4x4, 3x3), output tiles of 4 x 4, transforms of 6 x 6."""
-from .winograd_solver import WinogradSolver
+from .solver import WinogradSolver
 
 
 class F4x3(WinogradSolver):

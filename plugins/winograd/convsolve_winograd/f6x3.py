@@ -1,5 +1,5 @@
 """winograd.F6x3: Winograd F(6x6, 3x3), output tiles of 6 x 6, transforms of 8 x 8."""
-from .winograd_solver import WinogradSolver
+from .solver import WinogradSolver
 
 
 class F6x3(WinogradSolver):

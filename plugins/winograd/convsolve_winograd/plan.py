@@ -183,17 +183,19 @@ def _i32(*values):
     return [np.int32(v) for v in values]
 
 
-#: WINO_KERNEL of each kernel of wino_data.cl: built one at a time (a build of the whole file
-#: costs PoCL seconds for m = 6).
-DATA_KERNELS = {"wino_input": 1, "wino_grad": 2, "wino_output": 3, "wino_filter": 4,
-                "wino_filter_out": 5}
-
-
 def _data_kernel(handle, name, m, lanes, **epilogue):
-    """A kernel of wino_data.cl for F(m, 3) with ``lanes`` tiles (or filters) per work-item; the
-    output's kernels with the problem's epilogue_defines() fused."""
-    return handle.build(KERNELS / "wino_data.cl", name,
-                        {"WINO_M": m, "TT": lanes, "WINO_KERNEL": DATA_KERNELS[name], **epilogue})
+    """The transform kernel ``name`` (kernels/<name>.cl) for F(m, 3) with ``lanes`` tiles (or
+    filters) per work-item; the output's kernels with the problem's epilogue_defines() fused."""
+    return handle.build(KERNELS / f"{name}.cl", name, {"WINO_M": m, "TT": lanes, **epilogue})
+
+
+#: The tunables the GEMMs read (the transforms read TT).
+GEMM_TUNABLES = ("TM", "VW", "NV", "MR")
+
+
+def _gemm_kernel(handle, name, config):
+    """The GEMM ``name`` (kernels/<name>.cl) built with the config's register tile."""
+    return handle.build(KERNELS / f"{name}.cl", name, {k: config[k] for k in GEMM_TUNABLES})
 
 
 def _epilogue_values(problem, buffers):
@@ -214,8 +216,7 @@ def build(problem, handle, m, config):
     filt = _data_kernel(handle, "wino_filter", m, lanes)
     inp = _data_kernel(handle, "wino_input", m, config["TT"])
     out = _data_kernel(handle, "wino_output", m, config["TT"], **problem.epilogue_defines())
-    gemm = handle.build(KERNELS / "wino_gemm.cl", "wino_gemm",
-                        {"WINO_KERNEL": 1, **{k: config[k] for k in ("TM", "VW", "NV", "MR")}})
+    gemm = _gemm_kernel(handle, "wino_gemm", config)
     tn, tt = config["VW"] * config["NV"], config["TT"]
     row_groups = ceil_div(geo.rows, config["TM"] * config["MR"])
     (ci, hi, wi), (co, ho, wo) = geo.in_shape, geo.out_shape
@@ -254,8 +255,7 @@ def _build_wrw(problem, geo, handle, config, local, gemm_local):
     the epilogue, in the one kernel that writes dw)."""
     grad = _data_kernel(handle, "wino_grad", geo.m, config["TT"])
     inp = _data_kernel(handle, "wino_input", geo.m, config["TT"])
-    gemm = handle.build(KERNELS / "wino_gemm.cl", "wino_gemm_wrw",
-                        {"WINO_KERNEL": 2, **{k: config[k] for k in ("TM", "VW", "NV", "MR")}})
+    gemm = _gemm_kernel(handle, "wino_gemm_wrw", config)
     lanes = config["VW"]     # filters per work-item: the GEMM's vector width
     final = _data_kernel(handle, "wino_filter_out", geo.m, lanes, **problem.epilogue_defines())
     (c, h, w), (k, oh, ow) = geo.in_shape, geo.out_shape

@@ -1,8 +1,9 @@
 /* cgemm.cl: batched complex matrix products of spectra, one product per frequency.
  *
- * Operands are matrices of spectra in fft2d.cl's layout: a matrix of P planes (spectra) stores
- * frequencies by blocks of 16, FFT_SPECTRUM(f, p, P) = ((f / 16 * P + p) * 2) * 16 + f % 16 its
- * real parts (imaginary parts 16 floats later), so one block of a whole matrix is contiguous.
+ * Operands are matrices of spectra in the fft2d kernels' layout (fft_common.cl): a matrix of P
+ * planes (spectra) stores frequencies by blocks of 16, FFT_SPECTRUM(f, p, P) =
+ * ((f / 16 * P + p) * 2) * 16 + f % 16 its real parts (imaginary parts 16 floats later), so one
+ * block of a whole matrix is contiguous.
  * For every frequency f < Fp and group g:
  *   C[g](m, n)  = sum_k conj(A[g](m, k)) * B[g](k, n)     (+ C[g](m, n) when accumulate)
  * (every direction is a correlation: layout.py). Element (m, k) of A[g] is

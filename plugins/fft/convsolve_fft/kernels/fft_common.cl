@@ -1,6 +1,8 @@
 /* fft_common.cl: what the FFT kernels share: lane vectors, complex arithmetic, the radix 2, 3,
- * 4, 5 and 7 butterflies, mixed-radix Stockham passes over private buffers, lane transposes, and
- * the descriptors that map planes of a tensor onto transform positions.
+ * 4, 5 and 7 butterflies, mixed-radix Stockham passes over private buffers, lane transposes, the
+ * descriptors that map planes of a tensor onto transform positions, the fft2d kernels' row and
+ * spectrum loads and stores, and the dft_small kernels' lanes. Each kernel's file includes it
+ * after convsolve.h.
  *
  * Lanes: a work-item computes LANES independent 1-D transforms at once, one per lane of a
  * `vreal` vector (float16 for LANES == 16, the AVX-512 width; float for LANES == 1, the GPU
@@ -11,7 +13,8 @@
  * for t < radix[s], k < ns, where ns is the product of the earlier radices (Stockham autosort:
  * natural order in, natural order out). The host computes every twiddle in double.
  *
- * Defines read (each with a default here): LANES, MAXLEN, STREAM.
+ * Defines read (each with a default here): LANES, MAXLEN, STREAM, WG, USE_LOCAL (fft2d),
+ * MAXTAPS (dft_small).
  */
 #ifndef FFT_COMMON_CL
 #define FFT_COMMON_CL
@@ -386,6 +389,175 @@ FFT_INLINE int lane_columns(__global const fft_planes *d, const int *coord, int 
 #endif
     *shift = first < 0 ? 0 : col[first] - first;
     return contiguous ? FFT_CONTIGUOUS : affine ? FFT_MASKED : FFT_GATHER;
+}
+
+/* }}} */
+
+/* {{{ what the fft2d kernels share (fft2d_forward.cl, fft2d_inverse.cl)
+ *
+ * A plane is FH x FW transform positions (FH even) filled from a tensor through a plane
+ * descriptor (which tensor elements, zero elsewhere: padding, dilation gaps, polyphase and tile
+ * windows). Its spectrum has KH = FH / 2 + 1 rows of frequencies along h (the other half
+ * follows from the input being real) and FW along w, F = KH * FW in all, stored as frequencies
+ * f < Fp (FFT_SPECTRUM's blocks; Fp a multiple of FFT_BLOCK, f >= F are zeros). Frequency
+ * (kh, kw) is f = k0 * FW + kw * n + (kh - k0) where k0 = kh - kh % LANES starts its block of
+ * n = min(LANES, KH - k0) rows: a work-item's LANES lanes are LANES consecutive f.
+ *
+ * One work-group per plane (global size = planes * WG, local size = WG); plans[0] is the
+ * complex plan of length FH / 2, plans[1] that of length FW. Between its two passes a kernel
+ * keeps the plane in tmp, local memory of max(KB * FW, KB * LANES * WB) vcplx (KB =
+ * ceil(KH / LANES), WB = ceil(FW / LANES)) (USE_LOCAL 1), or, for planes larger than the
+ * device's local memory (USE_LOCAL 0), in the plane's own spectrum: entry (kb, w), the LANES
+ * rows of block kb at column w, at the frequencies k0 * FW + w * n of block kb (the slots the
+ * forward's second pass reads and writes; the inverse overwrites its input spectra, their last
+ * use), the passes separated by a global-memory barrier. */
+
+#ifndef WG
+#define WG 1    /* work-items per work-group: fft2d's per plane (CPUs 1, GPUs enough to fill the
+                   lanes); dft_small's, each taking LANES planes */
+#endif
+#ifndef USE_LOCAL
+#define USE_LOCAL 1 /* the fft2d kernels' plane between the passes: 1 in local memory, 0 in its
+                       spectrum */
+#endif
+
+/* The columns of a block of lanes (lane_columns) and where its plane starts in the tensor. */
+typedef struct { int col[LANES], how, shift; vint mask; size_t start; } fft_block;
+
+/* Row p of a plane, lanes = the block's columns (-1: zero); 0 where the row lies outside. A
+ * masked block reads one vector when it lies inside the tensor's buffer. */
+FFT_INLINE vreal load_row(__global const float *plane, __global const fft_planes *d,
+                          const int *coord, int p, const fft_block *b)
+{
+    int row = axis_index(&d->rows, p, coord[4], coord[2]);
+    if (row < 0)
+        return (vreal)0.0f;
+    __global const float *line = plane + (size_t)row * d->cols.size;
+    const int *col = b->col;
+    if (b->how == FFT_CONTIGUOUS)
+        return VLOAD(line + col[0]);
+    long at = (long)b->start + (long)row * d->cols.size + b->shift;
+    if (b->how == FFT_MASKED && at >= 0 && at + LANES <= d->extent)
+        return select((vreal)0.0f, VLOAD(line + b->shift), b->mask);
+    float v[LANES];
+    #pragma unroll
+    for (int l = 0; l < LANES; ++l)
+        v[l] = col[l] >= 0 ? line[col[l]] : 0.0f;
+    return VLOAD(v);
+}
+
+/* Writes row p of a plane where the descriptor places it. */
+FFT_INLINE void store_row(__global float *plane, __global const fft_planes *d, const int *coord,
+                          int p, const fft_block *b, vreal value)
+{
+    int row = axis_index(&d->rows, p, coord[4], coord[2]);
+    if (row < 0)
+        return;
+    __global float *line = plane + (size_t)row * d->cols.size;
+    const int *col = b->col;
+    if (b->how == FFT_CONTIGUOUS) {
+        VSTORE(value, line + col[0]);
+        return;
+    }
+    float v[LANES];
+    VSTORE(value, v);
+    #pragma unroll
+    for (int l = 0; l < LANES; ++l)
+        if (col[l] >= 0)
+            line[col[l]] = v[l];
+}
+
+/* Frequencies f..f+lanes-1 of spectrum plane p of a P-plane matrix (zeros in other lanes). */
+FFT_INLINE vcplx load_spectrum(__global const float *s, int f, int p, int P, int lanes)
+{
+    if (lanes == LANES) {   /* f % LANES == 0: one block holds them */
+        __global const float *re = s + FFT_SPECTRUM(f, p, P);
+        return cx(VLOAD(re), VLOAD(re + FFT_BLOCK));
+    }
+    float re[LANES], im[LANES];
+    #pragma unroll
+    for (int l = 0; l < LANES; ++l) {
+        size_t at = FFT_SPECTRUM(f + l, p, P);
+        re[l] = l < lanes ? s[at] : 0.0f;
+        im[l] = l < lanes ? s[at + FFT_BLOCK] : 0.0f;
+    }
+    return cx(VLOAD(re), VLOAD(im));
+}
+
+/* Stores as load_spectrum reads; whole blocks with non-temporal stores where ``stream``. */
+FFT_INLINE void store_spectrum(__global float *s, int f, int p, int P, int lanes, vcplx z,
+                               const int stream)
+{
+    if (lanes == LANES) {
+        __global float *re = s + FFT_SPECTRUM(f, p, P);
+        if (stream) {
+            VSTREAM(z.re, re);
+            VSTREAM(z.im, re + FFT_BLOCK);
+        } else {
+            VSTORE(z.re, re);
+            VSTORE(z.im, re + FFT_BLOCK);
+        }
+        return;
+    }
+    float re[LANES], im[LANES];
+    VSTORE(z.re, re);
+    VSTORE(z.im, im);
+    for (int l = 0; l < lanes; ++l) {
+        size_t at = FFT_SPECTRUM(f + l, p, P);
+        s[at] = re[l];
+        s[at + FFT_BLOCK] = im[l];
+    }
+}
+
+/* Z[k] = E + i O of the inverse's real split, E = X[k] + conj X[M - k],
+ * O = (X[k] - conj X[M - k]) W^-k, conjugated for the forward transform that inverts it;
+ * xm is X[M - k], w is W^k. */
+FFT_INLINE vcplx inverse_split(vcplx xk, vcplx xm, float2 w)
+{
+    vcplx xc = conjugate(xm);
+    vcplx e = cadd(xk, xc), o = ctwiddle(csub(xk, xc), (float2)(w.x, -w.y));
+    return conjugate(cx(e.re - o.im, e.im + o.re));
+}
+
+/* }}} */
+
+/* {{{ what the dft_small kernels share (dft_small_forward.cl, dft_small_inverse.cl)
+ *
+ * Lanes are planes: a work-item takes LANES consecutive planes of a set at a time, so that
+ * after a LANES x LANES transpose each lane's block of LANES frequencies is one aligned vector
+ * of FFT_SPECTRUM's layout (consecutive planes of the W[k][c'] layout: one contiguous stretch). */
+
+#ifndef MAXTAPS
+#define MAXTAPS 8   /* largest support (taps) per axis these kernels take (a capacity) */
+#endif
+#define DFT_MAXKH 48 /* longest half spectrum along h (FH <= 94) the private T holds */
+
+/* Per lane: where its plane lies in the tensor and among the spectra, and the tensor index of
+ * each support row and column (-1: zero or not written). */
+typedef struct { size_t base; int row[MAXTAPS], col[MAXTAPS], valid, spectrum; } dft_lane;
+
+FFT_INLINE void dft_lanes(__global const fft_planes *d, int first, int count, int taps_h,
+                          int taps_w, dft_lane *lane)
+{
+    int coord[6];
+    plane_coords(d, min(first, count - 1), coord);
+    for (int l = 0; l < LANES; ++l) {
+        lane[l].valid = first + l < count;
+        int same = l > 0;   /* same phases and tiles as lane l - 1: same rows and columns */
+        if (l > 0 && lane[l].valid)   /* the next plane: count up, innermost coordinate first */
+            for (int i = 5; i >= 0 && ++coord[i] == d->count[i]; --i) {
+                coord[i] = 0;
+                same &= i < 2;
+            }
+        lane[l].base = (size_t)coord[0] * d->tensor[0] + (size_t)coord[1] * d->tensor[1];
+        lane[l].spectrum = spectrum_plane(d, coord);
+        for (int i = 0; i < taps_h; ++i)
+            lane[l].row[i] = same ? lane[l - 1].row[i]
+                                  : axis_index(&d->rows, i, coord[4], coord[2]);
+        for (int j = 0; j < taps_w; ++j)
+            lane[l].col[j] = same ? lane[l - 1].col[j]
+                                  : axis_index(&d->cols, j, coord[5], coord[3]);
+    }
 }
 
 /* }}} */

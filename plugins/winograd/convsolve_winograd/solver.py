@@ -3,39 +3,9 @@
 Every Winograd solver is tunable: its config is the tile shapes of its kernels (the GEMM's
 register tile, the transforms' lanes, the work-group size), the default chosen per device class.
 """
-from convsolve import ConfigSpace, Direction, hookimpl, tuning
+from convsolve import Direction, hookimpl
 
-from . import plan
-
-#: Default configs by device class (convsolve.tuning.pick): the GEMMs' register tile (TM rows
-#: by NV vectors of VW) and row blocks per work-item (MR), the transforms' tiles per work-item
-#: (TT), and the work-group size (WG; the GEMMs run in groups of one on CPUs).  The AVX-512 set
-#: ("cpu/vector16") equals the .cl files' #ifndef defaults.
-DEFAULTS = {
-    # AVX-512: 8 x 32 register tiles of float16 (16 zmm accumulators), 16-lane transforms
-    "cpu/vector16": {"TM": 8, "VW": 16, "NV": 2, "MR": 16, "TT": 16, "WG": 16},
-    # AVX2: 4 x 16 tiles of float8 (8 ymm accumulators, 6 loads per 8 FMAs), 8-lane transforms
-    "cpu": {"TM": 4, "VW": 8, "NV": 2, "MR": 16, "TT": 8, "WG": 16},
-    # GPUs: scalar work-items in groups of 64 (correct everywhere; not tuned)
-    "gpu": {"TM": 4, "VW": 1, "NV": 4, "MR": 1, "TT": 1, "WG": 64},
-}
-DEFAULTS["*"] = DEFAULTS["cpu"]
-
-#: The tuning spaces, per device type.  TN = VW * NV divides plan.TILE_ALIGN (32) and TT
-#: divides TN, so that the workspace does not depend on the config; TM divides the filter's
-#: panels (plan.U_PANEL, 16); register tiles stay at 24 vectors or fewer (AVX-512 has 32).
-SPACES = {
-    "cpu": {"TT": (2, 4, 8, 16), "WG": (1, 16), "TM": (4, 8, 16), "VW": (8, 16),
-            "NV": (1, 2, 4), "MR": (1, 4, 16)},
-    "gpu": {"TT": (1, 2, 4), "WG": (64, 128, 256), "TM": (2, 4, 8), "VW": (1, 2, 4),
-            "NV": (1, 2, 4), "MR": (1, 4)},
-}
-CONSTRAINTS = ["32 % (VW * NV) == 0", "(VW * NV) % TT == 0", "TM * NV <= 24"]
-#: Transform lanes for images of at most this many tiles per row (ResNet's 7x7 and 14x14 layers
-#: with F(4,3) and F(6,3)): 16 lanes would be mostly idle there.  One value, not one per width,
-#: to keep the number of builds down.
-SMALL_RUN = 4
-
+from . import configs, plan
 
 #: The WTI cost model (get_wti), fitted to F(2,3), F(4,3) and F(6,3) forward on ResNet-50's
 #: 3x3 layers at batch 8 on an AVX-512 Xeon: the GEMMs' fraction of peak, and the cost of a
@@ -100,22 +70,15 @@ class WinogradSolver:
 
     @hookimpl
     def config_space(self, problem, handle):
-        return ConfigSpace(SPACES["gpu" if handle.is_gpu else "cpu"], CONSTRAINTS)
+        return configs.space(handle)
 
     @hookimpl
     def default_config(self, problem, handle):
-        """The device class's config, with SMALL_RUN tiles per transform work-item where a tile
-        row has no more (a run never spans two tile rows)."""
-        config = dict(tuning.pick(DEFAULTS, handle.device))
-        if plan.geometry(problem, self.m).tiles_w <= SMALL_RUN < config["TT"]:
-            config["TT"] = SMALL_RUN
-        return config
+        return configs.default(problem, handle, self.m)
 
     @hookimpl
     def check_config(self, problem, handle, config):
-        largest = handle.device.max_work_group_size
-        return [f"work-group of {config['WG']} > the device's {largest}"] \
-            if config["WG"] > largest else []
+        return configs.refusals(handle, config)
 
     @hookimpl
     def build_invoker(self, problem, handle, config):

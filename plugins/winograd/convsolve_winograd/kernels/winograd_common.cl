@@ -1,12 +1,8 @@
-/* wino_data.cl: the data transforms of Winograd F(m x m, 3 x 3), m = WINO_M, alpha = m + 2.
- *
- * Kernels (1-D ranges, any local size; work-items past the end return at once):
- *   wino_input       V = B^T d B of the alpha x alpha input tiles (forward, backward-data, and
- *                    x of backward-weights)
- *   wino_grad        E = A e A^T of the m x m output-gradient tiles (backward-weights)
- *   wino_output      y = A^T M A of the transformed outputs (forward, backward-data)
- *   wino_filter      U = G f G^T of the 3 x 3 filters (forward, backward-data)
- *   wino_filter_out  dw = G^T S G of the transformed weight gradient S (backward-weights)
+/* winograd_common.cl: what the Winograd F(m x m, 3 x 3) kernels share, m = WINO_M, alpha = m + 2
+ * (each kernel's file includes it): the 1-D transforms (winograd_transforms.cl, generated), the
+ * transforms' lane vectors, runs of lanes and image-row segments dealt out to the lanes, the
+ * numbering of tiles and runs, the stores of transformed tiles and of the output's epilogue,
+ * the filter layouts; the GEMMs' vectors and register-tile step.
  *
  * Tiles: the output (OH x OW) is cut into TH x TW tiles of m x m.  The tile rows of all images
  * are numbered r = n * TH + th and tiles p = r * TW + tw; a launch handles the chunk of tile rows
@@ -17,30 +13,43 @@
  * Transformed data is plain rows: element (pos, c, p), pos = xi * alpha + nu, at
  * (pos * C + c) * pitch + p; backward-weights' x is tile-major instead (wino_store_tiles).
  *
- * A work-item transforms a run of TT tiles of one tile row and one channel, one tile per vector
- * lane: it loads each image row the run touches as contiguous vectors (zero outside the image),
- * deals its columns out to the lanes (WINO_DEAL: lane t of column j = element t * m + j), and
- * stores runs of lanes to the transformed rows (wino_output does the reverse, loading whole
- * vectors: lanes past the run read the rest of the row or the workspace's next region).  Range:
- * C * rows * ceil(TW / TT) work-items, runs fastest, then tile rows, then channels (channels
- * fastest for tile-major stores).
+ * A transform work-item transforms a run of TT tiles of one tile row and one channel, one tile
+ * per vector lane: it loads each image row the run touches as contiguous vectors (zero outside
+ * the image), deals its columns out to the lanes (WINO_DEAL: lane t of column j = element
+ * t * m + j), and stores runs of lanes to the transformed rows (wino_output does the reverse,
+ * loading whole vectors: lanes past the run read the rest of the row or the workspace's next
+ * region).  Range: C * rows * ceil(TW / TT) work-items, runs fastest, then tile rows, then
+ * channels (channels fastest for tile-major stores); work-items past the end return at once.
  *
  * The kernels that write the convolution's output, wino_output (y, or dx) and wino_filter_out
  * (dw), apply its epilogue as they store each element (convsolve_epilogue.h: with CS_EPI they
  * take CS_EPILOGUE_PARAMS after their own; without it they are the bare kernels).
  *
- * Defines read: WINO_M (winograd_transforms.cl), TT and WINO_KERNEL (below; building one kernel
- * at a time keeps PoCL's build time down), CS_PRECISION (convsolve.h), CS_EPI and the epilogue's
- * structure (convsolve_epilogue.h).
+ * Defines read: WINO_M (winograd_transforms.cl), TT (the transforms' lanes), VW, NV, TM, MR (the
+ * GEMMs' register tile), CS_PRECISION (convsolve.h), CS_EPI and the epilogue's structure
+ * (convsolve_epilogue.h).  Each kernel is built alone, from its own file: PoCL took 15-23 s to
+ * build all five transforms of m = 6 at once.
  */
+#ifndef WINOGRAD_COMMON_CL
+#define WINOGRAD_COMMON_CL
 #include "convsolve_epilogue.h"
 
 #ifndef TT
 #define TT 16 /* tiles per work-item, one per vector lane (1, 2, 4, 8 or 16) */
 #endif
-#ifndef WINO_KERNEL
-#define WINO_KERNEL 0 /* kernel to build: 0 all, 1 input, 2 grad, 3 output, 4/5 filter(_out) */
+#ifndef VW
+#define VW 16 /* vector width along the tiles (wino_gemm) or channels (wino_gemm_wrw): 1-16 */
 #endif
+#ifndef NV
+#define NV 2 /* vectors per register-tile row; TN = NV * VW columns per panel */
+#endif
+#ifndef TM
+#define TM 8 /* rows (output channels) per register tile; divides UPACK */
+#endif
+#ifndef MR
+#define MR 16 /* row blocks of TM rows per work-item, over one panel */
+#endif
+#define TN (NV * VW)
 
 #define WINO_CAT_(a, b) a##b
 #define WINO_CAT(a, b) WINO_CAT_(a, b)
@@ -62,7 +71,7 @@ typedef WINO_CAT(int, TT) wivec;
 #elif TT == 16
 #define IOTA ((wuvec)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
 #elif TT != 1
-#error "wino_data.cl: TT must be 1, 2, 4, 8 or 16"
+#error "winograd_common.cl: TT must be 1, 2, 4, 8 or 16"
 #endif
 #if TT == 1
 #define WVLOAD(p) (*(p))
@@ -337,129 +346,7 @@ WINO_INLINE void wino_store_tiles(__global real *out, wvec o[ALPHA * ALPHA], int
         }
 }
 
-#if WINO_KERNEL == 0 || WINO_KERNEL == 1
-/* Transformed input tiles: out(pos, c, p) = (B^T d B)[pos] of input tile p of channel c, in
- * plain rows (lanes = 0) or, for backward-weights, tile-major rows of `lanes` elements
- * (wino_store_tiles).  Rows from Hl and columns from Wl on (<= H, W) read as zero: no valid
- * output reads them (a partial last tile would), so a NaN there reaches no output. */
-__kernel void wino_input(__global const real *x, __global real *out, const int out_off,
-                         const int N, const int C, const int H, const int W, const int Hl,
-                         const int Wl, const int pad_t, const int pad_l, const int TH,
-                         const int TW, const int r0, const int rows, const int pitch,
-                         const int lanes, const int Cg, const int Cgpad)
-{
-    int c, r, tw0, nt;
-    if (!wino_run(get_global_id(0), C, rows, TW, lanes > 0, &c, &r, &tw0, &nt))
-        return;
-    const int n = (r0 + r) / TH, th = (r0 + r) % TH;
-    __global const real *plane = x + CS_NCHW(n, c, 0, 0, C, H, W);
-    wvec d[ALPHA][8], t[ALPHA * ALPHA], o[ALPHA * ALPHA];
-#pragma unroll 1 /* rolled: unrolled, m = 6 took 15 s to build on PoCL, and ran no faster */
-    for (int i = 0; i < ALPHA; ++i) {
-        const int ih = th * WINO_M - pad_t + i;
-        const bool inside = ih >= 0 && ih < Hl;
-        wvec s[SEGV];
-        const long back = (long)((plane - x) + (size_t)(inside ? ih : 0) * W);
-        wino_load_segment(s, plane + (size_t)(inside ? ih : 0) * W, inside,
-                          tw0 * WINO_M - pad_l, Wl, nt * WINO_M + 2, back,
-                          (long)N * C * H * W - back);
-        WINO_DEAL_ROW(d[i], s, ALPHA)
-    }
-#pragma unroll
-    for (int i = 0; i < ALPHA; ++i)
-        wino_bt(d[i], 1, t + i * ALPHA, 1);    /* t[i][l] = sum_j B^T[l][j] d[i][j] */
-#pragma unroll
-    for (int l = 0; l < ALPHA; ++l)
-        wino_bt(t + l, ALPHA, o + l, ALPHA);  /* o[k][l] = sum_i B^T[k][i] t[i][l] */
-    wino_store_tiles(out + out_off, o, C, c, r * TW + tw0, nt, pitch, lanes, rows * TW, Cg,
-                     Cgpad);
-}
-#endif
-
-#if WINO_KERNEL == 0 || WINO_KERNEL == 2
-/* Transformed output-gradient tiles: out(pos, k, p) = (A e A^T)[pos] of the m x m tile p of
- * channel k of dy (K x OH x OW per image), zero past OH, OW. */
-__kernel void wino_grad(__global const real *dy, __global real *out, const int out_off,
-                        const int N, const int K, const int OH, const int OW, const int TH,
-                        const int TW,
-                        const int r0, const int rows, const int pitch)
-{
-    int k, r, tw0, nt;
-    if (!wino_run(get_global_id(0), K, rows, TW, false, &k, &r, &tw0, &nt))
-        return;
-    const int n = (r0 + r) / TH, th = (r0 + r) % TH;
-    __global const real *plane = dy + CS_NCHW(n, k, 0, 0, K, OH, OW);
-    wvec e[WINO_M][8], t[WINO_M * ALPHA], o[ALPHA * ALPHA];
-#pragma unroll 1 /* rolled, as in wino_input */
-    for (int i = 0; i < WINO_M; ++i) {
-        const int oh = th * WINO_M + i;
-        const bool inside = oh < OH;
-        wvec s[SEGV];
-        const long back = (long)((plane - dy) + (size_t)(inside ? oh : 0) * OW);
-        wino_load_segment(s, plane + (size_t)(inside ? oh : 0) * OW, inside, tw0 * WINO_M, OW,
-                          nt * WINO_M, back, (long)N * K * OH * OW - back);
-        WINO_DEAL_ROW(e[i], s, WINO_M)
-    }
-#pragma unroll
-    for (int i = 0; i < WINO_M; ++i)
-        wino_a(e[i], 1, t + i * ALPHA, 1);     /* t[i][l] = sum_j A[l][j] e[i][j] */
-#pragma unroll
-    for (int l = 0; l < ALPHA; ++l)
-        wino_a(t + l, ALPHA, o + l, ALPHA);   /* o[k][l] = sum_i A[k][i] t[i][l] */
-    wino_store_tiles(out + out_off, o, K, k, r * TW + tw0, nt, pitch, 0, 0, 1, 1);
-}
-#endif
-
-#if WINO_KERNEL == 0 || WINO_KERNEL == 3
-/* Output tiles: y[n][k][th * m + i][tw * m + j] = (A^T M A)[i][j], M in plain rows (K
- * channels, `rows` tile rows of the chunk), and its epilogue with CS_EPI; elements past OH, OW
- * are not stored. */
-__kernel void wino_output(__global const real *mm, const int mm_off, __global real *y,
-                          const int K, const int OH, const int OW, const int TH, const int TW,
-                          const int r0, const int rows, const int pitch CS_EPI_ARGS)
-{
-    int k, r, tw0, nt;
-    if (!wino_run(get_global_id(0), K, rows, TW, false, &k, &r, &tw0, &nt))
-        return;
-    CS_EPI_VALUES(epi, 0);
-    const int n = (r0 + r) / TH, th = (r0 + r) % TH;
-    __global const real *base = mm + mm_off + (size_t)k * pitch + r * TW + tw0;
-    wvec v[ALPHA][ALPHA], t[ALPHA * WINO_M], o[WINO_M * WINO_M];
-#pragma unroll
-    for (int i = 0; i < ALPHA; ++i)
-#pragma unroll
-        for (int j = 0; j < ALPHA; ++j)
-            v[i][j] = WVLOAD(base + (size_t)(i * ALPHA + j) * K * pitch);
-#pragma unroll
-    for (int i = 0; i < ALPHA; ++i)
-        wino_at(v[i], 1, t + i * WINO_M, 1);    /* t[i][j] = sum_l A^T[j][l] v[i][l] */
-#pragma unroll
-    for (int j = 0; j < WINO_M; ++j)
-        wino_at(t + j, WINO_M, o + j, WINO_M);  /* o[i][j] = sum_l A^T[i][l] t[l][j] */
-    const int c0 = tw0 * WINO_M, width = min(nt * WINO_M, OW - c0);
-#pragma unroll 1 /* rolled, as in wino_input */
-    for (int i = 0; i < WINO_M; ++i) {
-        const int oh = th * WINO_M + i;
-        if (oh >= OH)
-            break;
-        __global real *at = y + CS_NCHW(n, k, oh, c0, K, OH, OW);
-        wvec *oi = o + i * WINO_M;
-        WINO_STORE_RUN(y, at, WINO_INTERLEAVE(oi, 0), min(TT, width), k);
-        if (TT < width)
-            WINO_STORE_RUN(y, at + TT, WINO_INTERLEAVE(oi, 1), min(TT, width - TT), k);
-        if (2 < WINO_M && 2 * TT < width)
-            WINO_STORE_RUN(y, at + 2 * TT, WINO_INTERLEAVE(oi, 2), min(TT, width - 2 * TT), k);
-        if (3 < WINO_M && 3 * TT < width)
-            WINO_STORE_RUN(y, at + 3 * TT, WINO_INTERLEAVE(oi, 3), min(TT, width - 3 * TT), k);
-        if (4 < WINO_M && 4 * TT < width)
-            WINO_STORE_RUN(y, at + 4 * TT, WINO_INTERLEAVE(oi, 4), min(TT, width - 4 * TT), k);
-        if (5 < WINO_M && 5 * TT < width)
-            WINO_STORE_RUN(y, at + 5 * TT, WINO_INTERLEAVE(oi, 5), min(TT, width - 5 * TT), k);
-    }
-}
-#endif
-
-/* {{{ filters
+/* The filters.
  *
  * Weights w are K x (C / G) x 3 x 3.  U, the GEMM's broadcast operand, is laid out in panels of
  * UPACK rows, [pos][g][row / UPACK][d][row % UPACK], `row` being the GEMM's output channel
@@ -473,91 +360,53 @@ __kernel void wino_output(__global const real *mm, const int mm_off, __global re
  * Positions are `plane` elements apart (a little more than a position's elements, so that the
  * alpha^2 positions a work-item touches do not all fall into the same cache sets). */
 
-#if WINO_KERNEL == 0 || WINO_KERNEL == 4
-/* U(pos, g, d, row) = (G f G^T)[pos] for the filters f of (g, d, rows row0 .. row0 + TT - 1). */
-__kernel void wino_filter(__global const real *w, __global real *u, const int u_off,
-                          const int plane, const int Rows, const int D, const int G,
-                          const int flip)
-{
-    const int panels = CS_DIV_UP(Rows, UPACK), blocks = panels * (UPACK / TT);
-    const int gid = get_global_id(0);
-    if (gid >= blocks * D * G)
-        return;
-    /* rows fastest: neighbouring work-items store neighbouring runs of U (d fastest, which
-     * reads w in order for forward, was 1.4x slower: the stores are what costs) */
-    const int b = gid % blocks, d = (gid / blocks) % D;
-    const int row0 = b * TT, g = gid / (blocks * D);
-    float taps[3][3][TT];
-    for (int t = 0; t < TT; ++t) {
-        const int row = min(row0 + t, Rows - 1);
-        __global const real *src = flip ? w + ((size_t)(g * D + d) * Rows + row) * 9
-                                        : w + ((size_t)(g * Rows + row) * D + d) * 9;
-        for (int r = 0; r < 3; ++r)
-            for (int c = 0; c < 3; ++c)
-                taps[r][c][t] = flip ? src[(2 - r) * 3 + 2 - c] : src[r * 3 + c];
-    }
-    wvec f[3][3], t[3 * ALPHA], o[ALPHA * ALPHA];
-#pragma unroll
-    for (int r = 0; r < 3; ++r)
-#pragma unroll
-        for (int c = 0; c < 3; ++c)
-            f[r][c] = WVLOAD(taps[r][c]);
-#pragma unroll
-    for (int r = 0; r < 3; ++r)
-        wino_g(f[r], 1, t + r * ALPHA, 1);    /* t[r][l] = sum_s G[l][s] f[r][s] */
-#pragma unroll
-    for (int l = 0; l < ALPHA; ++l)
-        wino_g(t + l, ALPHA, o + l, ALPHA);   /* o[k][l] = sum_r G[k][r] t[r][l] */
-    __global real *dst = u + u_off + (((size_t)g * panels + row0 / UPACK) * D + d) * UPACK
-                         + row0 % UPACK;
-#pragma unroll
-    for (int k = 0; k < ALPHA; ++k)
-#pragma unroll
-        for (int l = 0; l < ALPHA; ++l)
-            WVSTORE(o[k * ALPHA + l], dst + (size_t)(k * ALPHA + l) * plane);
-}
+/* {{{ the GEMMs' vectors and register tile
+ *
+ * A GEMM work-item owns a TM x TN register tile of TM x NV vectors of VW (TN = NV * VW
+ * columns), fed per reduction step by TM broadcasts of one operand and NV vector loads of the
+ * other (wino_gemm.cl, wino_gemm_wrw.cl). */
+#if UPACK % TM != 0
+#error "winograd_common.cl: TM must divide UPACK (16)"
+#endif
+#if VW == 1
+typedef float gvec;
+#define GVLOAD(p) (*(p))
+#define GVSTORE(v, p) (*(p) = (v))
+#else
+typedef WINO_CAT(float, VW) gvec;
+#define GVLOAD(p) WINO_CAT(vload, VW)(0, p)
+#define GVSTORE(v, p) WINO_CAT(vstore, VW)(v, 0, p)
 #endif
 
-#if WINO_KERNEL == 0 || WINO_KERNEL == 5
-/* dw[k][c][r][s] = (G^T S[.][k][c] G)[r][s] for TT adjacent c, S in [pos][k][Cgpad] at
- * sum_off, and its epilogue (alpha, blend) with CS_EPI. */
-__kernel void wino_filter_out(__global const real *sum, const int sum_off, const int plane,
-                              __global real *dw, const int K, const int Cg,
-                              const int Cgpad CS_EPI_ARGS)
-{
-    const int blocks = CS_DIV_UP(Cg, TT);
-    const int gid = get_global_id(0);
-    if (gid >= blocks * K)
-        return;
-    const int c0 = (gid % blocks) * TT, k = gid / blocks;
-    const int live = min(TT, Cg - c0);
-    CS_EPI_VALUES(epi, 0);
-    __global const real *src = sum + sum_off + (size_t)k * Cgpad + c0;
-    wvec v[ALPHA][ALPHA], t[ALPHA * 3], o[3 * 3];
-#pragma unroll
-    for (int i = 0; i < ALPHA; ++i)
-#pragma unroll
-        for (int j = 0; j < ALPHA; ++j) {
-            v[i][j] = WVLOAD(src + (size_t)(i * ALPHA + j) * plane); /* inside Cgpad */
-        }
-#pragma unroll
-    for (int i = 0; i < ALPHA; ++i)
-        wino_gt(v[i], 1, t + i * 3, 1);      /* t[i][s] = sum_j G^T[s][j] v[i][j] */
-#pragma unroll
-    for (int s = 0; s < 3; ++s)
-        wino_gt(t + s, 3, o + s, 3);         /* o[r][s] = sum_i G^T[r][i] t[i][s] */
-    float taps[3][3][TT];
-#pragma unroll
-    for (int r = 0; r < 3; ++r)
-#pragma unroll
-        for (int s = 0; s < 3; ++s)
-            WVSTORE(o[r * 3 + s], taps[r][s]);
-    const size_t at = ((size_t)k * Cg + c0) * 9;
-    for (int l = 0; l < live; ++l)
-        for (int r = 0; r < 3; ++r)
-            for (int s = 0; s < 3; ++s)
-                CS_EPI_STORE(epi, dw, at + l * 9 + r * 3 + s, k, taps[r][s][l]);
-}
-#endif
+/* One reduction step of the TM x NV register tile acc: acc[i][j] += A(i) * brow[j * VW ..] for
+ * i < TM, j < NV, A(i) being the expression a_i in the index name i.  A macro, as in the gemm
+ * plugin: written as an inlined function taking acc by pointer, LLVM 15 spills the tile. */
+#define WINO_GEMM_STEP(acc, i, a_i, brow)                                               \
+    {                                                                                   \
+        gvec b_[NV];                                                                    \
+        _Pragma("unroll") for (int j_ = 0; j_ < NV; ++j_)                               \
+            b_[j_] = GVLOAD((brow) + j_ * VW);                                          \
+        _Pragma("unroll") for (int i = 0; i < TM; ++i) {                                \
+            const gvec a_ = (gvec)(a_i);                                                \
+            _Pragma("unroll") for (int j_ = 0; j_ < NV; ++j_)                           \
+                (acc)[i][j_] = fma(a_, b_[j_], (acc)[i][j_]);                           \
+        }                                                                               \
+    }
+
+/* acc += the product of the D x TM block of U whose step-d row starts at ua + d * UPACK and
+ * the D x TN panel whose row d starts at vb + d * pitch.  Not unrolled: unrolled, LLVM 15
+ * hoists the broadcasts of later steps and spills them. */
+#define WINO_GEMM_LOOP(acc, ua, vb, pitch, D)                                           \
+    {                                                                                   \
+        __global const real *ap_ = (ua);                                                \
+        __global const real *bp_ = (vb);                                                \
+        for (int d_ = 0; d_ < (D); ++d_) {                                              \
+            WINO_GEMM_STEP(acc, i_, ap_[i_], bp_)                                       \
+            ap_ += UPACK;                                                               \
+            bp_ += (pitch);                                                             \
+        }                                                                               \
+    }
 
 /* }}} */
+
+#endif
