@@ -1,13 +1,13 @@
 """The perf-db: trials per config, fastest first, failures never best; the system db below the
-user db; many writers, a corrupt file, a read-only file, as robust as the find-db (one shared
-SqliteDb)."""
+user db; many writers and a read-only file (the store's own cases, a corrupt file among them:
+test_store.py)."""
 import json
 import multiprocessing
 
 import pytest
 from convsolve.db.perf_db import PerfDb, Trial
 from convsolve.errors import DatabaseError
-from test_find_db import _logged, as_other_user, readable_convsolve, world_dir  # noqa: F401
+from test_store import _logged, as_other_user, readable_convsolve, world_dir  # noqa: F401
 
 KEY = "fwd-n1-c3-h8-w8-k4-y3-x3-p0.0-q0.0-u1-v1-l1-j1-g1-float32-NCHW"
 SOLVER = "gemm.Tuned"
@@ -75,14 +75,6 @@ def test_system_db_answers_below_the_user_db(tmp_path, caplog):
     assert "its tuned configs are not used" in caplog.text
 
 
-def test_newer_system_db_answers_nothing(tmp_path, caplog):
-    """A system db of a newer format version is warned about and answers nothing."""
-    system = tmp_path / "system.jsonl"
-    system.write_text('{"format": "convsolve-db", "version": 99}\n' + _line({"T": 1}, 1.0))
-    assert PerfDb(tmp_path / "perf.sqlite", system).best("dev", KEY, SOLVER) is None
-    assert "version 99" in caplog.text
-
-
 def _writer(path, worker):
     db = PerfDb(path, path.parent / "none.jsonl")
     for i in range(20):
@@ -102,18 +94,6 @@ def test_concurrent_writers_lose_nothing(tmp_path):
         proc.join(60)
         assert proc.exitcode == 0
     assert len(PerfDb(path).rows()) == 4 * 20 * 2
-
-
-def test_corrupt_file_is_set_aside_and_rebuilt(tmp_path, caplog):
-    """A file that is not a database is moved aside with a warning naming the perf-db, and the
-    db works again."""
-    path = tmp_path / "perf.sqlite"
-    path.write_bytes(b"this is not sqlite" * 100)
-    db = PerfDb(path, tmp_path / "none.jsonl")
-    assert db.trials("dev", KEY, SOLVER) == []
-    db.store("dev", KEY, SOLVER, [Trial({"T": 1}, 1.0)])
-    assert db.best("dev", KEY, SOLVER).time_ms == 1.0
-    assert list(tmp_path.glob("perf.sqlite.corrupt-*")) and "perf-db" in caplog.text
 
 
 def _read_and_write(path):

@@ -6,17 +6,14 @@ import sys
 from pathlib import Path
 
 import convsolve
-import numpy as np
 import pytest
 from convsolve import FindError, FindMode, Problem, ValidationError, find, run
-from convsolve.db.find_db import FindDb, Record
+from convsolve.db.find_db import FindDb
 from convsolve.reference import relative_error
 from convsolve.testing import (
-    FLOAT32_TOLERANCE,
     device_buffers,
     expected_output,
     random_tensors,
-    read_output,
 )
 
 FAKE_PLUGINS = Path(__file__).parents[1] / "fake_plugins"
@@ -141,34 +138,6 @@ def test_disabled_solver_is_never_used_from_a_db_hit(handle, fake, buffers, monk
     monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive")
     monkeypatch.delenv("CONVSOLVE_DISABLE_SOLVERS")
     assert [r.solver for r in find(handle, PROBLEM, **buffers, mode="FAST")] == ["direct.NaiveFwd"]
-
-
-def test_run_by_family_after_find_and_results_are_correct(handle, fake, buffers):
-    """run() accepts a family find ranked; every timed solver computes the right answer."""
-    find(handle, PROBLEM, **buffers, mode="NORMAL")
-    host = random_tensors(PROBLEM)
-    expected = expected_output(PROBLEM, host)
-    for solver in ("fake", "direct", "fake.NoWti"):
-        buffers["y"] = device_buffers(handle, {"y": np.zeros(PROBLEM.y.shape, np.float32)})["y"]
-        run(handle, PROBLEM, solver, **buffers)
-        assert relative_error(read_output(handle, PROBLEM, buffers), expected) < FLOAT32_TOLERANCE
-
-
-def test_run_refuses_unknown_disabled_and_inapplicable(handle, buffers, monkeypatch):
-    """run() names the reason a solver cannot be used."""
-    with pytest.raises(convsolve.SolverError, match="no solver 'nope.X'"):
-        run(handle, PROBLEM, "nope.X", **buffers)
-    with pytest.raises(convsolve.SolverError, match="does not serve FORWARD"):
-        run(handle, PROBLEM, "direct.NaiveBwdData", **buffers)
-    with pytest.raises(convsolve.SolverError, match="run find first"):
-        run(handle, PROBLEM, "direct", **buffers)
-    FindDb().store(handle.db_key, PROBLEM.key(),   # a recorded failure names no solver to run
-                   [Record("direct.NaiveFwd", "direct", None, 0, failure="failed to run: x")])
-    with pytest.raises(convsolve.SolverError, match="run find first"):
-        run(handle, PROBLEM, "direct", **buffers)
-    monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "direct.NaiveFwd")
-    with pytest.raises(convsolve.SolverError, match="disabled by CONVSOLVE_DISABLE_SOLVERS"):
-        run(handle, PROBLEM, "direct.NaiveFwd", **buffers)
 
 
 def test_compile_only_builds_and_times_nothing(handle, buffers, monkeypatch):
