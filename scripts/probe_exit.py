@@ -57,6 +57,9 @@ CASES = {
     "kernels freed before exit, buffers freed first": _STALE.replace("KEEP", "500").replace(
         "RELEASE", "0") + "del kept, k; import gc; gc.collect(); print('freed')",
     "a long numpy-API program": _LONG.replace("CALLS", "400"),
+    "a long numpy-API program, handles not released at exit": (
+        "import atexit\nfrom convsolve.device import handle\natexit.unregister(handle.release_all)\n"
+        + _LONG.replace("CALLS", "400")),
 }
 
 
