@@ -1,8 +1,11 @@
 """The numpy API: convolutions on host arrays, following the find mode or a named solver."""
 import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
+from numpy.typing import ArrayLike
 
 from .device.handle import Handle
 from .device.tensors import read_output
@@ -11,14 +14,18 @@ from .engine.find import find
 from .engine.run import check_device_limits, check_handle, check_problem, check_tensors_fit, run
 from .epilogue import Activation, Epilogue, finite
 from .errors import ValidationError
-from .problem import Direction, Problem, TensorDesc, split_output_padding
+from .problem import Direction, IntPair, Padding, Problem, Shape, TensorDesc, split_output_padding
 from .solvers.registry import registry
 
-_default_handle = None
+#: An activation as the numpy API takes it: a name (or MIOpen's name or mode number), a tuple
+#: (name, a[, b[, g]]), a convsolve.Activation, or None (identity).
+ActivationLike = str | int | Sequence[str | float] | Activation | None
+
+_default_handle: Handle | None = None
 _default_lock = threading.Lock()
 
 
-def default_handle():
+def default_handle() -> Handle:
     """The process's shared Handle on the default device (CONVSOLVE_DEVICE), made on first use."""
     global _default_handle
     with _default_lock:
@@ -27,7 +34,7 @@ def default_handle():
         return _default_handle
 
 
-def _host_array(name, array):
+def _host_array(name: str, array: ArrayLike) -> np.ndarray:
     """``array`` as a float32 ndarray, other dtypes refused, not cast; a view stays a view, so
     that shapes and sizes are checked before anything is copied (_buffer copies)."""
     try:
@@ -39,18 +46,19 @@ def _host_array(name, array):
     return array
 
 
-def _buffer(handle, flags, array):
+def _buffer(handle: Handle, flags: int, array: np.ndarray) -> cl.Buffer:
     """A device buffer with ``array``'s contents (made C-contiguous first, a copy for a view)."""
     return cl.Buffer(handle.context, flags | cl.mem_flags.COPY_HOST_PTR,
                      hostbuf=np.ascontiguousarray(array))
 
 
-def _check_shape(name, array, shape):
+def _check_shape(name: str, array: np.ndarray, shape: Sequence[int]) -> None:
     if array.shape != tuple(shape):
         raise ValidationError(f"{name}.shape", array.shape, f"the problem needs {tuple(shape)}")
 
 
-def _epilogue(problem, values, prior):
+def _epilogue(problem: Problem, values: Mapping[str, Any],
+              prior: np.ndarray | None) -> tuple[Problem, dict[str, Any]]:
     """``problem`` with the epilogue the numpy arguments ``values`` ask for (None when they are
     the defaults: the bare convolution), and ``values`` with their host arrays checked;
     ``prior`` is the output's prior contents (needed when beta != 0)."""
@@ -75,7 +83,9 @@ def _epilogue(problem, values, prior):
                                           mode, blend)), values
 
 
-def _solve(problem, handle, solver, host, policy, values=None, prior=None):
+def _solve(problem: Problem, handle: Handle | None, solver: str | None,
+           host: Mapping[str, np.ndarray], policy: Mapping[str, Any],
+           values: Mapping[str, Any] | None = None, prior: ArrayLike | None = None) -> np.ndarray:
     """Compute ``problem``'s output from the host arrays in ``host`` (forward-sense names);
     ``policy`` holds max_tolerance and deterministic, as find and run take them; ``values`` the
     epilogue's (alpha, beta, ..., its arrays), ``prior`` the output's prior contents."""
@@ -96,22 +106,28 @@ def _solve(problem, handle, solver, host, policy, values=None, prior=None):
     flags = cl.mem_flags
     arrays = {**host, **{name: values.pop(name) for name in ("scale", "bias", "z")
                          if name in values}}
-    buffers = {name: _buffer(handle, flags.READ_ONLY, array) for name, array in arrays.items()}
-    buffers[out_name] = (_buffer(handle, flags.READ_WRITE, prior) if blend else
-                         cl.Buffer(handle.context, flags.READ_WRITE, out_desc.nbytes))
+    # Any: mypy would hold the buffers' type to every keyword of find and run (**buffers)
+    buffers: dict[str, Any] = {name: _buffer(handle, flags.READ_ONLY, array)
+                               for name, array in arrays.items()}
+    # the ignore: with blend, _epilogue made sure that prior is given (mypy cannot tell)
+    buffers[out_name] = (_buffer(handle, flags.READ_WRITE, prior)  # type: ignore[arg-type]
+                         if blend else cl.Buffer(handle.context, flags.READ_WRITE, out_desc.nbytes))
     if solver is None:
         solver = find(handle, problem, **buffers, **values, request_count=1, **policy)[0].solver
     run(handle, problem, solver, **buffers, **values, **policy)
     return read_output(handle, problem, buffers)
 
 
-def _policy(max_tolerance, deterministic):
+def _policy(max_tolerance: float | None, deterministic: bool | None) -> dict[str, Any]:
     return {"max_tolerance": max_tolerance, "deterministic": deterministic}
 
 
-def conv2d(x, w, stride=1, padding=0, dilation=1, groups=1, *, bias=None, scale=None, z=None,
-           alpha=1.0, beta=0.0, z_scale=1.0, activation=None, y=None, solver=None, handle=None,
-           max_tolerance=None, deterministic=None):
+def conv2d(x: ArrayLike, w: ArrayLike, stride: IntPair = 1, padding: Padding = 0,
+           dilation: IntPair = 1, groups: int = 1, *, bias: ArrayLike | None = None,
+           scale: ArrayLike | None = None, z: ArrayLike | None = None, alpha: float = 1.0,
+           beta: float = 0.0, z_scale: float = 1.0, activation: ActivationLike = None,
+           y: ArrayLike | None = None, solver: str | None = None, handle: Handle | None = None,
+           max_tolerance: float | None = None, deterministic: bool | None = None) -> np.ndarray:
     """Forward convolution of NCHW ``x`` with KCRS ``w``, with its epilogue; returns
 
         act(alpha * conv(x, w) * scale[k] + bias[k] + z_scale * z) + beta * y
@@ -133,9 +149,12 @@ def conv2d(x, w, stride=1, padding=0, dilation=1, groups=1, *, bias=None, scale=
                   values, y)
 
 
-def conv2d_backward_data(dy, w, x_shape, stride=1, padding=0, dilation=1, groups=1, *,
-                         alpha=1.0, beta=0.0, dx=None, solver=None, handle=None,
-                         max_tolerance=None, deterministic=None):
+def conv2d_backward_data(dy: ArrayLike, w: ArrayLike, x_shape: Shape, stride: IntPair = 1,
+                         padding: Padding = 0, dilation: IntPair = 1, groups: int = 1, *,
+                         alpha: float = 1.0, beta: float = 0.0, dx: ArrayLike | None = None,
+                         solver: str | None = None, handle: Handle | None = None,
+                         max_tolerance: float | None = None,
+                         deterministic: bool | None = None) -> np.ndarray:
     """Gradient of the forward convolution with respect to its input, of shape ``x_shape``:
     alpha * dx + beta * the prior ``dx`` (read only when beta != 0)."""
     dy, w = _host_array("dy", dy), _host_array("w", w)
@@ -146,9 +165,12 @@ def conv2d_backward_data(dy, w, x_shape, stride=1, padding=0, dilation=1, groups
                   _policy(max_tolerance, deterministic), {"alpha": alpha, "beta": beta}, dx)
 
 
-def conv2d_backward_weights(dy, x, w_shape, stride=1, padding=0, dilation=1, groups=1, *,
-                            alpha=1.0, beta=0.0, dw=None, solver=None, handle=None,
-                            max_tolerance=None, deterministic=None):
+def conv2d_backward_weights(dy: ArrayLike, x: ArrayLike, w_shape: Shape, stride: IntPair = 1,
+                            padding: Padding = 0, dilation: IntPair = 1, groups: int = 1, *,
+                            alpha: float = 1.0, beta: float = 0.0, dw: ArrayLike | None = None,
+                            solver: str | None = None, handle: Handle | None = None,
+                            max_tolerance: float | None = None,
+                            deterministic: bool | None = None) -> np.ndarray:
     """Gradient of the forward convolution with respect to its weights, of shape ``w_shape``:
     alpha * dw + beta * the prior ``dw`` (read only when beta != 0)."""
     dy, x = _host_array("dy", dy), _host_array("x", x)
@@ -159,34 +181,41 @@ def conv2d_backward_weights(dy, x, w_shape, stride=1, padding=0, dilation=1, gro
                   _policy(max_tolerance, deterministic), {"alpha": alpha, "beta": beta}, dw)
 
 
-def conv2d_backward_bias(dy, alpha=1.0, beta=0.0, db=None, *, handle=None):
+def conv2d_backward_bias(dy: ArrayLike, alpha: float = 1.0, beta: float = 0.0,
+                         db: ArrayLike | None = None, *,
+                         handle: Handle | None = None) -> np.ndarray:
     """Gradient of a convolution's bias: alpha * dy summed over images and pixels + beta * the
     prior ``db`` (read only when beta != 0); deterministic, a tree reduction (bias_grad.py)."""
     dy = _host_array("dy", dy)
     if dy.ndim != 4:
         raise ValidationError("dy.shape", dy.shape, "expected (N, K, H, W)")
     alpha, beta = finite("alpha", alpha), finite("beta", beta)
+    prior = None   # db's prior contents, given and read when beta != 0
     if beta != 0:
         if db is None:
             raise ValidationError("db", None, f"beta={beta} blends db's prior contents: pass them")
-        db = _host_array("db", db)
-        _check_shape("db", db, dy.shape[1:2])
+        prior = _host_array("db", db)
+        _check_shape("db", prior, dy.shape[1:2])
     if dy.size == 0 or dy.shape[1] == 0:
-        return (beta * db).astype(np.float32) if beta != 0 else np.zeros(dy.shape[1], np.float32)
+        return ((beta * prior).astype(np.float32) if prior is not None
+                else np.zeros(dy.shape[1], np.float32))
     desc = dy_desc(dy.shape)
     handle = check_handle(handle or default_handle())
     check_tensors_fit(handle, {"dy": desc, "db": TensorDesc(desc.shape[1:2])})
     flags = cl.mem_flags
     dy_buffer = _buffer(handle, flags.READ_ONLY, dy)
-    out = db.copy() if beta != 0 else np.zeros(dy.shape[1], np.float32)
+    out = prior.copy() if prior is not None else np.zeros(dy.shape[1], np.float32)
     db_buffer = _buffer(handle, flags.READ_WRITE, out)
     backward_bias(handle, desc, dy=dy_buffer, db=db_buffer, alpha=alpha, beta=beta)
     cl.enqueue_copy(handle.queue, out, db_buffer)
     return out
 
 
-def conv_transpose2d(x, w, stride=1, padding=0, output_padding=0, groups=1, dilation=1, *,
-                     solver=None, handle=None, max_tolerance=None, deterministic=None):
+def conv_transpose2d(x: ArrayLike, w: ArrayLike, stride: IntPair = 1, padding: IntPair = 0,
+                     output_padding: IntPair = 0, groups: int = 1, dilation: IntPair = 1, *,
+                     solver: str | None = None, handle: Handle | None = None,
+                     max_tolerance: float | None = None,
+                     deterministic: bool | None = None) -> np.ndarray:
     """Transposed convolution of NCHW ``x`` with ``w`` of shape (C_in, C_out/groups, kH, kW), as
     PyTorch's conv_transpose2d; computed as the backward-data of the convolution it transposes."""
     x, w = _host_array("x", x), _host_array("w", w)
@@ -196,7 +225,7 @@ def conv_transpose2d(x, w, stride=1, padding=0, output_padding=0, groups=1, dila
     return np.pad(y, ((0, 0), (0, 0), (0, zeros[0]), (0, zeros[1]))) if any(zeros) else y
 
 
-def applicable_solvers(problem, handle=None):
+def applicable_solvers(problem: Problem, handle: Handle | None = None) -> list[str]:
     """Names of the installed, enabled solvers applicable to ``problem``.
 
     ``handle`` is accepted for symmetry with the rest of the API; applicability does not depend

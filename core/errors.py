@@ -8,7 +8,7 @@ class ConvsolveError(Exception):
 class ValidationError(ConvsolveError, ValueError):
     """Invalid input: names the offending field and value, raised before anything reaches OpenCL."""
 
-    def __init__(self, field, value, why):
+    def __init__(self, field: str, value: object, why: str) -> None:
         self.field = field
         self.value = value
         super().__init__(f"invalid {field}={value!r}: {why}")
@@ -17,7 +17,7 @@ class ValidationError(ConvsolveError, ValueError):
 class PluginError(ConvsolveError):
     """A plugin or solver that cannot be loaded or does not honour the solver contract."""
 
-    def __init__(self, message, plugin=None):
+    def __init__(self, message: str, plugin: object = None) -> None:
         self.plugin = plugin
         super().__init__(message)
 
@@ -25,7 +25,7 @@ class PluginError(ConvsolveError):
 class ContractError(PluginError):
     """A solver's hook that raised or answered outside the contract while the core called it."""
 
-    def __init__(self, solver_name, reason):
+    def __init__(self, solver_name: str, reason: str) -> None:
         self.solver_name, self.reason = solver_name, reason
         super().__init__(f"{solver_name!r}: {reason}")
 
@@ -41,7 +41,7 @@ class DeviceError(ConvsolveError):
 class BuildError(ConvsolveError):
     """An OpenCL program failed to build; the message holds the options and the build log."""
 
-    def __init__(self, message, log=""):
+    def __init__(self, message: str, log: str = "") -> None:
         self.log = log
         super().__init__(message)
 

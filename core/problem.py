@@ -1,9 +1,13 @@
 """The convolution problem: tensor and convolution descriptors, validation, shapes and cache keys."""
+from __future__ import annotations
+
 import enum
 import functools
 import operator
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import SupportsIndex, TypeVar
 
 import numpy as np
 
@@ -19,6 +23,17 @@ LAYOUTS = ("NCHW",)
 #: is_applicable (the gemm plugin's fits_int32 also bounds its workspace by the same number).
 INT32_MAX = 2 ** 31 - 1
 
+#: A tensor's sizes, as the API takes them: a tuple or a list of ints.
+Shape = tuple[int, ...] | list[int]
+_Two = tuple[int, int] | list[int]
+#: A stride, dilation or output padding: an int for both spatial dims, or a pair (h, w).
+IntPair = int | _Two
+#: Padding: an IntPair, or per-side pairs ((top, bottom), (left, right)).
+Padding = IntPair | tuple[_Two, _Two] | list[_Two]
+#: Per-side pads as a ConvDesc holds them: ((top, bottom), (left, right)).
+Pads = tuple[tuple[int, int], tuple[int, int]]
+_T = TypeVar("_T")
+
 
 class Direction(enum.Enum):
     """Which of the three convolutions to compute; buffers keep their forward-sense roles."""
@@ -28,7 +43,7 @@ class Direction(enum.Enum):
     BACKWARD_WEIGHTS = "wrw"   # w = correlate(x, y)        (dw from x and dy)
 
     @classmethod
-    def parse(cls, value):
+    def parse(cls, value: Direction | str) -> Direction:
         """A Direction from itself, its value ('fwd'), or a name ('forward', 'backward-data', ...)."""
         if isinstance(value, cls):
             return value
@@ -43,17 +58,17 @@ class Direction(enum.Enum):
         raise ValidationError("direction", value, "expected forward, backward-data or backward-weights")
 
     @property
-    def output(self):
+    def output(self) -> str:
         """The forward-sense name of the tensor this direction writes: 'y', 'x' or 'w'."""
         return {"fwd": "y", "bwd": "x", "wrw": "w"}[self.value]
 
     @property
-    def label(self):
+    def label(self) -> str:
         """Human name as MIOpenDriver prints it: 'Forward', 'Backward Data', 'Backward Weights'."""
         return self.name.replace("_", " ").title()
 
 
-def _positive_int(field, value, minimum=1):
+def _positive_int(field: str, value: SupportsIndex, minimum: int = 1) -> int:
     """``value`` as an int in [minimum, INT32_MAX], else a ValidationError naming ``field``."""
     try:
         if isinstance(value, bool):
@@ -68,28 +83,36 @@ def _positive_int(field, value, minimum=1):
     return number
 
 
-def _pair(field, value, minimum):
+def _two(items: Iterable[_T]) -> tuple[_T, _T]:
+    """The two items of ``items`` (a pair's, already checked to be two) as a 2-tuple."""
+    first, second = items
+    return first, second
+
+
+def _pair(field: str, value: IntPair, minimum: int) -> tuple[int, int]:
     """An int or a pair of ints, as a 2-tuple of ints >= minimum."""
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
             raise ValidationError(field, value, "expected an int or a pair (h, w)")
-        return tuple(_positive_int(field, v, minimum) for v in value)
+        return _two(_positive_int(field, v, minimum) for v in value)
     number = _positive_int(field, value, minimum)
     return (number, number)
 
 
-def parse_padding(padding):
+def parse_padding(padding: Padding) -> Pads:
     """Padding as an int, (pad_h, pad_w) or ((top, bottom), (left, right)) -> ((t, b), (l, r))."""
     if isinstance(padding, (tuple, list)) and len(padding) == 2 and all(
             isinstance(side, (tuple, list)) for side in padding):
-        return tuple(_pair("padding", side, 0) for side in padding)
+        return _two(_pair("padding", side, 0) for side in padding)
     if isinstance(padding, (tuple, list)) and any(isinstance(p, (tuple, list)) for p in padding):
         raise ValidationError("padding", padding, "expected ((top, bottom), (left, right))")
-    pad_h, pad_w = _pair("padding", padding, 0)
+    # an IntPair now (per-side pairs returned or refused above: mypy cannot narrow by all/any)
+    pad_h, pad_w = _pair("padding", padding, 0)  # type: ignore[arg-type]
     return ((pad_h, pad_h), (pad_w, pad_w))
 
 
-def split_output_padding(output_padding, padding=0, stride=1, dilation=1):
+def split_output_padding(output_padding: IntPair, padding: IntPair = 0, stride: IntPair = 1,
+                         dilation: IntPair = 1) -> Pads:
     """A transposed convolution's output_padding (int or pair, smaller than the stride or the
     dilation, as PyTorch requires) as two pairs: the part its convolution can express, at most
     padding + stride - 1, and the rest, rows and columns no input reaches (zeros)."""
@@ -99,20 +122,21 @@ def split_output_padding(output_padding, padding=0, stride=1, dilation=1):
         if extra >= u and extra >= d:
             raise ValidationError("output_padding", output_padding,
                                   f"must be smaller than the stride {u} or the dilation {d}")
-    reach = tuple(min(extra, pad + u - 1) for extra, pad, u in zip(extras, pads, strides))
-    return reach, tuple(extra - r for extra, r in zip(extras, reach))
+    reach = _two(min(extra, pad + u - 1) for extra, pad, u in zip(extras, pads, strides))
+    return reach, _two(extra - r for extra, r in zip(extras, reach))
 
 
 @dataclass(frozen=True)
 class TensorDesc:
     """A packed tensor: shape, element type and layout."""
 
-    shape: tuple
+    shape: tuple[int, ...]
     dtype: str = "float32"
     layout: str = "NCHW"
 
     @classmethod
-    def make(cls, field, shape, dtype="float32", layout="NCHW", allow_zero_batch=True):
+    def make(cls, field: str, shape: Shape, dtype: str = "float32", layout: str = "NCHW",
+             allow_zero_batch: bool = True) -> TensorDesc:
         """A validated TensorDesc; ``field`` names the argument in error messages."""
         if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
             raise ValidationError(f"{field}.dtype", dtype, f"supported: {sorted(DTYPE_SIZES)}")
@@ -130,7 +154,7 @@ class TensorDesc:
         return desc
 
     @functools.cached_property
-    def size(self):
+    def size(self) -> int:
         """Number of elements."""
         count = 1
         for dim in self.shape:
@@ -138,7 +162,7 @@ class TensorDesc:
         return count
 
     @functools.cached_property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Bytes of a packed buffer holding the tensor."""
         return self.size * DTYPE_SIZES[self.dtype]
 
@@ -147,9 +171,9 @@ class TensorDesc:
 class ConvDesc:
     """Convolution parameters: per-side pads, strides, dilations (one entry per spatial dim), groups."""
 
-    pads: tuple        # ((top, bottom), (left, right))
-    strides: tuple     # (stride_h, stride_w)
-    dilations: tuple   # (dilation_h, dilation_w)
+    pads: Pads                    # ((top, bottom), (left, right))
+    strides: tuple[int, int]      # (stride_h, stride_w)
+    dilations: tuple[int, int]    # (dilation_h, dilation_w)
     groups: int = 1
 
 
@@ -179,15 +203,15 @@ class Problem:
     w: TensorDesc
     y: TensorDesc
     conv: ConvDesc
-    _epilogue: Epilogue = None   # read as `epilogue`; set with with_epilogue()
+    _epilogue: Epilogue | None = None   # read as `epilogue`; set with with_epilogue()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self._epilogue is not None:
             if not isinstance(self._epilogue, Epilogue):
                 raise ValidationError("epilogue", self._epilogue, "expected a convsolve.Epilogue")
             self._epilogue.check(self.direction)
 
-    def __hash__(self):  # cached: run() looks problems up on every call
+    def __hash__(self) -> int:  # cached: run() looks problems up on every call
         try:
             return self.__dict__["_hash"]
         except KeyError:
@@ -196,8 +220,10 @@ class Problem:
             return value
 
     @classmethod
-    def conv2d(cls, x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1,
-               direction=Direction.FORWARD, dtype="float32", epilogue=None):
+    def conv2d(cls, x_shape: Shape, w_shape: Shape, stride: IntPair = 1, padding: Padding = 0,
+               dilation: IntPair = 1, groups: int = 1,
+               direction: Direction | str = Direction.FORWARD, dtype: str = "float32",
+               epilogue: Epilogue | None = None) -> Problem:
         """The problem of convolving an NCHW ``x_shape`` with a KCRS ``w_shape`` (C per group),
         its output carrying ``epilogue`` (a convsolve.Epilogue) if given."""
         direction = Direction.parse(direction)
@@ -235,8 +261,10 @@ class Problem:
         return cls(direction, x, w, y, ConvDesc(pads, strides, dilations, groups), epilogue)
 
     @classmethod
-    def conv_transpose2d(cls, x_shape, w_shape, stride=1, padding=0, output_padding=0, groups=1,
-                         dilation=1, direction=Direction.FORWARD, dtype="float32"):
+    def conv_transpose2d(cls, x_shape: Shape, w_shape: Shape, stride: IntPair = 1,
+                         padding: IntPair = 0, output_padding: IntPair = 0, groups: int = 1,
+                         dilation: IntPair = 1, direction: Direction | str = Direction.FORWARD,
+                         dtype: str = "float32") -> Problem:
         """The problem that computes a transposed convolution (PyTorch's ConvTranspose2d, MIOpen's
         miopenTranspose) in ``direction`` as the convolution it transposes, so every solver serves it.
 
@@ -271,7 +299,7 @@ class Problem:
         forward = {Direction.FORWARD: Direction.BACKWARD_DATA, Direction.BACKWARD_DATA:
                    Direction.FORWARD}.get(Direction.parse(direction), direction)
         return cls.conv2d((n, w.shape[1] * groups, *out), w.shape, strides,
-                          tuple(zip(pads, bottoms)), dilations, groups, forward, dtype)
+                          _two(zip(pads, bottoms)), dilations, groups, forward, dtype)
 
     # {{{ derived sizes
 
@@ -288,24 +316,24 @@ class Problem:
     dtype = property(lambda self: self.x.dtype, doc="Element type of all three tensors.")
 
     @property
-    def flops(self):
+    def flops(self) -> int:
         """Floating-point operations of the direct algorithm (2 per multiply-add), any direction."""
         return (2 * self.n * self.k * self.out_h * self.out_w
                 * (self.c // self.groups) * self.fil_h * self.fil_w)
 
     @property
-    def epilogue(self):
+    def epilogue(self) -> Epilogue | None:
         """The output's epilogue structure (a `convsolve.Epilogue`: scale, bias, residual,
         activation, blend), or None for the bare convolution.  A solver sees one only in the
         problems the core gives it after its `fused_epilogue` said it computes that much; the
         values come with the buffers (`buffers.epilogue`)."""
         return self._epilogue
 
-    def with_direction(self, direction):
+    def with_direction(self, direction: Direction | str) -> Problem:
         """The same convolution, without epilogue, in another direction."""
         return Problem(Direction.parse(direction), self.x, self.w, self.y, self.conv)
 
-    def with_epilogue(self, epilogue):
+    def with_epilogue(self, epilogue: Epilogue | None) -> Problem:
         """The same problem whose output carries ``epilogue`` (an Epilogue; None: bare)."""
         return Problem(self.direction, self.x, self.w, self.y, self.conv, epilogue)
 
@@ -313,7 +341,7 @@ class Problem:
 
     # {{{ keys and kernel defines
 
-    def key(self):
+    def key(self) -> str:
         """Stable, readable key naming every field, e.g. 'fwd-n8-c64-h56-w56-k64-y3-x3-p1.1-q1.1-u1-v1-l1-j1-g1-float32-NCHW', and an epilogue's parts after it ('-epi.bias.relu')."""
         (pt, pb), (pl, pr) = self.conv.pads
         (u, v), (l, j) = self.conv.strides, self.conv.dilations
@@ -323,25 +351,25 @@ class Problem:
                 f"-u{u}-v{v}-l{l}-j{j}-g{self.groups}-{self.dtype}-{self.x.layout}{tail}")
 
     @classmethod
-    def from_key(cls, key):
+    def from_key(cls, key: str) -> Problem:
         """The Problem a key() string describes."""
         match = _KEY_RE.match(key.strip())
         if not match:
             raise ValidationError("problem key", key, "expected the form Problem.key() returns")
-        f = {name: (int(v) if v.isdigit() else v) for name, v in match.groupdict().items()
-             if v is not None}
+        text = match.groupdict()   # sizes as ints in f, the rest as text
+        f = {name: int(v) for name, v in text.items() if v is not None and v.isdigit()}
         return cls.conv2d((f["n"], f["c"], f["h"], f["w"]), (f["k"], f["c"] // f["g"], f["y"], f["x"]),
                           stride=(f["u"], f["v"]), padding=((f["pt"], f["pb"]), (f["pl"], f["pr"])),
-                          dilation=(f["l"], f["j"]), groups=f["g"], direction=f["dir"],
-                          dtype=f["dtype"], epilogue=Epilogue.from_key(f["epilogue"])
-                          if "epilogue" in f else None)
+                          dilation=(f["l"], f["j"]), groups=f["g"], direction=text["dir"],
+                          dtype=text["dtype"], epilogue=Epilogue.from_key(text["epilogue"])
+                          if text["epilogue"] else None)
 
-    def epilogue_defines(self):
+    def epilogue_defines(self) -> dict[str, int]:
         """The -D defines of the problem's epilogue (convsolve_epilogue.h's CS_EPI_*), none for
         the bare convolution: what a kernel that stores the output is built with."""
         return self._epilogue.defines() if self._epilogue is not None else {}
 
-    def defines(self):
+    def defines(self) -> dict[str, int]:
         """The problem's sizes as OpenCL -D defines, for solvers that compile per problem, and
         its epilogue's (epilogue_defines)."""
         (pt, pb), (pl, pr) = self.conv.pads
@@ -353,7 +381,7 @@ class Problem:
                 "CS_DIL_H": self.conv.dilations[0], "CS_DIL_W": self.conv.dilations[1],
                 "CS_PRECISION": 8 * DTYPE_SIZES[self.dtype]}
 
-    def kernel_args(self):
+    def kernel_args(self) -> tuple[np.int32, ...]:
         """The sizes as int32 kernel arguments, in the order of CS_CONV_PARAMS in convsolve.h."""
         (pt, _), (pl, _) = self.conv.pads
         return tuple(np.int32(v) for v in (
@@ -362,5 +390,5 @@ class Problem:
 
     # }}}
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.key()

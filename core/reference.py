@@ -6,13 +6,17 @@ every output pixel, so a tap is one einsum over channels.  Slow but plainly corr
 driver's verification compare solvers against it.  An epilogue follows convsolve_epilogue.h
 operation by operation (in float64), non-finite cases included.
 """
+from collections.abc import Callable
+from typing import Any, cast
+
 import numpy as np
+from numpy.typing import ArrayLike
 
-from .epilogue import Activation
-from .problem import Direction
+from .epilogue import Activation, Epilogue
+from .problem import Direction, Problem
 
 
-def _window(problem, r, s):
+def _window(problem: Problem, r: int, s: int) -> tuple[slice, slice]:
     """Slices of the padded input touched by filter tap (r, s) at every output pixel."""
     (u, v), (dh, dw) = problem.conv.strides, problem.conv.dilations
     top, left = r * dh, s * dw
@@ -20,35 +24,35 @@ def _window(problem, r, s):
             slice(left, left + (problem.out_w - 1) * v + 1, v))
 
 
-def _padded_shape(problem):
+def _padded_shape(problem: Problem) -> tuple[int, int, int, int]:
     (pt, pb), (pl, pr) = problem.conv.pads
     return (problem.n, problem.c, problem.in_h + pt + pb, problem.in_w + pl + pr)
 
 
-def _interior(problem):
+def _interior(problem: Problem) -> tuple[slice, slice, slice, slice]:
     """Slices of a padded input that hold the unpadded one."""
     (pt, _), (pl, _) = problem.conv.pads
     return (slice(None), slice(None), slice(pt, pt + problem.in_h), slice(pl, pl + problem.in_w))
 
 
-def _padded_groups(problem, x):
+def _padded_groups(problem: Problem, x: ArrayLike) -> np.ndarray:
     """x zero-padded (float64), as (N, G, C/G, H + pads, W + pads)."""
     xp = np.zeros(_padded_shape(problem))
     xp[_interior(problem)] = x
     return _grouped(xp, problem.groups)
 
 
-def _grouped_weights(problem, w):
+def _grouped_weights(problem: Problem, w: np.ndarray) -> np.ndarray:
     """w (float64) as (G, K/G, C/G, R, S)."""
     return w.astype(np.float64).reshape(problem.groups, problem.k // problem.groups, *w.shape[1:])
 
 
-def _grouped(array, groups):
+def _grouped(array: np.ndarray, groups: int) -> np.ndarray:
     """(N, C, ...) -> (N, G, C/G, ...)."""
     return array.reshape(array.shape[0], groups, array.shape[1] // groups, *array.shape[2:])
 
 
-def forward(problem, x, w):
+def forward(problem: Problem, x: ArrayLike, w: np.ndarray) -> np.ndarray:
     """y = conv(x, w) for ``problem`` (float64)."""
     g = problem.groups
     xg, wg = _padded_groups(problem, x), _grouped_weights(problem, w)
@@ -60,7 +64,7 @@ def forward(problem, x, w):
     return y.reshape(problem.y.shape)
 
 
-def backward_data(problem, dy, w):
+def backward_data(problem: Problem, dy: np.ndarray, w: np.ndarray) -> np.ndarray:
     """dx for ``problem`` from dy and w (float64): the adjoint of forward in x."""
     g = problem.groups
     dyg, wg = _grouped(dy.astype(np.float64), g), _grouped_weights(problem, w)
@@ -73,7 +77,7 @@ def backward_data(problem, dy, w):
     return dxp[_interior(problem)].copy()
 
 
-def backward_weights(problem, x, dy):
+def backward_weights(problem: Problem, x: ArrayLike, dy: np.ndarray) -> np.ndarray:
     """dw for ``problem`` from x and dy (float64), summed over the batch."""
     g = problem.groups
     xg = _padded_groups(problem, x)
@@ -86,16 +90,18 @@ def backward_weights(problem, x, dy):
     return dw.reshape(problem.w.shape)
 
 
-def compute(problem, x, w, y, **values):
+def compute(problem: Problem, x: np.ndarray | None, w: np.ndarray | None,
+            y: np.ndarray | None, **values: Any) -> np.ndarray:
     """The output of ``problem``'s direction from the other two forward-sense tensors; with an
     epilogue, the output tensor's argument is its prior contents and ``values`` are epilogue()'s
     keyword arguments (alpha, beta, z_scale, activation, scale, bias, z)."""
+    # ignores: the direction's two inputs are arrays, only its output's argument may be None
     if problem.direction is Direction.FORWARD:
-        out = forward(problem, x, w)
+        out = forward(problem, x, w)  # type: ignore[arg-type]
     elif problem.direction is Direction.BACKWARD_DATA:
-        out = backward_data(problem, y, w)
+        out = backward_data(problem, y, w)  # type: ignore[arg-type]
     else:
-        out = backward_weights(problem, x, y)
+        out = backward_weights(problem, x, y)  # type: ignore[arg-type]
     if problem.epilogue is None:
         return out
     return epilogue(problem, out, {"x": x, "w": w, "y": y}[problem.direction.output], **values)
@@ -103,7 +109,7 @@ def compute(problem, x, w, y, **values):
 
 # {{{ epilogues and backward-bias
 
-def activate(activation, v):
+def activate(activation: Activation | str | None, v: np.ndarray) -> np.ndarray:
     """``activation`` (an Activation, a name or None) of float64 ``v``, as convsolve_epilogue.h
     computes it (its parameters rounded to float32, as the kernels take them)."""
     act = Activation.parse(activation)
@@ -123,22 +129,27 @@ def activate(activation, v):
         }[act.mode]()
 
 
-def epilogue(problem, conv, prior=None, index=None, *, alpha=1.0, beta=0.0, z_scale=1.0,
-             activation=None, scale=None, bias=None, z=None):
+def epilogue(problem: Problem, conv: ArrayLike, prior: ArrayLike | None = None,
+             index: np.ndarray | None = None, *, alpha: float = 1.0, beta: float = 0.0,
+             z_scale: float = 1.0, activation: Activation | str | None = None,
+             scale: ArrayLike | None = None, bias: ArrayLike | None = None,
+             z: ArrayLike | None = None) -> np.ndarray:
     """``problem.epilogue`` applied to the convolution's output ``conv`` (float64): the whole
     output tensor, or its elements at flat ``index``.  ``prior`` is the output's prior contents
     (blend), ``z`` the residual (both of the output's shape), ``scale`` and ``bias`` one value per
     output channel; a coefficient of 0 leaves its operand unread."""
-    structure, shape = problem.epilogue, getattr(problem, problem.direction.output).shape
+    # the caller's problem has an epilogue, and it passes the operands that epilogue reads
+    structure = cast(Epilogue, problem.epilogue)
+    shape = getattr(problem, problem.direction.output).shape
     if index is None:
         channel = np.arange(shape[1]).reshape(1, -1, 1, 1)
 
-        def take(array):
+        def take(array: ArrayLike | None) -> np.ndarray:
             return np.asarray(array, dtype=np.float64)
     else:
         channel = np.unravel_index(index, shape)[1]
 
-        def take(array):
+        def take(array: ArrayLike | None) -> np.ndarray:
             return np.asarray(array).ravel()[index].astype(np.float64)
     with np.errstate(all="ignore"):
         out = alpha * np.asarray(conv, dtype=np.float64) if alpha != 0 else np.zeros(
@@ -155,7 +166,8 @@ def epilogue(problem, conv, prior=None, index=None, *, alpha=1.0, beta=0.0, z_sc
     return out
 
 
-def backward_bias(dy, alpha=1.0, beta=0.0, db=None):
+def backward_bias(dy: ArrayLike, alpha: float = 1.0, beta: float = 0.0,
+                  db: ArrayLike | None = None) -> np.ndarray:
     """db = alpha * dy summed over images and pixels + beta * db (float64; operands of a zero
     coefficient unread)."""
     total = np.asarray(dy, dtype=np.float64).sum(axis=(0, 2, 3)) if alpha != 0 else 0.0
@@ -171,7 +183,8 @@ def backward_bias(dy, alpha=1.0, beta=0.0, db=None):
 _CHUNK_ELEMENTS = 1 << 22
 
 
-def _gather_padded(x, n, c, ih, iw):
+def _gather_padded(x: np.ndarray, n: np.ndarray, c: np.ndarray, ih: np.ndarray,
+                   iw: np.ndarray) -> np.ndarray:
     """x[n, c, ih, iw] (float64, broadcast) with 0 where (ih, iw) lies in the zero padding."""
     h, w = x.shape[2:]
     valid = (ih >= 0) & (ih < h) & (iw >= 0) & (iw < w)
@@ -179,13 +192,13 @@ def _gather_padded(x, n, c, ih, iw):
     return np.where(valid, values, 0.0)
 
 
-def _taps(problem):
+def _taps(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     """Filter rows and columns (r, s) as arrays along the last two of four axes."""
     return (np.arange(problem.fil_h)[None, None, :, None],
             np.arange(problem.fil_w)[None, None, None, :])
 
 
-def _forward_at(problem, x, w, index):
+def _forward_at(problem: Problem, x: np.ndarray, w: np.ndarray, index: np.ndarray) -> np.ndarray:
     n, k, oh, ow = (a[:, None, None, None] for a in np.unravel_index(index, problem.y.shape))
     (u, v), (dh, dw) = problem.conv.strides, problem.conv.dilations
     (pt, _), (pl, _) = problem.conv.pads
@@ -196,7 +209,8 @@ def _forward_at(problem, x, w, index):
     return (patch * w[k[:, 0, 0, 0]].astype(np.float64)).sum(axis=(1, 2, 3))
 
 
-def _backward_data_at(problem, dy, w, index):
+def _backward_data_at(problem: Problem, dy: np.ndarray, w: np.ndarray,
+                      index: np.ndarray) -> np.ndarray:
     n, c, h, iw = (a[:, None, None, None] for a in np.unravel_index(index, problem.x.shape))
     (u, v), (dh, dw) = problem.conv.strides, problem.conv.dilations
     (pt, _), (pl, _) = problem.conv.pads
@@ -212,7 +226,8 @@ def _backward_data_at(problem, dy, w, index):
     return np.where(valid, products, 0.0).sum(axis=(1, 2, 3))
 
 
-def _backward_weights_at(problem, x, dy, index):
+def _backward_weights_at(problem: Problem, x: np.ndarray, dy: np.ndarray,
+                         index: np.ndarray) -> np.ndarray:
     k, c, r, s = (a[:, None, None, None] for a in np.unravel_index(index, problem.w.shape))
     (u, v), (dh, dw) = problem.conv.strides, problem.conv.dilations
     (pt, _), (pl, _) = problem.conv.pads
@@ -224,7 +239,8 @@ def _backward_weights_at(problem, x, dy, index):
     return (patch * dy[n, k, oh, ow].astype(np.float64)).sum(axis=(1, 2, 3))
 
 
-def compute_at(problem, x, w, y, index, **values):
+def compute_at(problem: Problem, x: np.ndarray | None, w: np.ndarray | None,
+               y: np.ndarray | None, index: ArrayLike, **values: Any) -> np.ndarray:
     """The elements at flat ``index`` (an int array) of ``problem``'s output, in float64.
 
     Each element is computed on its own from the inputs, so checking a few hundred elements of a
@@ -236,6 +252,7 @@ def compute_at(problem, x, w, y, index, **values):
         conv = compute_at(problem.with_epilogue(None), x, w, y, index)
         prior = {"x": x, "w": w, "y": y}[problem.direction.output]
         return epilogue(problem, conv, prior, index, **values)
+    at: Callable[[Problem, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
     if problem.direction is Direction.FORWARD:
         at, a, b, per_sample = _forward_at, x, w, problem.w.size // problem.k
     elif problem.direction is Direction.BACKWARD_DATA:
@@ -244,13 +261,15 @@ def compute_at(problem, x, w, y, index, **values):
     else:
         at, a, b, per_sample = _backward_weights_at, x, y, problem.n * problem.out_h * problem.out_w
     step = max(1, _CHUNK_ELEMENTS // max(per_sample, 1))
-    parts = [at(problem, a, b, index[i:i + step]) for i in range(0, index.size, step)]
+    # the ignore: as in compute(), the direction's inputs a and b are arrays
+    parts = [at(problem, a, b, index[i:i + step])  # type: ignore[arg-type]
+             for i in range(0, index.size, step)]
     return np.concatenate(parts) if parts else np.zeros(0)
 
 # }}}
 
 
-def relative_error(result, expected):
+def relative_error(result: ArrayLike, expected: ArrayLike) -> float:
     """RMS of the difference over the RMS of the expected values (0 for two empty arrays)."""
     expected = np.asarray(expected, dtype=np.float64)
     scale = np.sqrt(np.mean(expected ** 2)) if expected.size else 0.0
@@ -258,7 +277,8 @@ def relative_error(result, expected):
     return float(diff / scale) if scale > 0 else float(diff)
 
 
-def mismatch(result, expected, tolerance, nonfinite="exact"):
+def mismatch(result: ArrayLike, expected: ArrayLike, tolerance: float,
+             nonfinite: str = "exact") -> str | None:
     """Why ``result`` is not ``expected`` within ``tolerance``, or None.  ``nonfinite`` "exact":
     NaN, +inf and -inf exactly where the expected values have them; "spread" (a solver whose
     transforms spread a non-finite input): non-finite at least there.  The values finite on both

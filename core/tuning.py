@@ -16,6 +16,9 @@ import itertools
 import json
 import random
 import re
+from collections.abc import Iterable, Iterator, Mapping
+from types import CodeType
+from typing import TypeVar
 
 import pyopencl as cl
 
@@ -23,6 +26,12 @@ from .errors import ValidationError
 
 #: Names a constraint may call besides the parameters.
 _CONSTRAINT_BUILTINS = {"min": min, "max": max, "abs": abs}
+
+#: A tunable's value: an int, a float or an identifier (``handle.build`` takes them as defines).
+ParamValue = int | float | str
+#: A config: tunable name -> value.
+Config = dict[str, ParamValue]
+_T = TypeVar("_T")
 
 
 class ConfigSpace:
@@ -33,7 +42,8 @@ class ConfigSpace:
     names that every config must satisfy.
     """
 
-    def __init__(self, params, constraints=()):
+    def __init__(self, params: Mapping[str, Iterable[ParamValue]],
+                 constraints: Iterable[str] = ()) -> None:
         if not params:
             raise ValidationError("params", params, "a config space needs at least one parameter")
         self.params = {name: tuple(values) for name, values in params.items()}
@@ -42,15 +52,15 @@ class ConfigSpace:
                 raise ValidationError(f"params[{name!r}]", values,
                                       "needs an identifier for a name and at least one value")
         self.constraints = tuple(constraints)
-        self._valid = None
-        self._compiled = []
+        self._valid: list[Config] | None = None
+        self._compiled: list[tuple[str, CodeType]] = []
         for text in self.constraints:
             try:
                 self._compiled.append((text, compile(text, f"<constraint {text}>", "eval")))
             except SyntaxError as exc:
                 raise ValidationError("constraints", text, f"is not an expression: {exc}") from exc
 
-    def refusal(self, config):
+    def refusal(self, config: object) -> str | None:
         """Why ``config`` is not in the space (a parameter missing, unknown or off its list, a
         constraint false), or None when it is."""
         if not isinstance(config, dict):
@@ -73,10 +83,10 @@ class ConfigSpace:
                 return f"constraint {text!r} is false"
         return None
 
-    def __contains__(self, config):
+    def __contains__(self, config: object) -> bool:
         return self.refusal(config) is None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Config]:
         """Every config of the space, in the order of the parameters' value lists."""
         names = list(self.params)
         for values in itertools.product(*self.params.values()):
@@ -84,14 +94,14 @@ class ConfigSpace:
             if self.refusal(config) is None:
                 yield config
 
-    def size(self):
+    def size(self) -> int:
         """How many configs the parameters' product has (before the constraints)."""
         count = 1
         for values in self.params.values():
             count *= len(values)
         return count
 
-    def sample(self, count, rng=None):
+    def sample(self, count: int, rng: random.Random | None = None) -> list[Config]:
         """Up to ``count`` distinct valid configs drawn at random (all of them when the space
         holds fewer); ``rng`` is a random.Random.  Draws at random from the parameters' product
         first; where the constraints reject most of it, the rest comes from the valid configs
@@ -111,13 +121,13 @@ class ConfigSpace:
         rest = [c for c in self.valid() if config_key(c) not in seen]
         return drawn + rng.sample(rest, min(count - len(drawn), len(rest)))
 
-    def valid(self):
+    def valid(self) -> list[Config]:
         """Every valid config, enumerated on first use and kept."""
         if self._valid is None:
             self._valid = list(self)
         return self._valid
 
-    def neighbours(self, config):
+    def neighbours(self, config: Mapping[str, ParamValue]) -> list[Config]:
         """The valid configs one step away from ``config``: one parameter moved to the next
         value before or after its own in the value list."""
         found = []
@@ -130,18 +140,18 @@ class ConfigSpace:
                         found.append(moved)
         return found
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"ConfigSpace({self.params!r}, {list(self.constraints)!r})"
 
 
-def config_key(config):
+def config_key(config: Mapping[str, ParamValue] | None) -> str | None:
     """A config as canonical text (sorted JSON): its identity in the perf-db and in caches."""
     return None if config is None else json.dumps(config, sort_keys=True, separators=(",", ":"))
 
 
 # {{{ device classes
 
-def _architecture(device):
+def _architecture(device: cl.Device) -> str:
     """The device's architecture: PoCL's LLVM CPU name (``skylake-avx512``, ``haswell``,
     ``znver5``) from its version string, NVIDIA's ``sm_XY``, else the device name."""
     pocl = re.search(r"HSTR: \S*?-gnu-(\S+)", device.version)
@@ -153,13 +163,13 @@ def _architecture(device):
         return device.name.strip()
 
 
-def _type_name(device):
+def _type_name(device: cl.Device) -> str:
     if device.type & cl.device_type.GPU and not device.type & cl.device_type.CPU:
         return "gpu"
     return "cpu" if device.type & cl.device_type.CPU else "accelerator"
 
 
-def device_keys(device):
+def device_keys(device: cl.Device) -> tuple[str, ...]:
     """The keys a device answers to in a parameter table, most specific first: its exact name,
     then ``type/architecture``, ``type/vectorN`` (native float vector width), ``type/vendor``,
     ``type`` and ``*``."""
@@ -169,7 +179,7 @@ def device_keys(device):
             f"{kind}/vector{device.native_vector_width_float}", f"{kind}/{vendor}", kind, "*")
 
 
-def pick(table, device):
+def pick(table: Mapping[str, _T], device: cl.Device) -> _T:
     """``table[key]`` for the first of ``device_keys(device)`` the table holds; KeyError naming
     the keys tried when none is there (give every table a ``"*"`` entry)."""
     for key in device_keys(device):

@@ -1,11 +1,15 @@
 """Handle: one OpenCL device with its context and profiling queue; builds kernels and keeps invokers."""
+from __future__ import annotations
+
 import atexit
 import contextlib
 import logging
 import re
 import threading
 import weakref
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from importlib import resources
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyopencl as cl
 
@@ -15,11 +19,23 @@ from ..solvers.calls import build_invoker, events_of
 from ..tuning import config_key
 from .kernel_cache import KernelCache, cache_dir, cache_key, included_sources
 
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
+    from ..engine.solutions import Solution
+    from ..hookspecs import Invoker, Solver
+    from ..problem import Problem
+    from ..tuning import Config
+
+#: A (platform, device) pair, as list_devices gives them.
+DevicePair = tuple[cl.Platform, cl.Device]
+_T = TypeVar("_T")
+
 log = logging.getLogger("convsolve")
 
 CORE_KERNELS = resources.files("convsolve") / "kernels"
 #: Every Handle not yet garbage-collected, released at interpreter exit (release_all).
-_live = weakref.WeakSet()
+_live: weakref.WeakSet[Handle] = weakref.WeakSet()
 _PROBE_SOURCE = "__kernel void cs_probe(__global float *a) { a[get_global_id(0)] += 1.0f; }"
 _IDENTIFIER_RE = re.compile(r"^[A-Za-z_]\w*$")
 _POCL_HINT = ("install Debian's PoCL (apt-get install pocl-opencl-icd) for the CPU, or a GPU "
@@ -29,13 +45,13 @@ _POCL_HINT = ("install Debian's PoCL (apt-get install pocl-opencl-icd) for the C
 
 # {{{ device choice
 
-def list_devices():
+def list_devices() -> list[DevicePair]:
     """Every (platform, device) pyopencl sees, in platform order; the index is CONVSOLVE_DEVICE's."""
     try:
         platforms = cl.get_platforms()
     except cl.Error:
         return []
-    found = []
+    found: list[DevicePair] = []
     for platform in platforms:
         try:
             found.extend((platform, device) for device in platform.get_devices())
@@ -44,12 +60,12 @@ def list_devices():
     return found
 
 
-def describe(platform, device):
+def describe(platform: cl.Platform, device: cl.Device) -> str:
     """'platform name: device name', the text CONVSOLVE_DEVICE substrings are matched against."""
     return f"{platform.name.strip()}: {device.name.strip()}"
 
 
-def probe(device):
+def probe(device: cl.Device) -> str | None:
     """None when ``device`` builds and runs a tiny kernel, else the reason it cannot."""
     try:
         context = cl.Context([device])
@@ -74,12 +90,12 @@ def _kinds(device):
             if device.type & getattr(cl.device_type, kind)}
 
 
-def is_gpu(device):
+def is_gpu(device: cl.Device) -> bool:
     """True for a GPU: the GPU type bit and no CPU or accelerator bit (Oclgrind sets them all)."""
     return _kinds(device) == {"GPU"}
 
 
-def caches_binaries(platform):
+def caches_binaries(platform: cl.Platform) -> bool:
     """Whether convsolve's binary cache serves this platform: every one but PoCL, which keeps
     its own cache of built programs (POCL_CACHE_DIR; a hit builds in 0.02 s) and, asked for a
     program's binary, first compiles every kernel in it (1.8 s for direct's tiled.cl, seven
@@ -87,23 +103,23 @@ def caches_binaries(platform):
     return "Portable Computing Language" not in platform.name
 
 
-def is_simulator(platform, device):
+def is_simulator(platform: cl.Platform, device: cl.Device) -> bool:
     """True for a simulator (Oclgrind, or any device claiming more than one of CPU, GPU and
     accelerator): usable when named, never chosen by default."""
     text = describe(platform, device).lower()
     return len(_kinds(device)) > 1 or any(name in text for name in SIMULATORS)
 
 
-def default_order(devices):
+def default_order(devices: Iterable[DevicePair]) -> list[DevicePair]:
     """``devices`` ((platform, device) pairs) in the order the default choice tries them: GPUs,
     then PoCL, then the rest, each in platform order; simulators left out."""
-    def rank(pair):
+    def rank(pair: DevicePair) -> tuple[bool, bool]:
         platform, device = pair
         return (not is_gpu(device), "portable computing language" not in platform.name.lower())
     return sorted((pair for pair in devices if not is_simulator(*pair)), key=rank)
 
 
-def choose_device(spec=None):
+def choose_device(spec: int | str | None = None) -> cl.Device:
     """The device named by ``spec`` (index or substring), else by CONVSOLVE_DEVICE, else the default.
 
     The default is the first GPU that builds kernels, else the first PoCL CPU device that does,
@@ -149,11 +165,10 @@ def _build_log(message):
     return "\n".join(line for line in body if line.strip() and line.strip() != "(options: )")
 
 
-def format_defines(defines):
+def format_defines(defines: Mapping[str, int | float | str] | None) -> list[str]:
     """``-D NAME=value`` options, sorted by name; values must be ints, floats or identifiers."""
     options = []
-    for name in sorted(defines or {}):
-        value = defines[name]
+    for name, value in sorted((defines or {}).items()):   # by name: names are unique
         if not _IDENTIFIER_RE.match(str(name)):
             raise ValidationError("define name", name, "must be a C identifier")
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
@@ -173,7 +188,7 @@ class Handle:
     in parallel, and the invokers it keeps enqueue one call at a time on its in-order queue.
     """
 
-    def __init__(self, device=None):
+    def __init__(self, device: cl.Device | int | str | None = None) -> None:
         self.device = device if isinstance(device, cl.Device) else choose_device(device)
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(
@@ -190,32 +205,37 @@ class Handle:
         self._build_lock = threading.Lock() if self.is_simulator else None
         directory = cache_dir() if caches_binaries(platform) else None
         self._kernel_cache = KernelCache(directory) if directory else None
-        self._programs = {}       # cache key -> built cl.Program
-        self._invokers = {}       # (solver name, problem key, config key) -> invoker
-        self._hung = {}           # (solver name, problem key) -> why its build was given up
-        self._scratch = None      # reusable workspace buffer for run()
+        self._programs: dict[str, cl.Program] = {}   # cache key -> built program
+        # (solver name, problem key, config key) -> invoker
+        self._invokers: dict[tuple[Hashable, ...], Callable[..., list[cl.Event]]] = {}
+        # (solver name, problem key) -> why its build was given up
+        self._hung: dict[tuple[str, str], str] = {}
+        self._scratch: cl.Buffer | None = None      # reusable workspace buffer for run()
         self._lock = threading.Lock()
-        self._key_locks = {}
+        self._key_locks: dict[Hashable, threading.Lock] = {}
         self._enqueue_lock = threading.Lock()   # one invoker sets its kernels' arguments at a time
-        self._best = {}           # find-db key -> {family: fastest solver name}, from find
-        self._resolved = {}       # (solver or family, problem) -> (switch state, what run() needs)
+        # find-db key -> {family: fastest solver name}, from find
+        self._best: dict[str, dict[str, str]] = {}
+        # (solver or family, problem) -> (switch state, what run() needs)
+        self._resolved: dict[tuple[str, Problem], tuple[Hashable, Any]] = {}
         _live.add(self)
         log.info("handle on %s (driver %s, %d compute units)", self.name,
                  self.identity["driver"], self.identity["compute_units"])
 
     @property
-    def name(self):
+    def name(self) -> str:
         """'platform: device', as ``convsolve devices`` lists it."""
         return describe(self.device.platform, self.device)
 
     @property
-    def db_key(self):
+    def db_key(self) -> str:
         """The device's id in find-dbs: device name and compute units (not the driver version)."""
         return f"{self.identity['device']}/{self.identity['compute_units']}cu"
 
     # {{{ building
 
-    def build(self, file, kernel, defines=None):
+    def build(self, file: Traversable, kernel: str,
+              defines: Mapping[str, int | float | str] | None = None) -> cl.Kernel:
         """A fresh ``pyopencl.Kernel`` named ``kernel`` from the .cl ``file`` built with ``defines``.
 
         ``file`` is a path or an importlib.resources file (a plugin's ``kernels/x.cl``); the core's
@@ -266,7 +286,7 @@ class Handle:
         log.debug("built %s with %s", file, " ".join(options))
         return program
 
-    def invoker(self, solver, problem, config=None):
+    def invoker(self, solver: Solver, problem: Problem, config: Config | None = None) -> Invoker:
         """The invoker of ``solver`` for ``problem`` (a tunable solver's built with ``config``),
         built on first use and kept in the handle; a build find gave up on (mark_hung) raises
         BuildError at once."""
@@ -275,7 +295,8 @@ class Handle:
             raise BuildError(f"{solver.name!r} on {problem.key()}: {self._hung[key[:2]]}")
         return self.kept(key, solver.name, lambda: build_invoker(solver, problem, self, config))
 
-    def kept(self, key, name, build):
+    def kept(self, key: tuple[Hashable, ...], name: str,
+             build: Callable[[], Callable[..., list[cl.Event]]]) -> Callable[..., list[cl.Event]]:
         """The invoker ``build()`` returns, built on first use under ``key`` (a tuple whose
         first two items name its maker and what it is for) and kept in the handle: solvers'
         invokers and the core's own (backward-bias) alike.  It enqueues under the handle's lock
@@ -302,12 +323,12 @@ class Handle:
                 return events_of(name, invoker(*args))
         return serialised
 
-    def mark_hung(self, solver, problem, reason):
+    def mark_hung(self, solver: Solver, problem: Problem, reason: str) -> None:
         """Remember that building ``solver`` for ``problem`` never returned (find gave up)."""
         with self._lock:
             self._hung[(solver.name, problem.key())] = f"its build never returned ({reason})"
 
-    def forget_invoker(self, solver, problem):
+    def forget_invoker(self, solver: Solver, problem: Problem) -> None:
         """Drop the kept invokers of ``solver`` for ``problem`` (after one failed to run), every
         config's, and what run() resolved to them."""
         with self._lock:
@@ -319,7 +340,7 @@ class Handle:
 
     # {{{ what find ranked and run resolved
 
-    def remember_ranking(self, key, solutions):
+    def remember_ranking(self, key: str, solutions: Iterable[Solution]) -> None:
         """Keep each family's fastest solver among ``solutions`` for run(solver=family);
         ``key`` is the problem's find-db key under the call's policy."""
         with self._lock:
@@ -328,13 +349,14 @@ class Handle:
             for solution in sorted(solutions, key=lambda s: s.time_ms, reverse=True):
                 best[solution.family] = solution.solver
 
-    def best_of_family(self, key, family):
+    def best_of_family(self, key: str, family: str) -> str | None:
         """The name of ``family``'s fastest solver for the problem of find-db key ``key`` as find
         ranked it, or None."""
         with self._lock:
             return self._best.get(key, {}).get(family)
 
-    def resolution(self, solver, problem, state, resolve):
+    def resolution(self, solver: str, problem: Problem, state: Hashable,
+                   resolve: Callable[[], _T]) -> _T:
         """What run() resolved ``solver`` (a name or family) to: kept while ``state`` holds,
         else ``resolve()`` again."""
         with self._lock:
@@ -346,7 +368,7 @@ class Handle:
             self._resolved[(solver, problem)] = (state, resolved)
         return resolved
 
-    def forget_rankings(self):
+    def forget_rankings(self) -> None:
         """Drop what find ranked and run resolved (invokers and programs stay built)."""
         with self._lock:
             self._best.clear()
@@ -354,7 +376,7 @@ class Handle:
 
     # }}}
 
-    def scratch(self, nbytes, solver_name="a solver"):
+    def scratch(self, nbytes: int, solver_name: str = "a solver") -> cl.Buffer | None:
         """A workspace buffer of at least ``nbytes`` (None for 0), reused and grown across calls;
         a ValidationError naming ``solver_name`` when no buffer of the device can be that big."""
         if nbytes <= 0:
@@ -368,7 +390,7 @@ class Handle:
                 self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
             return self._scratch
 
-    def release(self):
+    def release(self) -> None:
         """Drop every invoker, program and scratch buffer the handle keeps (kernels first, then
         the buffers their arguments may still name), so that OpenCL releases them now, in that
         order; the handle stays usable and builds again on demand.  Nothing waits for the
@@ -384,12 +406,12 @@ class Handle:
                 self._scratch.release()
                 self._scratch = None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<convsolve.Handle {self.name!r}>"
 
 
 @atexit.register
-def release_all():
+def release_all() -> None:
     """Release every live Handle (Handle.release), before the interpreter tears modules down."""
     for handle in list(_live):
         handle.release()

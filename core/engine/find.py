@@ -9,8 +9,11 @@ import pyopencl as cl
 from .. import env
 from ..db.find_db import FindDb, Record
 from ..db.perf_db import PerfDb
+from ..device.handle import Handle
 from ..device.timing import RunTimeout, time_invoker
+from ..epilogue import Activation
 from ..errors import ContractError, ConvsolveError, FindError, ValidationError
+from ..problem import Problem
 from ..solvers.calls import is_tunable, workspace_of, wti_of
 from ..solvers.policy import Policy
 from ..solvers.registry import solver_attribute
@@ -232,9 +235,14 @@ def _dynamic_only(problem, solvers, skipped):
     return dynamic
 
 
-def find(handle, problem, *, x, w, y, scratch=None, request_count=None, exhaustive=False,
-         mode=None, verify=None, max_tolerance=None, deterministic=None, scale=None, bias=None,
-         z=None, alpha=1.0, beta=0.0, z_scale=1.0, activation=None):
+def find(handle: Handle, problem: Problem, *, x: cl.Buffer | None, w: cl.Buffer,
+         y: cl.Buffer | None, scratch: cl.Buffer | None = None, request_count: int | None = None,
+         exhaustive: bool = False, mode: FindMode | str | int | None = None,
+         verify: bool | None = None, max_tolerance: float | None = None,
+         deterministic: bool | None = None, scale: cl.Buffer | None = None,
+         bias: cl.Buffer | None = None, z: cl.Buffer | None = None, alpha: float = 1.0,
+         beta: float = 0.0, z_scale: float = 1.0,
+         activation: Activation | str | None = None) -> list[Solution]:
     """Rank the solvers of ``problem``, fastest first, benchmarking as the find mode says.
 
     Buffers are in forward-sense roles for every direction (backward-data writes ``x``,

@@ -1,14 +1,16 @@
 """Immediate mode: solutions from the find-db or the WTI fallback, then compile and run by name."""
 from ..db.find_db import FindDb
+from ..device.handle import Handle
+from ..problem import Problem
 from ..solvers.calls import workspace_of
 from ..solvers.policy import Policy
 from . import fusion
 from .run import check_handle, check_problem, resolve_solver, run
 from .search import tuned_invoker
-from .solutions import usable_records, wti_fallback
+from .solutions import Solution, usable_records, wti_fallback
 
 
-def get_solutions(handle, problem, max_count=None):
+def get_solutions(handle: Handle, problem: Problem, max_count: int | None = None) -> list[Solution]:
     """Ranked solutions for ``problem`` without benchmarking.
 
     From the find-db when it has usable records (``source == 'find-db'``), else from the fallback
@@ -26,17 +28,17 @@ def get_solutions(handle, problem, max_count=None):
     return solutions[:max_count]
 
 
-def get_solution_count(handle, problem):
+def get_solution_count(handle: Handle, problem: Problem) -> int:
     """How many solutions get_solutions would return with no limit."""
     return len(get_solutions(handle, problem))
 
 
-def get_solution_workspace_size(handle, problem, solver):
+def get_solution_workspace_size(handle: Handle, problem: Problem, solver: str) -> int:
     """Bytes of workspace the named solver needs for ``problem``."""
     return workspace_of(resolve_solver(handle, problem, solver), problem)
 
 
-def compile_solution(handle, problem, solver):
+def compile_solution(handle: Handle, problem: Problem, solver: str) -> None:
     """Build the named solver for ``problem`` now, so the first run_solution does not compile."""
     tuned_invoker(handle, resolve_solver(handle, problem, solver), problem)
 

@@ -6,6 +6,7 @@ import pyopencl as cl
 from .. import env
 from ..db.find_db import FindDb
 from ..device.handle import Handle
+from ..epilogue import Activation
 from ..errors import SolverError, ValidationError
 from ..hookspecs import Buffers
 from ..problem import Direction, Problem
@@ -160,9 +161,12 @@ def resolve_solver(handle, problem, solver, policy=None):
     return chosen
 
 
-def run(handle, problem, solver, *, x, w, y, scratch=None, max_tolerance=None,
-        deterministic=None, scale=None, bias=None, z=None, alpha=1.0, beta=0.0, z_scale=1.0,
-        activation=None):
+def run(handle: Handle, problem: Problem, solver: str, *, x: cl.Buffer | None, w: cl.Buffer,
+        y: cl.Buffer | None, scratch: cl.Buffer | None = None, max_tolerance: float | None = None,
+        deterministic: bool | None = None, scale: cl.Buffer | None = None,
+        bias: cl.Buffer | None = None, z: cl.Buffer | None = None, alpha: float = 1.0,
+        beta: float = 0.0, z_scale: float = 1.0,
+        activation: Activation | str | None = None) -> list[cl.Event]:
     """Enqueue ``solver`` (a name, or a family find has ranked) on ``problem``; returns its events.
 
     Nothing waits: synchronise with ``handle.queue.finish()`` or the events.  ``scratch`` is a

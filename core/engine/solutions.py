@@ -1,8 +1,12 @@
 """Solution records, and how they are ranked without benchmarking: find-db hits and the WTI fallback."""
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..db.find_db import Record
 from ..errors import ContractError
+from ..hookspecs import Solver
+from ..problem import Problem
 from ..solvers.calls import workspace_of, wti_of
 
 log = logging.getLogger("convsolve")
@@ -26,12 +30,13 @@ class Solution:
     source: str
 
     @property
-    def from_db(self):
+    def from_db(self) -> bool:
         """True when the solution came from a find-db record."""
         return self.source == "find-db"
 
 
-def usable_records(records, applicable, skipped):
+def usable_records(records: Iterable[Record], applicable: Iterable[Solver],
+                   skipped: Mapping[str, str]) -> list[Solution]:
     """Solutions from find-db records of timed solvers among ``applicable``.
 
     ``applicable`` and ``skipped`` are what ``Registry.candidates(problem)`` returned; the reason
@@ -51,7 +56,7 @@ def usable_records(records, applicable, skipped):
     return usable
 
 
-def wti_fallback(applicable, problem):
+def wti_fallback(applicable: Iterable[Solver], problem: Problem) -> list[Solution]:
     """The ``applicable`` solvers ranked by WTI, without running anything; unknown WTI left out."""
     ranked = []
     for solver in applicable:
