@@ -8,7 +8,7 @@ Backward-data and backward-weights take alpha and beta only (``dx = alpha * conv
 dx_prior``).  The *structure* (:class:`Epilogue`: which parts are present, the activation's
 mode) belongs to the Problem: it joins its key, so find-db records and built kernels never mix
 structures.  The *values* (alpha, beta, z_scale, the activation's parameters, the scale / bias /
-z buffers) come at run time (``EpilogueArgs``, ``buffers.epilogue``), so one built kernel serves
+z buffers) come at run time (``EpilogueArgs``, ``buffers.epilogue_args``), so one built kernel serves
 every value.  A coefficient of 0 means its operand is never read (beta = 0: a NaN-filled y stays
 harmless; alpha = 0: the convolution's value is not used).  core/kernels/convsolve_epilogue.h
 computes it, for fused solvers and the core's own pass alike.
@@ -206,7 +206,7 @@ class Epilogue:
 
 
 class EpilogueArgs(NamedTuple):
-    """An epilogue's run-time values: what ``buffers.epilogue`` holds (pyopencl buffers of
+    """An epilogue's run-time values: what ``buffers.epilogue_args`` holds (pyopencl buffers of
     float32: ``scale`` and ``bias`` of K elements, ``z`` of the output's shape; None where the
     structure has no such part)."""
 

@@ -21,6 +21,7 @@ refused at load time.  docs/hooks.md is generated from this module (``convsolve 
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Collection
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -41,7 +42,9 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 #: Version of this contract.  Added hooks or opt-in arguments raise the minor number; a renamed
 #: or removed hook or attribute raises the major one (2.0: ``algorithm`` became ``family`` and
 #: the invoker's buffer is called ``scratch`` everywhere; 2.1: tunable solvers' hooks; 2.2:
-#: epilogues, ``fused_epilogue`` and ``Buffers.epilogue``; 2.3: ``nonfinite = "planes"``).
+#: epilogues, ``fused_epilogue`` and ``Buffers.epilogue``; 2.3: ``nonfinite = "planes"``, and
+#: one word per thing: ``fused_stages`` and ``Buffers.epilogue_args``, 2.2's names still served
+#: with a DeprecationWarning).
 SOLVER_API_VERSION = "2.3"
 
 #: Per-solver hooks a solver must implement; the core refuses a solver that lacks one.
@@ -49,8 +52,9 @@ REQUIRED_SOLVER_HOOKS = ("is_applicable", "get_wti", "workspace", "build_invoker
 #: Hooks a tunable solver implements besides those (both of the first two, or none);
 #: ``check_config`` is optional.
 TUNING_HOOKS = ("config_space", "default_config", "check_config")
-#: The optional hook of a solver that computes (part of) an output epilogue itself.
-EPILOGUE_HOOKS = ("fused_epilogue",)
+#: The optional hook of a solver that computes (part of) an output epilogue itself, and its
+#: deprecated 2.2 name.
+EPILOGUE_HOOKS = ("fused_stages", "fused_epilogue")
 
 
 # {{{ types a solver touches
@@ -62,11 +66,11 @@ class Buffers(NamedTuple):
     writes ``x`` (dx); backward-weights reads ``x`` and ``y`` (dy) and writes ``w`` (dw), as
     MIOpen's ConvTensors do.  ``x`` and ``y`` are None for a zero batch.
 
-    ``buffers.epilogue`` holds the run-time values of the problem's epilogue (a
+    ``buffers.epilogue_args`` holds the run-time values of the problem's epilogue (a
     ``convsolve.EpilogueArgs``: alpha, beta, z_scale, the activation's parameters, the ``scale``,
     ``bias`` and ``z`` buffers; ``args.kernel_args()`` gives them as ``CS_EPILOGUE_PARAMS`` of
     ``convsolve_epilogue.h`` take them) when the problem a solver was built for has one, that is
-    when its ``fused_epilogue`` said it computes that much; else None.  Iterating Buffers gives
+    when its ``fused_stages`` said it computes that much; else None.  Iterating Buffers gives
     x, w and y only.
     """
 
@@ -75,24 +79,38 @@ class Buffers(NamedTuple):
     y: cl.Buffer | None
 
     @property
-    def epilogue(self) -> EpilogueArgs | None:
+    def epilogue_args(self) -> EpilogueArgs | None:
         """The epilogue's run-time values, or None."""
         return getattr(self, "_args", None)
 
-    def with_epilogue(self, args):
-        """These buffers carrying the epilogue values ``args`` (None: plain Buffers)."""
+    @property
+    def epilogue(self) -> EpilogueArgs | None:
+        """2.2's name of ``epilogue_args`` (deprecated: "epilogue" is the problem's structure)."""
+        warnings.warn("Buffers.epilogue is Buffers.epilogue_args since solver API 2.3",
+                      DeprecationWarning, stacklevel=2)
+        return self.epilogue_args
+
+    def with_epilogue_args(self, args):
+        """These buffers carrying the epilogue's run-time values ``args`` (None: plain
+        Buffers)."""
         if args is None:
             return Buffers(*self)
         carrier = _EpilogueBuffers(*self)
         carrier._args = args
         return carrier
 
+    def with_epilogue(self, args):
+        """2.2's name of ``with_epilogue_args`` (deprecated)."""
+        warnings.warn("Buffers.with_epilogue is Buffers.with_epilogue_args since solver API 2.3",
+                      DeprecationWarning, stacklevel=2)
+        return self.with_epilogue_args(args)
+
 
 class _EpilogueBuffers(Buffers):
     """Buffers with an epilogue's values (an attribute: the tuple stays x, w, y)."""
 
     def _replace(self, **changes):
-        return Buffers._replace(self, **changes).with_epilogue(self._args)
+        return Buffers._replace(self, **changes).with_epilogue_args(self._args)
 
 
 class Invoker(Protocol):
@@ -329,7 +347,7 @@ def build_invoker(problem: Problem, handle: Handle, config: Config) -> Invoker:
 # {{{ epilogues
 
 @hookspec
-def fused_epilogue(problem: Problem) -> int:
+def fused_stages(problem: Problem) -> int:
     """Say how many leading stages of ``problem.epilogue`` the solver computes itself (optional).
 
     An epilogue (``convsolve.Epilogue``, docs/epilogues.md) is what the output carries besides
@@ -340,7 +358,7 @@ def fused_epilogue(problem: Problem) -> int:
     an epilogue that the solver ``is_applicable`` to (is_applicable sees the bare problem: every
     solver serves every epilogue).  For an answer ``n > 0`` the core builds the solver (every
     hook then gets it) for ``problem.with_epilogue(problem.epilogue.prefix(n))`` and runs it
-    with ``buffers.epilogue`` holding the values; it applies the remaining stages itself in one
+    with ``buffers.epilogue_args`` holding the values; it applies the remaining stages itself in one
     pass of ``convsolve_epilogue.h``, the header the solver's kernels include too (``#include
     "convsolve_epilogue.h"``, ``CS_EPILOGUE_PARAMS``, ``CS_EPILOGUE``, or for one value at a
     time ``CS_EPI_ARGS``, ``CS_EPI_VALUES``, ``CS_EPI_STORE``; ``problem.epilogue_defines()``
@@ -359,8 +377,21 @@ def fused_epilogue(problem: Problem) -> int:
     Example::
 
         @hookimpl
-        def fused_epilogue(self, problem):   # all of it: one work-item stores each y element once
+        def fused_stages(self, problem):   # all of it: one work-item stores each y element once
             return len(problem.epilogue.stages)
+
+    .. versionadded:: 2.3
+       (2.2 named it ``fused_epilogue``, still served: see below)
+    """
+
+
+@hookspec(warn_on_impl=DeprecationWarning(
+    "the hook fused_epilogue is named fused_stages since solver API 2.3 (it counts the epilogue's "
+    "stages a solver fuses); rename the method and declare CONVSOLVE_SOLVER_API >=2.3"))
+def fused_epilogue(problem: Problem) -> int:
+    """2.2's name of :func:`fused_stages`, served with a DeprecationWarning at registration.
+
+    The answer means what ``fused_stages``'s does; a solver with both is asked ``fused_stages``.
 
     .. versionadded:: 2.2
     """

@@ -325,8 +325,8 @@ class Problem:
     def epilogue(self) -> Epilogue | None:
         """The output's epilogue structure (a `convsolve.Epilogue`: scale, bias, residual,
         activation, blend), or None for the bare convolution.  A solver sees one only in the
-        problems the core gives it after its `fused_epilogue` said it computes that much; the
-        values come with the buffers (`buffers.epilogue`)."""
+        problems the core gives it after its `fused_stages` said it computes that much; the
+        values come with the buffers (`buffers.epilogue_args`)."""
         return self._epilogue
 
     def with_direction(self, direction: Direction | str) -> Problem:

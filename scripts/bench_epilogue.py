@@ -5,7 +5,7 @@ residual add + relu, fused and unfused (the core's pass), and backward-bias agai
     .venv/bin/python scripts/bench_epilogue.py --suite resnet50 --batch 8 --repeat 7
 
 Per layer, the solver is the fastest solver find ranks for the bare problem among those that
-fuse (have a ``fused_epilogue`` hook; ``--solver`` names them instead, layers none applies to
+fuse (have a ``fused_stages`` hook; ``--solver`` names them instead, layers none applies to
 are left out); every variant runs ``--repeat`` times, interleaved, and the best time of each is
 kept, so that a shared machine's noise hurts least.  ``--clock events`` (the default) times the
 kernels with profiling events; ``--clock cpu`` takes the process's CPU time over each run (all of
@@ -25,7 +25,7 @@ from convsolve.bench.command import layer_problem, load_suite
 from convsolve.device.tensors import device_buffers, random_tensors
 from convsolve.device.timing import elapsed_ms
 from convsolve.engine import fusion
-from convsolve.engine import search as tuned
+from convsolve.engine.search import tuned_invoker
 from convsolve.epilogue import Epilogue, EpilogueArgs
 
 STRUCTURES = {"bias+relu": Epilogue(bias=True, activation="relu"),
@@ -60,7 +60,7 @@ def bench_layer(handle, layer, batch, repeat, solver_name, clock):
     if solver_name is None:   # find's fastest solver that fuses
         ranked = convsolve.find(handle, bare, x=buffers.x, w=buffers.w, y=buffers.y)
         solver_name = next(s.solver for s in ranked if callable(getattr(
-            registry.get(s.solver), "fused_epilogue", None)))
+            registry.get(s.solver), "fused_stages", None)))
     else:   # the first of the comma-separated names that applies
         applicable = convsolve.applicable_solvers(bare)
         solver_name = next((name for name in solver_name.split(",") if name in applicable), None)
@@ -71,7 +71,7 @@ def bench_layer(handle, layer, batch, repeat, solver_name, clock):
     bias = cl.Buffer(handle.context, flags, hostbuf=np.linspace(-1, 1, bare.k, dtype=np.float32))
     z = cl.Buffer(handle.context, flags, hostbuf=host["y"])
     size = {"bare": convsolve.solvers.calls.workspace_of(solver, bare)}
-    runs = {"bare": (tuned.invoker(handle, solver, bare), buffers)}
+    runs = {"bare": (tuned_invoker(handle, solver, bare), buffers)}
     for label, structure in STRUCTURES.items():
         problem = bare.with_epilogue(structure)
         args = EpilogueArgs(bias=bias, z=z if structure.residual else None)
@@ -79,7 +79,7 @@ def bench_layer(handle, layer, batch, repeat, solver_name, clock):
             if candidate.solver is solver:
                 kind = "unfused" if candidate.name.endswith(fusion.UNFUSED) else "fused"
                 key = f"{label} {kind}"
-                runs[key] = (tuned.invoker(handle, candidate, problem), buffers.with_epilogue(args))
+                runs[key] = (tuned_invoker(handle, candidate, problem), buffers.with_epilogue_args(args))
                 size[key] = candidate.workspace(problem)
     scratch = handle.scratch(max(size.values()) or 1)
     calls = {key: (lambda inv=inv, b=b: inv(b, scratch)) for key, (inv, b) in runs.items()}
@@ -105,7 +105,7 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--solver", help="solvers, comma-separated: each layer takes the first "
                         "that applies, and is left out when none does (default: find's fastest "
-                        "solver with a fused_epilogue hook)")
+                        "solver with a fused_stages hook)")
     parser.add_argument("--layers", help="comma-separated layer names (default: all)")
     parser.add_argument("--clock", choices=("events", "cpu"), default="events",
                         help="kernel time from profiling events, or the process's CPU time")

@@ -26,11 +26,13 @@ ROOT = Path(__file__).resolve().parents[1]
 #: gains must come with a reason in the commit.  The core's OpenCL went from 275 to 280 the same
 #: day, when the split-sum kernel the gemm, implicit_gemm and direct families each had became
 #: the core's one split_sum.cl (convsolve.SplitSum: +15 core lines, -39 plugin lines), and the
-#: engine's from 1,400 to 1,440 for its launcher (engine/split_sum.py, 39 lines).  Raising
+#: engine's from 1,400 to 1,440 for its launcher (engine/split_sum.py, 39 lines); the door's
+#: from 1,400 to 1,450 for type hints on the public API (+65 lines, checked by mypy) and solver
+#: API 2.2's names kept beside 2.3's (fused_epilogue, Buffers.epilogue and with_epilogue: +14).  Raising
 #: one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "engine", "testing", "cli", "bench")
 BUDGETS = {
-    "core (door)": {"python": 1400, "opencl": 0},
+    "core (door)": {"python": 1450, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 280},
     "core/solvers": {"python": 420, "opencl": 0},
     "core/device": {"python": 450, "opencl": 0},

@@ -5,7 +5,7 @@
 
 For each layer of the suites (every shipped one by default: DeepBench, MobileNet-v2, ResNet-50,
 VGG-16, the tiny one) at batch 1 (2 for every third layer), in each direction, every installed
-solver with a ``fused_epilogue`` hook that takes the layer runs the fullest epilogue of the
+solver with a ``fused_stages`` hook that takes the layer runs the fullest epilogue of the
 direction (forward: scale, bias, residual with z being y, leaky relu, blend; backward: alpha
 and blend) through ``convsolve.run`` fused (its own name) and unfused (``<name>/unfused``: the
 bare convolution, then the core's pass).  The two must agree within the solver's tolerance and
@@ -69,7 +69,7 @@ def main(argv=None):
     suites = args.suites.split(",") if args.suites else suite_names()
     prefixes = tuple(args.solvers.split(",")) if args.solvers else ("",)
     solvers = {name: solver for name, solver in registry().solvers.items()
-               if name.startswith(prefixes) and callable(getattr(solver, "fused_epilogue", None))}
+               if name.startswith(prefixes) and callable(getattr(solver, "fused_stages", None))}
     layers = [layer for suite in suites for layer in load_suite(suite)["layers"]]
     print(f"device: {handle.name}; {len(layers)} layers of {', '.join(suites)}; "
           f"{len(solvers)} solvers")

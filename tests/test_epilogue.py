@@ -1,5 +1,5 @@
 """Epilogues (issue 16): the structure and its key, the float64 reference, batch-norm folding, the
-shipped solvers without the fused_epilogue hook with every structure and its edge values, and
+shipped solvers without the fused_stages hook with every structure and its edge values, and
 every shipped solver with every activation (check_solver checks the fused solvers' structures)."""
 import math
 
@@ -24,7 +24,7 @@ BACKWARD = [p.with_direction(d) for p in (*FORWARD[:2], WIDE) for d in ("bwd", "
 #: scalars (direct.NaiveFwd, as implicit GEMM, col2im and the sums store), direct's pixel
 #: vectors (direct.Tiled, as direct.Depthwise), Winograd's runs of tiles (F2x3, as F4x3 and
 #: F6x3), the GEMM's column vectors (Im2ColGemm, as Gemm1x1) and the core's pass (fft.Fft2d,
-#: which has no fused_epilogue hook).  Every fused solver meets the structures' edge cases in
+#: which has no fused_stages hook).  Every fused solver meets the structures' edge cases in
 #: check_solver; the activations are one header's code whichever solver stores them.
 ACTIVATION_SOLVERS = ["direct.NaiveFwd", "direct.Tiled", "winograd.F2x3", "gemm.Im2ColGemm",
                       "fft.Fft2d"]
@@ -244,10 +244,10 @@ def _run_candidates(handle, problem, case, solver_names):
 
 
 def _without_the_hook():
-    """The shipped solvers whose every epilogue is the core's pass (no fused_epilogue hook):
+    """The shipped solvers whose every epilogue is the core's pass (no fused_stages hook):
     check_solver checks the others' epilogues."""
     return {name for name, solver in plugins.registry().solvers.items()
-            if not callable(getattr(solver, "fused_epilogue", None))}
+            if not callable(getattr(solver, "fused_stages", None))}
 
 
 @pytest.mark.parametrize("case", CASES[Direction.FORWARD], ids=lambda case: case[0])

@@ -146,7 +146,7 @@ def cmd_explain(args):
     for problem in problems:
         buffers = None if args.no_run else {
             **device_buffers(handle, random_tensors(problem, rng)),
-            **cli_epilogue.values(handle, problem, args, rng)[0]}
+            **cli_epilogue.epilogue_args(handle, problem, args, rng)[0]}
         reports.append({"problem": problem.key(), "solvers": explain(handle, problem, buffers)})
     if args.json:
         print(json.dumps({"device": handle.name, "reports": reports}, indent=2))

@@ -31,7 +31,7 @@ def _solve_one(handle, problem, args, command, rng, requested):
     trans, ``requested`` is the transposed convolution's direction that ``problem`` computes)."""
     host = random_tensors(problem, rng)
     buffers = device_buffers(handle, host)
-    values, values_host = cli_epilogue.values(handle, problem, args, rng)
+    values, values_host = cli_epilogue.epilogue_args(handle, problem, args, rng)
     report = {"direction": problem.direction.value, "problem": problem.key(),
               "gflop": problem.flops / 1e9}
     if command.transposed:

@@ -75,7 +75,7 @@ def _activation(args):
     return Activation(args.activation, *numbers)
 
 
-def values(handle, problem, args, rng):
+def epilogue_args(handle, problem, args, rng):
     """(find's and run's epilogue keywords, their host arrays) of random values for
     ``problem``'s epilogue ({}, {} without one)."""
     structure = problem.epilogue

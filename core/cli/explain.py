@@ -39,7 +39,7 @@ def explain(handle, problem, buffers=None):
     timed = {}
     if buffers is not None:
         checked = check_buffers(problem, *(buffers[name] for name in "xwy"))
-        checked = checked.with_epilogue(fusion.values(problem, checked, handle, **{
+        checked = checked.with_epilogue_args(fusion.epilogue_args(problem, checked, handle, **{
             name: value for name, value in buffers.items() if name not in "xwy"}))
         results = benchmark(handle, problem, applicable, fusion.bench_buffers(
             handle, problem, checked), None, skipped)

@@ -147,7 +147,7 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, 
     verify = env.flag(env.FIND_VERIFY) if verify is None else verify
     if isolated:
         return worker.benchmark(handle, problem, fitting, available, skipped, failed, verify,
-                                worker.epilogue_values(problem, buffers))
+                                worker.epilogue_scalars(problem, buffers))
     built = _build_all(handle, problem, fitting, skipped)
     failed.update({s.name: skipped[s.name] for s in fitting if s not in built})
     if env.flag(env.DEBUG_COMPILE_ONLY):
@@ -267,7 +267,7 @@ def find(handle: Handle, problem: Problem, *, x: cl.Buffer | None, w: cl.Buffer,
     ``bias`` (buffers of K floats), ``z`` (a buffer of y's size, which may be ``y`` itself),
     ``alpha``, ``beta``, ``z_scale`` and ``activation`` (a name or a convsolve.Activation with
     its parameters), each only where the epilogue has that part (docs/epilogues.md).  Every
-    solver is a candidate: fused as far as its ``fused_epilogue`` says, and unfused
+    solver is a candidate: fused as far as its ``fused_stages`` says, and unfused
     (``<name>/unfused``: the bare convolution, then the core's pass), the faster winning.
     When candidates read y's prior contents (beta, or z being y), find runs them on a copy, so
     y keeps what it held.
@@ -304,14 +304,14 @@ def find(handle: Handle, problem: Problem, *, x: cl.Buffer | None, w: cl.Buffer,
 # {{{ find's steps: check the call, consult the find-db, measure, record
 
 def _check_call(handle, problem, request_count, x, w, y, scratch, mode, max_tolerance,
-                deterministic, epilogue_values):
+                deterministic, epilogue):
     """find's arguments checked: (buffers with their epilogue values, mode, enforce, policy)."""
     if request_count is not None and (isinstance(request_count, bool)
                                       or not isinstance(request_count, int) or request_count < 1):
         raise ValidationError("request_count", request_count, "must be a positive integer or None")
     check_handle(handle)
     buffers = check_buffers(problem, x, w, y, handle)
-    buffers = buffers.with_epilogue(fusion.values(problem, buffers, handle, **epilogue_values))
+    buffers = buffers.with_epilogue_args(fusion.epilogue_args(problem, buffers, handle, **epilogue))
     check_device_limits(handle, problem)
     if scratch is not None:
         check_scratch(scratch, 0, "find", handle)
@@ -424,7 +424,7 @@ def tune_solvers(handle, problem, solvers, buffers, scratch, budget, retune, str
     ``retune``) and return their search.Outcomes; a search that fails is logged, and
     benchmark() then meets the solver's default.  A problem with an epilogue tunes its bare
     convolution (a config changes speed only; fused builds take the bare problem's)."""
-    problem, buffers, perf_db = problem.with_epilogue(None), buffers.with_epilogue(None), PerfDb()
+    problem, buffers, perf_db = problem.with_epilogue(None), buffers.with_epilogue_args(None), PerfDb()
 
     def tuned_here(solver):   # the user perf-db has a config for it (a system one does not count)
         trial = perf_db.tuned(handle.db_key, problem.key(), solver.name)

@@ -3,7 +3,7 @@ pass, for find, run, immediate mode and explain alike.
 
 For a problem with an epilogue, every solver applicable to the bare convolution yields one or two
 *candidates*, objects with the solver hooks (so find's machinery times and records them as it
-does solvers).  A solver whose ``fused_epilogue`` answers n > 0 yields itself fused (its own name:
+does solvers).  A solver whose ``fused_stages`` answers n > 0 yields itself fused (its own name:
 built for the problem with the first n stages, the core's pass doing the rest) and
 ``<name>/unfused``; any other solver yields itself unfused (its own name: the bare convolution,
 then the pass).  When the pass still has to read the output's prior contents (blend, or a
@@ -52,7 +52,7 @@ def _check_buffer(handle, name, buffer, nbytes):
                                                                    f"({handle.name})")
 
 
-def values(problem, buffers, handle=None, *, scale=None, bias=None, z=None, alpha=1.0, beta=0.0,
+def epilogue_args(problem, buffers, handle=None, *, scale=None, bias=None, z=None, alpha=1.0, beta=0.0,
            z_scale=1.0, activation=None):
     """The epilogue's run-time values for ``problem`` as EpilogueArgs (None without an epilogue),
     each checked against its structure: a part it has needs its buffer, one it lacks refuses it.
@@ -184,11 +184,11 @@ class Candidate:
                     kept.update(scratch=scratch, t=scratch.get_sub_region(
                         offset, getattr(problem, out).nbytes))
                 target = kept["t"] if inner else scratch
-            solver_buffers = buffers._replace(**{out: target}).with_epilogue(
-                buffers.epilogue if self.fused else None)
+            solver_buffers = buffers._replace(**{out: target}).with_epilogue_args(
+                buffers.epilogue_args if self.fused else None)
             events = events_of(self.solver.name, invoker(solver_buffers, scratch if inner
                                                          else None))
-            return events + [finish(target, getattr(buffers, out), buffers.epilogue)]
+            return events + [finish(target, getattr(buffers, out), buffers.epilogue_args)]
         return composite
 
 
@@ -233,7 +233,7 @@ def resolve(problem, name, policy=None):
 def reads_output(problem, buffers):
     """Whether running ``problem`` reads its output buffer's prior contents: blend, or a
     residual z that is the output's own buffer."""
-    structure, args = problem.epilogue, buffers.epilogue
+    structure, args = problem.epilogue, buffers.epilogue_args
     return structure is not None and (structure.blend or (
         structure.residual and args.z == getattr(buffers, problem.direction.output)))
 
@@ -248,14 +248,14 @@ def bench_buffers(handle, problem, buffers):
     original = getattr(buffers, out)
     copy = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, original.size)
     cl.enqueue_copy(handle.queue, copy, original)
-    args = buffers.epilogue
+    args = buffers.epilogue_args
     args = args._replace(z=copy) if args.z == original else args
-    return buffers._replace(**{out: copy}).with_epilogue(args)
+    return buffers._replace(**{out: copy}).with_epilogue_args(args)
 
 
 def host_values(handle, problem, buffers):
     """The epilogue's values as reference.epilogue() takes them, its buffers read back."""
-    args, out = buffers.epilogue, getattr(problem, problem.direction.output)
+    args, out = buffers.epilogue_args, getattr(problem, problem.direction.output)
     channels = (out.shape[1],)
     host = {"alpha": args.alpha, "beta": args.beta, "z_scale": args.z_scale,
             "activation": args.activation}

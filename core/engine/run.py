@@ -181,7 +181,7 @@ def run(handle: Handle, problem: Problem, solver: str, *, x: cl.Buffer | None, w
     """
     check_handle(handle)
     buffers = check_buffers(problem, x, w, y, handle)
-    buffers = buffers.with_epilogue(fusion.values(
+    buffers = buffers.with_epilogue_args(fusion.epilogue_args(
         problem, buffers, handle, scale=scale, bias=bias, z=z, alpha=alpha, beta=beta,
         z_scale=z_scale, activation=activation))
     check_solver_argument(solver)   # before it keys the handle's resolutions
@@ -199,7 +199,7 @@ def run(handle: Handle, problem: Problem, solver: str, *, x: cl.Buffer | None, w
             return []
         if problem.epilogue is not None:   # alpha * (the sum over an empty batch) + beta * w
             finish = fusion.EpiloguePass(handle, problem)
-            return [finish(buffers.w, buffers.w, buffers.epilogue._replace(alpha=0.0))]
+            return [finish(buffers.w, buffers.w, buffers.epilogue_args._replace(alpha=0.0))]
         return [cl.enqueue_fill_buffer(handle.queue, buffers.w, b"\0\0\0\0", 0,
                                        problem.w.nbytes)]
     if scratch is None:

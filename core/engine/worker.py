@@ -32,10 +32,10 @@ _device_locks = {}     # device index -> Lock held by the find talking to that w
 _lock = threading.Lock()
 
 
-def epilogue_values(problem, buffers):
+def epilogue_scalars(problem, buffers):
     """What the worker needs of the caller's epilogue values (None without an epilogue): the
     scalars, and whether z is the output's buffer; the worker makes its own tensors."""
-    args = buffers.epilogue
+    args = buffers.epilogue_args
     if args is None:
         return None
     activation = args.activation
@@ -98,7 +98,7 @@ def _restart(index, worker):
 def benchmark(handle, problem, solvers, available, skipped, failed, verify, values=None):
     """Solutions of ``solvers`` timed in the device's worker, fastest first, each with at most
     ``available`` bytes of workspace; a solver that hangs past the build and run limits or ends
-    the worker is recorded in ``failed``.  ``values``: epilogue_values() of the caller's
+    the worker is recorded in ``failed``.  ``values``: epilogue_scalars() of the caller's
     buffers.  One find at a time uses a device's worker."""
     index = _device_index(handle)
     limit_s = (env.positive_number(env.FIND_BUILD_TIMEOUT_S)

@@ -67,12 +67,12 @@ def serve(device_index):
 
 
 def _with_epilogue(device, problem, buffers, values):
-    """``buffers`` with epilogue values from ``values`` (epilogue_values) over random scale,
+    """``buffers`` with epilogue values from ``values`` (epilogue_scalars) over random scale,
     bias and z tensors on ``device``."""
     parts = device_buffers(device, random_epilogue_tensors(problem, 1))
     if values["z_is_output"]:
         parts["z"] = getattr(buffers, problem.direction.output)
-    return buffers.with_epilogue(fusion.values(
+    return buffers.with_epilogue_args(fusion.epilogue_args(
         problem, buffers, device, **parts, alpha=values["alpha"], beta=values["beta"],
         z_scale=values["z_scale"], activation=tuple(values["activation"])))
 

@@ -77,19 +77,27 @@ def events_of(solver_name, events):
 
 def fused_stages_of(solver, problem):
     """How many leading stages of ``problem.epilogue`` the solver fuses: 0 without the
-    ``fused_epilogue`` hook; ContractError when the hook raises or answers other than an int in
-    [0, len(problem.epilogue.stages)]."""
-    if not callable(getattr(solver, "fused_epilogue", None)):
+    ``fused_stages`` hook (or 2.2's ``fused_epilogue``); ContractError when the hook raises or
+    answers other than an int in [0, len(problem.epilogue.stages)]."""
+    hook = fusing_hook(solver)
+    if hook is None:
         return 0
     try:
-        value = solver.fused_epilogue(problem)
+        value = getattr(solver, hook)(problem)
     except Exception as exc:
-        raise ContractError(solver.name, f"fused_epilogue() raised {exc!r}") from exc
+        raise ContractError(solver.name, f"{hook}() raised {exc!r}") from exc
     most = len(problem.epilogue.stages)
     if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= value <= most:
-        raise ContractError(solver.name, f"fused_epilogue() returned {value!r}, not a count of "
+        raise ContractError(solver.name, f"{hook}() returned {value!r}, not a count of "
                                          f"stages in [0, {most}]")
     return int(value)
+
+
+def fusing_hook(solver):
+    """The name of the hook by which ``solver`` fuses epilogue stages ('fused_stages', or 2.2's
+    'fused_epilogue'), or None when it fuses none."""
+    return next((hook for hook in ("fused_stages", "fused_epilogue")
+                 if callable(getattr(solver, hook, None))), None)
 
 
 # {{{ tunable solvers

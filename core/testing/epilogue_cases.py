@@ -1,4 +1,4 @@
-"""check_solver's epilogue checks, for solvers that declare ``fused_epilogue``: each fused part
+"""check_solver's epilogue checks, for solvers that declare ``fused_stages``: each fused part
 against the float64 reference and against the core's unfused pass, with edge values.
 
 For a few problems the solver accepts (two per direction, the second with the cases that touch
@@ -22,7 +22,7 @@ from ..epilogue import Activation, Epilogue, EpilogueArgs
 from ..errors import ContractError
 from ..hookspecs import Buffers
 from ..problem import Direction
-from ..solvers.calls import build_invoker, events_of, fused_stages_of
+from ..solvers.calls import build_invoker, events_of, fused_stages_of, fusing_hook
 from ..solvers.registry import solver_attribute
 
 #: (label, structure, values, how: 'nan-y' the prior output NaN, 'inf' an inf planted in the
@@ -95,7 +95,7 @@ def _run(handle, candidate, problem, host, arrays, z, values, how):
     try:
         invoker = candidate.build_invoker(problem, handle)
         cl.wait_for_events(events_of(candidate.name, invoker(
-            Buffers(**device).with_epilogue(args), scratch)))
+            Buffers(**device).with_epilogue_args(args), scratch)))
     except Exception as exc:  # noqa: BLE001 - any failure to run is a finding
         return None, f"failed to build or run: {exc!r}"
     return read_tensor(handle, getattr(problem, out), device[out]), None
@@ -169,9 +169,9 @@ def plan(problems, sanitize=False):
 def failures(solver, handle, problem, seed=0, progress=None, cases=None):
     """check_solver's epilogue findings for ``solver`` on ``problem``, which it accepts: the
     cases of its direction labelled in ``cases`` (None: every one); none when the solver has no
-    ``fused_epilogue`` hook.  ``progress(problem, None)`` is called with the case's problem
+    ``fused_stages`` hook.  ``progress(problem, None)`` is called with the case's problem
     before each case runs."""
-    if not callable(getattr(solver, "fused_epilogue", None)):
+    if fusing_hook(solver) is None:
         return []
     found = []
     for case in CASES.get(problem.direction, CASES["backward"]):

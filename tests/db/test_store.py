@@ -471,7 +471,7 @@ def test_a_write_lock_held_elsewhere_costs_a_bounded_wait(tmp_path, monkeypatch)
         start = time.monotonic()
         with pytest.raises(DatabaseError) as caught:
             db.merge([_row("b.Y")])
-        assert 0.29 <= time.monotonic() - start < 2.0
+        assert time.monotonic() - start >= 0.29   # it waited; the message says for how long
         assert str(caught.value).startswith(
             f"notes-db {path}: cannot write it: another process has held its write lock for "
             "over 0.3 s")
@@ -492,15 +492,16 @@ def test_the_sidecar_lock_held_elsewhere_costs_a_bounded_wait(tmp_path, monkeypa
     db.merge([_row("a.X")])
     find_db = FindDb(tmp_path / "find.sqlite", tmp_path / "none.jsonl")
     find_db.rows()
+    monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.0)   # any wait at all would raise now
     with _held("LOCK_SH", f"{db.user_path}.lock"):
-        start = time.monotonic()
         db.merge([_row("b.Y")])
-        assert _solvers(db) == ["a.X", "b.Y"] and time.monotonic() - start < 0.29
+        assert _solvers(db) == ["a.X", "b.Y"]
+    monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.3)
     with _held("LOCK_EX", f"{db.user_path}.lock", f"{find_db.user_path}.lock"):
         start = time.monotonic()
         with pytest.raises(DatabaseError) as caught:
             db.rows()
-        assert 0.29 <= time.monotonic() - start < 2.0
+        assert time.monotonic() - start >= 0.29   # it waited; the message says for how long
         assert str(caught.value).startswith(
             f"notes-db {db.user_path}: cannot read it: another process has held its write lock "
             "for over 0.3 s")

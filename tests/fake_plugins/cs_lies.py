@@ -77,7 +77,7 @@ class EpilogueLie(FakeSolver):
     family = "lies"
 
     @hookimpl
-    def fused_epilogue(self, problem):
+    def fused_stages(self, problem):
         return len(problem.epilogue.stages)
 
 

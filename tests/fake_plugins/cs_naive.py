@@ -3,7 +3,7 @@ see the same three simple solvers however the direct family grows."""
 from convsolve import hookimpl
 from convsolve_direct.naive import NaiveBwdData, NaiveBwdWeights, NaiveFwd
 
-CONVSOLVE_SOLVER_API = ">=2.2,<3"   # fused_epilogue (2.2)
+CONVSOLVE_SOLVER_API = ">=2.3,<3"   # fused_stages (2.3)
 
 
 @hookimpl

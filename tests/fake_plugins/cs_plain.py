@@ -1,4 +1,4 @@
-"""Test-only plugin: cs_fake's fake.Good alone, a forward solver without the fused_epilogue hook,
+"""Test-only plugin: cs_fake's fake.Good alone, a forward solver without the fused_stages hook,
 so that epilogue tests have a solver whose every epilogue is the core's pass."""
 from convsolve import hookimpl
 from cs_fake import Good

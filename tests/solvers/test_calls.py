@@ -1,11 +1,12 @@
 """Hook results are held to the contract: a solver that raises or answers nonsense in any hook,
 hangs while building, or writes NaN is excluded with its reason, and find answers from the rest."""
 import convsolve
+import pluggy
 import pytest
-from convsolve import Problem, find
+from convsolve import Problem, find, hookspecs
 from convsolve.db.find_db import FindDb
 from convsolve.errors import ContractError
-from convsolve.solvers.calls import events_of, workspace_of, wti_of
+from convsolve.solvers.calls import events_of, fused_stages_of, fusing_hook, workspace_of, wti_of
 from convsolve.testing import device_buffers, random_tensors
 
 PROBLEM = Problem.conv2d((2, 3, 7, 6), (4, 3, 3, 3), padding=((1, 0), (0, 1)))
@@ -86,3 +87,54 @@ def test_invoker_must_return_events():
     for value in ([], None, [1], "event"):
         with pytest.raises(ContractError, match="not a non-empty list of pyopencl events"):
             events_of("x.S", value)
+
+
+class _Fusing22:
+    """A 2.2 solver: it fuses through the hook's old name, fused_epilogue."""
+
+    name, family, directions, dynamic = "old.Fusing", "old", (convsolve.Direction.FORWARD,), True
+
+    @convsolve.hookimpl
+    def is_applicable(self, problem):
+        return True
+
+    @convsolve.hookimpl
+    def get_wti(self, problem):
+        return 0.5
+
+    @convsolve.hookimpl
+    def workspace(self, problem):
+        return 0
+
+    @convsolve.hookimpl
+    def build_invoker(self, problem, handle):
+        raise NotImplementedError
+
+    @convsolve.hookimpl
+    def fused_epilogue(self, problem):
+        return 1
+
+
+def test_the_2_2_hook_name_is_served_with_a_deprecation_warning():
+    """A solver implementing fused_epilogue (2.2) registers with a DeprecationWarning naming
+    fused_stages, and the core still asks it how many stages it fuses."""
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    with pytest.warns(DeprecationWarning, match="fused_stages"):
+        manager.register(_Fusing22(), name="old.Fusing")
+    problem = Problem.conv2d((1, 2, 4, 4), (2, 2, 1, 1)).with_epilogue(
+        convsolve.Epilogue(bias=True, activation="relu"))
+    assert fusing_hook(_Fusing22()) == "fused_epilogue"
+    assert fused_stages_of(_Fusing22(), problem) == 1
+
+
+def test_buffers_epilogue_is_the_deprecated_name_of_epilogue_args(handle):
+    """Buffers.epilogue and with_epilogue (2.2's names) warn and give epilogue_args's values."""
+    problem = Problem.conv2d((1, 2, 4, 4), (2, 2, 1, 1))
+    buffers = convsolve.Buffers(**device_buffers(handle, random_tensors(problem)))
+    args = convsolve.EpilogueArgs(alpha=2.0)
+    with pytest.warns(DeprecationWarning, match="with_epilogue_args"):
+        carrying = buffers.with_epilogue(args)
+    assert carrying.epilogue_args is args
+    with pytest.warns(DeprecationWarning, match="epilogue_args"):
+        assert carrying.epilogue is args

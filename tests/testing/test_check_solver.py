@@ -228,7 +228,7 @@ def test_a_stride_lie_is_caught_in_isolation(handle):
 
 @pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
 def test_an_epilogue_said_fused_but_not_applied_is_caught(handle, isolate):
-    """A solver whose fused_epilogue claims stages its kernel never applies fails check_solver's
+    """A solver whose fused_stages claims stages its kernel never applies fails check_solver's
     epilogue cases, in process and in the isolation worker alike, naming problem, case and
     candidate; its bare convolution passes."""
     import cs_lies

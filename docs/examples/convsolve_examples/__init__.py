@@ -11,7 +11,7 @@ from .pointwise import Pointwise
 
 #: Solver API versions this plugin supports (a PEP 440 specifier): 2.1 brought tunable solvers,
 #: 2.2 fused epilogues.
-CONVSOLVE_SOLVER_API = ">=2.2,<3"
+CONVSOLVE_SOLVER_API = ">=2.3,<3"   # fused_stages (2.3)
 
 
 @hookimpl

@@ -32,7 +32,7 @@ class Pointwise:
         return 0
 
     @hookimpl
-    def fused_epilogue(self, problem):   # all of it: one work-item stores each y element once
+    def fused_stages(self, problem):   # all of it: one work-item stores each y element once
         return len(problem.epilogue.stages)
 
     @hookimpl
@@ -52,7 +52,7 @@ class Pointwise:
                 * ceil_div(problem.in_h * problem.in_w, config["TILE_P"]),)
 
         def invoker(buffers, scratch):   # an epilogue's values follow (bare: defaults, unread)
-            values = (buffers.epilogue or EpilogueArgs()).kernel_args()
+            values = (buffers.epilogue_args or EpilogueArgs()).kernel_args()
             kernel.set_args(buffers.x, buffers.w, buffers.y, *values)
             return [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, None)]
         return invoker

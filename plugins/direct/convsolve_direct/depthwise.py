@@ -82,12 +82,12 @@ class Depthwise(DirectSolver):
         return Partials.plan(problem, problem.c, MIN_PARTIAL_ROWS)
 
     @hookimpl
-    def fused_epilogue(self, problem):
+    def fused_stages(self, problem):
         """Forward and backward-data: all of it (one work-item stores each output element once);
         backward-weights: what the reduction's last fold stores (plan.Partials)."""
         if problem.direction is Direction.BACKWARD_WEIGHTS:
             return self._partials(problem).fused_stages(problem)
-        return super().fused_epilogue(problem)
+        return super().fused_stages(problem)
 
     @hookimpl
     def config_space(self, problem, handle):
@@ -156,7 +156,7 @@ class Depthwise(DirectSolver):
                     events.append(enqueue(handle, kernel, size, (wg, 1), buffers.x, buffers.y,
                                           scratch))
                     events.append(fold(buffers.w, scratch, images * partials.tiles_per_image,
-                                       first == 0, buffers.epilogue if first + images == n
+                                       first == 0, buffers.epilogue_args if first + images == n
                                        else None))
                 return events
             return invoker
@@ -170,5 +170,5 @@ class Depthwise(DirectSolver):
 
         def invoker(buffers, scratch):   # dw_fwd(x, w, y), dw_bwd(dx, w, dy) alike
             return [enqueue(handle, kernel, size, (wg, 1), buffers.x, buffers.w, buffers.y,
-                            values=buffers.epilogue, at=values_at)]
+                            values=buffers.epilogue_args, at=values_at)]
         return invoker

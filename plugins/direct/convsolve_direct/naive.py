@@ -54,7 +54,7 @@ class _Naive(DirectSolver):
 
         def invoker(buffers, scratch):
             return [enqueue(handle, kernel, global_size, local, *buffers,
-                            values=buffers.epilogue, at=values_at)]
+                            values=buffers.epilogue_args, at=values_at)]
         return invoker
 
 

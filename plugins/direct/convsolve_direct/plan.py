@@ -94,7 +94,7 @@ class Partials:
     def reducer(self, handle, problem):
         """fold(buffers.w, scratch, tiles, first, values=None) -> event: stage 2 over one chunk's
         tiles, the core's split sum in tile order, continuing from dW after the ``first``
-        chunk; with ``values`` (buffers.epilogue: the last chunk), that fold stores
+        chunk; with ``values`` (buffers.epilogue_args: the last chunk), that fold stores
         ``problem``'s epilogue from a build of its own."""
         bare = SplitSum(handle)
         last = bare if problem.epilogue is None else SplitSum(handle, problem.epilogue)

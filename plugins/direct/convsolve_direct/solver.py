@@ -17,6 +17,6 @@ class DirectSolver:
         return problem.dtype == "float32"
 
     @hookimpl
-    def fused_epilogue(self, problem):
+    def fused_stages(self, problem):
         """All of it: one work-item stores each output element once."""
         return len(problem.epilogue.stages)

@@ -111,5 +111,5 @@ class Tiled(DirectSolver):
         def invoker(buffers, scratch):   # tiled_fwd(x, wt, y) and tiled_bwd(dx, wt, dy) alike
             return [enqueue(handle, relayout, weights, None, buffers.w, scratch),
                     enqueue(handle, conv, size, local, buffers.x, scratch, buffers.y,
-                            values=buffers.epilogue, at=values_at)]
+                            values=buffers.epilogue_args, at=values_at)]
         return invoker

@@ -42,7 +42,7 @@ class Wrw(DirectSolver):
         return Partials.plan(problem, _units(problem)).workspace
 
     @hookimpl
-    def fused_epilogue(self, problem):
+    def fused_stages(self, problem):
         """What the reduction's last fold stores (Partials.fused_stages)."""
         return Partials.plan(problem, _units(problem)).fused_stages(problem)
 
@@ -97,7 +97,7 @@ class Wrw(DirectSolver):
                 kernel.set_arg(3 + 16 + 2, np.int32(first * partials.tiles_per_image))
                 events.append(enqueue(handle, kernel, (across, channels, tiles), local,
                                       buffers.x, buffers.y, scratch))
-                events.append(fold(buffers.w, scratch, tiles, first == 0, buffers.epilogue
+                events.append(fold(buffers.w, scratch, tiles, first == 0, buffers.epilogue_args
                                    if first + images == problem.n else None))
             return events
         return invoker

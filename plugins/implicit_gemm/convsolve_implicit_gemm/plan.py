@@ -187,10 +187,10 @@ def build(problem, handle, config):
         _set_args(kernel, 0, (getattr(buffers, a_name), getattr(buffers, b_name),
                               out if summer is None else scratch))
         if summer is None and problem.epilogue is not None:
-            _set_args(kernel, after, buffers.epilogue.kernel_args())
+            _set_args(kernel, after, buffers.epilogue_args.kernel_args())
         events = [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, local)]
         if summer is not None:
-            events.append(summer(scratch, out, parts, total, values=buffers.epilogue))
+            events.append(summer(scratch, out, parts, total, values=buffers.epilogue_args))
         return events
     return invoker
 

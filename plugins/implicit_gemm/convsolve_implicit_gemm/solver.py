@@ -38,7 +38,7 @@ class ImplicitGemm:
         return plan.workspace(problem)
 
     @hookimpl
-    def fused_epilogue(self, problem):
+    def fused_stages(self, problem):
         """All of it, in every direction: the kernel that writes the output (the GEMM, or
         backward weights' sum of its splits) stores each element once."""
         return len(problem.epilogue.stages)

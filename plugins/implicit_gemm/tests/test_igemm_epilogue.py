@@ -41,7 +41,7 @@ def test_fuses_every_stage_with_the_same_workspace(monkeypatch):
             p = problem.with_direction(direction)
             for epilogue in (Epilogue(), epilogue_of(direction)):
                 q = p.with_epilogue(epilogue)
-                assert s.fused_epilogue(q) == len(epilogue.stages)
+                assert s.fused_stages(q) == len(epilogue.stages)
                 assert s.workspace(q) == s.workspace(p)
     assert [plan.splits(p.with_direction("wrw")) for p in PROBLEMS] == [2, 1]
 

@@ -201,7 +201,7 @@ def _gemm_kernel(handle, name, config):
 def _epilogue_values(problem, buffers):
     """The epilogue's values as the output's kernels take them after their own arguments (none
     for a bare problem)."""
-    return buffers.epilogue.kernel_args() if problem.epilogue else ()
+    return buffers.epilogue_args.kernel_args() if problem.epilogue else ()
 
 
 def build(problem, handle, m, config):

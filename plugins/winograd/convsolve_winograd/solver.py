@@ -62,7 +62,7 @@ class WinogradSolver:
         return plan.geometry(problem, self.m).workspace()
 
     @hookimpl
-    def fused_epilogue(self, problem):
+    def fused_stages(self, problem):
         """All of it, in every direction: the kernel that writes the output (wino_output for y
         and dx, wino_filter_out for dw, after the last chunk's sum) stores each element once,
         its epilogue applied (backward epilogues are alpha and blend only)."""

@@ -37,10 +37,10 @@ def test_fuses_every_stage_with_the_bare_workspace(solver):
         forward = problem.direction is Direction.FORWARD
         for epilogue in ([ALL, Epilogue(bias=True, activation="relu")] if forward
                          else [Epilogue(blend=True)]) + [Epilogue()]:
-            fused = solver.fused_epilogue(problem.with_epilogue(epilogue))
+            fused = solver.fused_stages(problem.with_epilogue(epilogue))
             assert type(fused) is int and fused == len(epilogue.stages)
             assert solver.workspace(problem.with_epilogue(epilogue)) == solver.workspace(problem)
-        assert solver.fused_epilogue(problem.with_epilogue(structure(problem.direction))) == (
+        assert solver.fused_stages(problem.with_epilogue(structure(problem.direction))) == (
             6 if forward else 2)
 
 
