@@ -115,7 +115,7 @@ def parse_epilogue(text):
 
 def bench_layer(handle, problem, peers, repeat, budget_ms, exhaustive, rng):
     """One row: find's winner, then ours and each torch peer sampled in alternating order, each
-    sample the median call of a hot loop (hot_loop.sample), as a framework calls.
+    sample the median call of a hot loop (hot_loop.HotLoop), as a framework calls.
     A problem with an epilogue runs on random scale, bias and z (beta 1 with a blend)."""
     bufs = device_buffers(handle, random_tensors(problem, rng))
     bufs.update(device_buffers(handle, random_epilogue_tensors(problem, rng)))
@@ -137,10 +137,10 @@ def bench_layer(handle, problem, peers, repeat, budget_ms, exhaustive, rng):
         events = run(handle, problem, winner.solver, **bufs)
         handle.queue.finish()
         return events
-    spent_ms = []   # our time per sample, for the budget
+    loop, spent_ms = hot_loop.HotLoop(call), []   # our time per sample, for the budget
 
     def ours():
-        timed = hot_loop.sample(call)
+        timed = loop.sample()
         samples["wall_ms"].append(hot_loop.median_ms(timed))
         samples["time_ms"].append(statistics.median(elapsed_ms(events) for _, events in timed))
         spent_ms.append(sum(ms for ms, _ in timed))
