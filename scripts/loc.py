@@ -26,7 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: gains must come with a reason in the commit.  The core's OpenCL went from 275 to 280 the same
 #: day, when the split-sum kernel the gemm, implicit_gemm and direct families each had became
 #: the core's one split_sum.cl (convsolve.SplitSum: +15 core lines, -39 plugin lines), and the
-#: engine's from 1,400 to 1,440 for its launcher (engine/split_sum.py, 39 lines); the door's
+#: engine's from 1,400 to 1,440 for its launcher (engine/split_sum.py, 39 lines), then to 1,500
+#: for the search's progress bar (+10) and the workers' watch on their parent (issue 25 item 5:
+#: engine/parallel.exit_with_parent, about 40 lines, serving both kinds of worker); the door's
 #: from 1,400 to 1,450 for type hints on the public API (+65 lines, checked by mypy) and solver
 #: API 2.2's names kept beside 2.3's (fused_epilogue, Buffers.epilogue and with_epilogue: +14).  Raising
 #: one is a decision a commit states and explains.
@@ -37,7 +39,7 @@ BUDGETS = {
     "core/solvers": {"python": 420, "opencl": 0},
     "core/device": {"python": 450, "opencl": 0},
     "core/db": {"python": 650, "opencl": 0},
-    "core/engine": {"python": 1440, "opencl": 0},
+    "core/engine": {"python": 1500, "opencl": 0},
     "core/testing": {"python": 760, "opencl": 0},
     "core/cli": {"python": 1050, "opencl": 0},
     "core/bench": {"python": 800, "opencl": 60},

@@ -20,7 +20,7 @@ from ..engine.run import run
 from ..epilogue import Epilogue
 from ..errors import ConvsolveError, ValidationError
 from ..problem import Direction, Problem
-from . import overhead, torch_peer
+from . import hot_loop, overhead, torch_peer
 from .peak import measure_peak
 from .report import (
     format_overhead,
@@ -36,7 +36,8 @@ SUITES = resources.files("convsolve.bench") / "suites"
 #: Timed rounds per layer: at least MIN_ROUNDS, then more until --repeat or the time budget.
 MIN_ROUNDS = 3
 #: Pause before each sample: idle OpenMP (torch) and PoCL worker threads spin briefly after a
-#: call before they sleep; on a 2-core machine they would slow whichever side runs next.
+#: call before they sleep; on a 2-core machine they would slow whichever side runs next.  The
+#: sample's hot loop wakes its own side's threads again before it times (hot_loop.WAKE_MS).
 SETTLE_S = 0.005
 LAYER_FIELDS = ("name", "c", "h", "w", "k", "r", "s", "stride", "pad", "count")
 
@@ -119,7 +120,8 @@ def parse_epilogue(text):
 
 
 def bench_layer(handle, problem, peers, repeat, budget_ms, exhaustive, rng):
-    """One row: find's winner, then ours and each torch peer sampled in alternating order.
+    """One row: find's winner, then ours and each torch peer sampled in alternating order, each
+    sample the median call of a hot loop (hot_loop.HotLoop), as a framework calls.
     A problem with an epilogue runs on random scale, bias and z (beta 1 with a blend)."""
     bufs = device_buffers(handle, random_tensors(problem, rng))
     bufs.update(device_buffers(handle, random_epilogue_tensors(problem, rng)))
@@ -137,12 +139,17 @@ def bench_layer(handle, problem, peers, repeat, budget_ms, exhaustive, rng):
         row[f"{peer.label}_op"] = peer.setup(problem)["op"]
     samples = {"time_ms": [], "wall_ms": [], **{peer.label: [] for peer in peers}}
 
-    def ours():
-        start = time.perf_counter()
+    def call():
         events = run(handle, problem, winner.solver, **bufs)
         handle.queue.finish()
-        samples["wall_ms"].append((time.perf_counter() - start) * 1e3)
-        samples["time_ms"].append(elapsed_ms(events))
+        return events
+    loop, spent_ms = hot_loop.HotLoop(call), []   # our time per sample, for the budget
+
+    def ours():
+        timed = loop.sample()
+        samples["wall_ms"].append(hot_loop.median_ms(timed))
+        samples["time_ms"].append(statistics.median(elapsed_ms(events) for _, events in timed))
+        spent_ms.append(sum(ms for ms, _ in timed))
 
     sides = [ours] + [lambda peer=peer: samples[peer.label].append(peer.sample())
                       for peer in peers]
@@ -150,7 +157,7 @@ def bench_layer(handle, problem, peers, repeat, budget_ms, exhaustive, rng):
         for side in (sides if round_ % 2 == 0 else sides[::-1]):
             time.sleep(SETTLE_S)
             side()
-        if round_ + 1 >= min(MIN_ROUNDS, repeat) and sum(samples["wall_ms"]) >= budget_ms:
+        if round_ + 1 >= min(MIN_ROUNDS, repeat) and sum(spent_ms) >= budget_ms:
             break
     for name, values in samples.items():
         key = {"torch": "torch_ms", "torch-default": "torch_default_ms"}.get(name, name)

@@ -76,7 +76,8 @@ def format_report(report, markdown=False):
         if 0 < len(pointwise) < len(result["rows"]):
             rows.append(_total_row("1x1 layers", network_total(pointwise, peak["gflops"])))
         lines.append(table(rows, headers, markdown, _LEFT))
-    lines.append(f"\nms: median OpenCL profiling-event time; wall ms: enqueue to finish; speedup = "
+    lines.append(f"\nms: median OpenCL profiling-event time; wall ms: enqueue to finish; each the "
+                 "median call of back-to-back calls, torch's too on the CPU; speedup = "
                  f"torch ms / our {'wall' if report['compare_wall'] else 'event'} ms (> 1: "
                  "convsolve faster); totals weigh each layer by its count")
     return "\n".join(lines)

@@ -10,6 +10,7 @@ import numpy as np
 from ..device.handle import Handle
 from ..device.tensors import device_buffers, random_tensors, read_output
 from ..device.timing import elapsed_ms
+from ..engine import search
 from ..engine.find import FindMode, find
 from ..engine.immediate import compile_solution, get_solutions
 from ..engine.run import check_device_limits, resolve_solver, run
@@ -142,6 +143,15 @@ def _failed(reports):
 
 
 def cmd_conv(args):
+    """`convsolve conv`: with a progress bar for find's long searches (-s 1) on a terminal."""
+    token = search.PROGRESS.set("auto")
+    try:
+        return _conv(args)
+    finally:
+        search.PROGRESS.reset(token)
+
+
+def _conv(args):
     if args.file:
         return _conv_file(args)
     command, handle = parse_args(args.driver_flags), Handle()

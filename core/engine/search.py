@@ -9,14 +9,18 @@ times the default and a random sample, then walks the neighbourhood of the best 
 (one parameter one step along its value list), as Kernel Tuner's and CLTune's local searches do,
 and samples at random again when no untried neighbour is left.  Both stop at the budget: configs,
 seconds, or ``patience`` timed configs in a row that do not beat the best by IMPROVEMENT.
+A search draws a progress bar on stderr only where PROGRESS asks for one (the command does).
 """
+import contextvars
 import logging
 import os
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import tqdm
 
 from .. import env
 from ..db.perf_db import PerfDb, Trial
@@ -38,6 +42,11 @@ IMPROVEMENT = 0.01
 RANDOM_FRACTION = 0.4
 #: A config whose first timed run is this many times the best so far is sampled no further.
 CUTOFF_FACTOR = 2.0
+#: Whether a search draws a progress bar (tqdm, on stderr): False, what library calls get;
+#: "auto" when stderr is a terminal; True always.  `convsolve conv` sets it for its finds.
+PROGRESS = contextvars.ContextVar("convsolve_search_progress", default=False)
+#: A search's bar appears once the search has run this long, so that short ones draw nothing.
+PROGRESS_DELAY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,11 @@ class _Search:
         self.since_best = 0       # timed configs since the best improved
         self.started = time.monotonic()
         self.level = env.integer(env.COMPILE_PARALLEL_LEVEL, minimum=1) or os.cpu_count() or 1
+        progress = PROGRESS.get()
+        self.bar = tqdm.tqdm(
+            total=min(n for n in (budget.configs, self.space.size()) if n is not None),
+            desc=f"tune {solver.name}", unit="config", file=sys.stderr, leave=False,
+            delay=PROGRESS_DELAY_S, disable=None if progress == "auto" else not progress)
 
     def usable(self, config):
         key = config_key(config)
@@ -151,6 +165,7 @@ class _Search:
     def record(self, config, time_ms, failure):
         trial = Trial(dict(config), time_ms, failure)
         self.trials[config_key(config)] = trial
+        self.bar.update()
         if failure:
             log.info("tune %r %s: %s: %s", self.solver.name, self.problem.key(), config, failure)
             return
@@ -158,6 +173,7 @@ class _Search:
                   time_ms)
         if self.best is None or time_ms < self.best.time_ms * (1 - IMPROVEMENT):
             self.best, self.since_best = trial, 0
+            self.bar.set_postfix_str(f"best {time_ms:.4f} ms", refresh=False)
         else:
             self.since_best += 1
 
@@ -227,6 +243,7 @@ def search(handle, problem, solver, buffers, scratch, budget=None, strategy="aut
             break
         state.run(configs)
     stopped = stopped or state.exhausted_budget() or "space exhausted"
+    state.bar.close()   # (a search that raises leaves its bar to tqdm's __del__)
     trials = list(state.trials.values())
     PerfDb().keep(handle.db_key, problem.key(), solver.name, trials)
     log.info("tuned %r for %s: %d configs, best %s %.4f ms (default %.4f ms); %s", solver.name,

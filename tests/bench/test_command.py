@@ -1,10 +1,11 @@
 """Tests of `convsolve bench`'s command: suite files, layer selection, runs on the tiny suite."""
 import io
 import json
+import statistics
 
 import pytest
 from convsolve import Direction, Problem, bench, registry
-from convsolve.bench import command
+from convsolve.bench import command, hot_loop
 from convsolve.errors import ValidationError
 
 NETWORKS = {  # suite: (distinct shapes, layers, GFLOP per 224x224 image) from the issue and data
@@ -112,6 +113,25 @@ def test_bench_tiny_json(isolated, capsys, bench_main):
                                                                for r in rows))
         assert rows[0]["peak_fraction"] == pytest.approx(
             rows[0]["flops"] / rows[0]["time_ms"] / 1e6 / 100)
+
+
+def test_our_side_is_timed_in_a_hot_loop(isolated, capsys, monkeypatch, bench_main):
+    """Our wall ms is the median over rounds of hot-loop samples (each the median of at least
+    MIN_CALLS back-to-back run() calls; the first, unreported, taken before the rounds), not of
+    single calls after the pause between sides."""
+    medians, sizes, real = [], [], hot_loop.HotLoop.sample
+
+    def recorded(loop):
+        timed = real(loop)
+        medians.append(hot_loop.median_ms(timed))
+        sizes.append(len(timed))
+        return timed
+    monkeypatch.setattr(hot_loop.HotLoop, "sample", recorded)
+    assert bench_main(["--suite", "tiny", "--layers", "0", "--repeat", "3", "--peak", "100",
+                       "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["results"][0]["rows"][0]
+    assert row["rounds"] == len(medians) - 1 == 3 and min(sizes) >= hot_loop.MIN_CALLS
+    assert row["wall_ms"] == statistics.median(medians[1:])
 
 
 def test_bench_table_and_layer_filter(isolated, capsys, bench_main):

@@ -1,9 +1,14 @@
-"""Tests of the PyTorch peer: --compare torch with and without torch; what torch cannot take."""
+"""Tests of the PyTorch peer: --compare torch with and without torch; what torch cannot take; the
+worker's timing, with a fake torch."""
+import io
 import json
+import sys
+import time
+import types
 
 import pytest
 from convsolve import Problem
-from convsolve.bench import torch_peer
+from convsolve.bench import hot_loop, torch_peer
 from convsolve.errors import ConvsolveError
 
 
@@ -64,3 +69,57 @@ def test_torch_epilogue_is_the_same_computation(parts):
                                  **{n: host[n] for n in ("scale", "bias", "z") if n in host})
     assert op.startswith("eager")
     assert np.abs(call().numpy() - expected).max() < 1e-5 * max(1.0, np.abs(expected).max())
+
+
+def _serve_fake_torch(monkeypatch, conv2d, samples=3):
+    """The answers of a CPU worker whose torch is fake (conv2d the given function) to hello,
+    setup of a small forward problem, and ``samples`` time requests, each after a 5 ms pause
+    (the bench's, while the other side runs)."""
+    space = types.SimpleNamespace
+    monkeypatch.setitem(sys.modules, "torch", space(
+        __version__="fake", float32="float32", randn=lambda *args, **kwargs: None,
+        get_num_threads=lambda: 2, cuda=space(is_available=lambda: False),
+        nn=space(functional=space(conv2d=conv2d), grad=None)))
+    problem = Problem.conv2d((2, 4, 8, 8), (8, 4, 3, 3), padding=1)
+
+    def requests():
+        yield json.dumps({"op": "hello", "device": "cpu"})
+        yield json.dumps({"op": "setup", "problem": problem.key()})
+        for _ in range(samples):
+            time.sleep(0.005)
+            yield json.dumps({"op": "time"})
+    out = io.StringIO()
+    torch_peer._serve(requests(), out)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_worker_times_back_to_back_calls_not_the_call_after_a_pause(monkeypatch):
+    """A CPU worker's sample is the median of back-to-back calls after a wake-up, as a framework
+    calls: a fake torch whose first call after 2 ms idle sleeps 20 ms (its threads fell asleep)
+    never gives the figure, though the bench pauses 5 ms before each request."""
+    state = {"last": 0.0, "calls": 0}
+
+    def conv2d(*args):
+        if time.perf_counter() - state["last"] > 0.002:
+            time.sleep(0.02)
+        state["last"], state["calls"] = time.perf_counter(), state["calls"] + 1
+    answers = _serve_fake_torch(monkeypatch, conv2d)
+    assert answers[1] == {"ok": True, "op": "conv2d"}
+    assert len(answers) == 5 and all(answer["ms"] < 10 for answer in answers[2:])
+    assert state["calls"] >= 4 * (1 + hot_loop.MIN_CALLS)
+
+
+def test_worker_lets_each_output_go_before_the_next_call(monkeypatch):
+    """The worker keeps no output of the calls it times, as a framework's hot loop keeps none:
+    kept outputs would make every call of a sample write fresh memory."""
+    live = {"now": 0, "most": 0}
+
+    class Output:
+        def __init__(self):
+            live["now"] += 1
+            live["most"] = max(live["most"], live["now"])
+
+        def __del__(self):
+            live["now"] -= 1
+    answers = _serve_fake_torch(monkeypatch, lambda *args: Output(), samples=2)
+    assert len(answers) == 4 and live["most"] <= 2

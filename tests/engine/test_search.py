@@ -1,8 +1,12 @@
 """Tuning: the search over a fake tunable solver with known relative timings, the perf-db it
-fills, and find's use of it (exhaustive search, FIND_ENFORCE, TRUST_VERIFY)."""
+fills, and find's use of it (exhaustive search, FIND_ENFORCE, TRUST_VERIFY); its progress bar."""
+import contextvars
+import io
+
 import convsolve
 import pyopencl as cl
 import pytest
+import tqdm
 from convsolve import Problem
 from convsolve.db.find_db import FindDb, Record
 from convsolve.db.perf_db import PerfDb
@@ -145,3 +149,41 @@ def test_winners_on_other_problems_are_timed_right_after_the_default(handle, tun
                      Budget(2, None, None), "random-local")
     assert [t.config for t in outcome.trials] == [tunable.default, FASTEST]
     assert outcome.best.config == FASTEST
+
+
+@pytest.mark.parametrize("progress, terminal, drawn", [
+    (False, True, False), ("auto", False, False), ("auto", True, True), (True, False, True)])
+def test_a_search_draws_a_bar_only_where_asked(handle, tunable, buffers, monkeypatch, progress,
+                                               terminal, drawn):
+    """Library calls (PROGRESS False) never draw a bar, even on a terminal; "auto" draws one on
+    a terminal only; True always: one step per config tried, the best time beside it."""
+    stderr, bars = io.StringIO(), []
+    stderr.isatty = lambda: terminal
+    monkeypatch.setattr("sys.stderr", stderr)
+    monkeypatch.setattr(search_module, "PROGRESS_DELAY_S", 0)
+    monkeypatch.setattr(search_module, "PROGRESS",
+                        contextvars.ContextVar("progress", default=progress))
+
+    class Recorded(tqdm.tqdm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            bars.append(self)
+    monkeypatch.setattr(tqdm, "tqdm", Recorded)
+    outcome = _search(handle, tunable, buffers, strategy="exhaustive")
+    assert len(bars) == 1 and ("tune tunable.Spin" in stderr.getvalue()) is drawn
+    if drawn:
+        assert (bars[0].n, bars[0].total) == (len(outcome.trials), 8)
+        assert f"best {outcome.best.time_ms:.4f} ms" in bars[0].postfix
+
+
+def test_a_search_shorter_than_the_delay_draws_nothing(handle, tunable, buffers, monkeypatch):
+    """A bar appears only once its search has run PROGRESS_DELAY_S: a short search, even asked
+    for a bar on a terminal, writes nothing (nor does a new best time)."""
+    stderr = io.StringIO()
+    stderr.isatty = lambda: True
+    monkeypatch.setattr("sys.stderr", stderr)
+    monkeypatch.setattr(search_module, "PROGRESS_DELAY_S", 600)
+    monkeypatch.setattr(search_module, "PROGRESS", contextvars.ContextVar("progress",
+                                                                          default=True))
+    outcome = _search(handle, tunable, buffers, strategy="exhaustive")
+    assert outcome.best.config == FASTEST and stderr.getvalue() == ""
