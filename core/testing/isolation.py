@@ -13,7 +13,8 @@ reports]`` after each problem, then ``["end"]``.  When it dies, the caller names
 and config it had started, the signal and the last lines of its stderr, starts a new worker and
 goes on; a problem that was not the worker's first is checked again alone in a new one first,
 since an earlier problem may have corrupted the memory.  A worker silent for REPLY_LIMIT_S (a
-kernel that never finishes) is killed, and its run fails as hung.
+kernel that never finishes) is killed, and its run fails as hung.  A worker ends with its caller
+(engine.parallel.exit_with_parent), removing its folder, even in a kernel that never finishes.
 
 Under Oclgrind the checks that are on:
 
@@ -146,8 +147,8 @@ class _Worker:
         with open(self.folder / "stderr.txt", "wb") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "convsolve.testing.isolation_main", json.dumps(target),
-                 str(self.folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=stderr, env=env, text=True)
+                 str(self.folder), str(os.getpid())], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=stderr, env=env, text=True)
         self.lines, self.silent_s = LineReader(self.process.stdout), None   # silent_s: why killed
 
     def send(self, solver, problems, seed):

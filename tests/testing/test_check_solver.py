@@ -1,7 +1,10 @@
 """convsolve.testing.check_solver: honest solvers pass, planted faults are caught and named."""
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import convsolve
@@ -240,3 +243,61 @@ def test_an_epilogue_said_fused_but_not_applied_is_caught(handle, isolate):
     assert any("(bias+relu, inf in w), lies.EpilogueLie fusing 3 stages:" in line
                for line in lines), lines
     assert not any("/unfused" in line for line in lines), lines
+
+
+#: A caller of check_solver(isolate=True) that prints its worker's pid and folder when the
+#: worker announces its first run, then waits for the check (which ``argv[1]`` says may hang).
+ORPHANING_CALLER = """
+import json, sys
+import cs_deadly, cs_fake
+from convsolve import Handle, Problem
+from convsolve.testing import check_solver, isolation
+
+replies = isolation._Worker.replies
+def announcing(self):
+    for message in replies(self):
+        if message[0] == "start":
+            print(json.dumps([self.process.pid, str(self.folder)]), flush=True)
+        yield message
+isolation._Worker.replies = announcing
+solver = cs_deadly.HangsRunning() if sys.argv[1] == "hung" else cs_fake.Good()
+check_solver(solver, Handle(), [Problem.conv2d((1, 1, 3, 3), (1, 1, 1, 1))], isolate=True)
+print("[]", flush=True)
+input()
+"""
+
+
+def _running(pid):
+    """Whether process ``pid`` exists and is not a zombie (an orphan's reaper may be slow)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("state", ["hung", "idle"])
+def test_a_worker_ends_with_its_sigkilled_caller(tmp_path, state):
+    """A check worker whose caller is SIGKILLed (it runs no atexit) ends within a few seconds
+    and removes its folder: in a kernel that never finishes, and idle between checks."""
+    caller = subprocess.Popen([sys.executable, "-c", ORPHANING_CALLER, state],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    pid = None
+    try:
+        pid, folder = json.loads(caller.stdout.readline())
+        if state == "idle":
+            assert json.loads(caller.stdout.readline()) == []   # the check passed
+        time.sleep(1.0)   # the kernel runs, or the worker waits for the next request
+        assert _running(pid) and Path(folder).is_dir()
+        caller.kill()
+        caller.wait()
+        deadline = time.monotonic() + 5
+        while (_running(pid) or Path(folder).exists()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(pid), f"worker {pid} outlived its caller by 5 s"
+        assert not Path(folder).exists(), f"worker left its folder {folder}"
+    finally:
+        caller.kill()
+        if pid is not None and _running(pid):
+            os.kill(pid, signal.SIGKILL)
+
