@@ -3,7 +3,6 @@ import copy
 import math
 import sys
 import threading
-import types
 
 import convsolve
 import numpy as np
@@ -11,12 +10,12 @@ import pyopencl as cl
 import pytest
 from convsolve import Problem, SolverError, ValidationError, reference
 from convsolve.db.find_db import FindDb
-from convsolve.testing import device_buffers, random_tensors
+from convsolve.testing import device_buffers, fake_device, random_tensors
 
 RNG = np.random.default_rng(7)
 X = RNG.standard_normal((2, 4, 7, 6)).astype(np.float32)
 W = RNG.standard_normal((6, 2, 3, 2)).astype(np.float32)
-KW = dict(stride=(2, 1), padding=((1, 0), (0, 1)), dilation=(1, 2), groups=2)
+KW = {"stride": (2, 1), "padding": ((1, 0), (0, 1)), "dilation": (1, 2), "groups": 2}
 
 
 def test_conv2d_and_gradients_match_reference(handle):
@@ -121,9 +120,9 @@ def test_tensor_over_the_device_largest_buffer_is_refused_before_opencl(handle):
     side = math.isqrt(limit // 4) + 1          # a side x side output just over the limit
     if side * side > 2 ** 31 - 1:
         pytest.skip("every tensor a Problem admits fits this device's largest buffer")
-    cases = [dict(padding=((side - 1, 0), (side - 1, 0)))]
+    cases = [{"padding": ((side - 1, 0), (side - 1, 0))}]
     if 40001 ** 2 * 4 > limit:
-        cases.append(dict(padding=20000))       # the tester's case: 40001 x 40001 floats
+        cases.append({"padding": 20000})     # the tester's case: 40001 x 40001 floats
     for kwargs in cases:
         with pytest.raises(ValidationError) as info:
             convsolve.conv2d(one, one, **kwargs, handle=handle)
@@ -153,8 +152,8 @@ def test_stride_past_int32_is_refused_by_every_entry_point(handle):
 def test_find_checks_the_device_before_anything_else(handle):
     """find refuses tensors its device cannot hold before it touches the device."""
     tiny = copy.copy(handle)   # the session's handle, its device's limits made tiny
-    tiny.device = types.SimpleNamespace(name="a tiny device", platform=types.SimpleNamespace(
-        name="Fake"), max_mem_alloc_size=16, global_mem_size=1 << 30)
+    tiny.device = fake_device("avx512", name="a tiny device", platform="Fake",
+                              max_mem_alloc_size=16, global_mem_size=1 << 30)
     problem = Problem.conv2d((1, 1, 3, 3), (1, 1, 1, 1))
     buffers = {name: cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 64) for name in "xwy"}
     with pytest.raises(ValidationError, match="x bytes=36: .* 16 bytes .*on Fake: a tiny device"):

@@ -10,13 +10,14 @@ import os
 import random
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pyopencl as cl
 import pytest
 
 from .. import env, reference
-from ..device.handle import Handle
+from ..device.handle import Handle, describe, is_gpu, is_simulator
 from ..device.tensors import device_buffers, random_tensors, read_output  # noqa: F401 - re-exported likewise
 from ..errors import ContractError
 from ..hookspecs import OPTIONAL_SOLVER_ATTRIBUTES, Buffers
@@ -90,6 +91,55 @@ def handle(convsolve_session_handle):
 def expected_output(problem, host):
     """The float64 reference output of ``problem`` for the host arrays."""
     return reference.compute(problem, **host)
+
+
+# {{{ fake devices, for what hooks choose per device class
+
+_TYPE = cl.device_type
+_POCL = {"type": _TYPE.CPU, "platform": "Portable Computing Language", "max_compute_units": 2,
+         "max_work_group_size": 4096, "local_mem_size": 1 << 20, "max_mem_alloc_size": 1 << 32,
+         "global_mem_size": 1 << 34}
+_POCL_VERSION = "OpenCL 3.0 PoCL 3.1 HSTR: pthread-x86_64-pc-linux-gnu-"
+#: The device classes fake_device knows, with every attribute of theirs that the core and the
+#: built-in plugins read to choose configs (tuning.device_keys, the solvers' check_config);
+#: ``preferred_vector_width_float`` is the native width.
+FAKE_DEVICES = {
+    "avx512": {**_POCL, "name": "pthread-skylake-avx512-Some CPU", "vendor": "GenuineIntel",
+               "version": _POCL_VERSION + "skylake-avx512", "native_vector_width_float": 16},
+    "avx2": {**_POCL, "name": "pthread-haswell-Some CPU", "vendor": "AuthenticAMD",
+             "version": _POCL_VERSION + "haswell", "native_vector_width_float": 8},
+    "gpu": {"type": _TYPE.GPU, "name": "NVIDIA H200", "vendor": "NVIDIA Corporation",
+            "version": "OpenCL 3.0 CUDA", "platform": "NVIDIA CUDA", "max_compute_units": 132,
+            "native_vector_width_float": 1, "max_work_group_size": 1024,
+            "local_mem_size": 48 << 10, "max_mem_alloc_size": 35 << 30,
+            "global_mem_size": 140 << 30},
+    "oclgrind": {"type": _TYPE.DEFAULT | _TYPE.CPU | _TYPE.GPU | _TYPE.ACCELERATOR,
+                 "name": "Oclgrind Simulator", "vendor": "University of Bristol",
+                 "version": "OpenCL 1.2 (Oclgrind 21.10)", "platform": "Oclgrind",
+                 "native_vector_width_float": 0, "max_work_group_size": 1024,
+                 "local_mem_size": 1 << 15, "max_compute_units": 1, "max_mem_alloc_size": 1 << 27,
+                 "global_mem_size": 1 << 29},
+}
+
+
+def fake_device(kind, **fields):
+    """A stand-in for a pyopencl Device of class ``kind`` (a key of FAKE_DEVICES), with no
+    device behind it; ``fields`` replace its attributes (``platform``: the platform's name)."""
+    values = {**FAKE_DEVICES[kind], **fields}
+    values.setdefault("preferred_vector_width_float", values["native_vector_width_float"])
+    return SimpleNamespace(**{**values, "platform": SimpleNamespace(name=values["platform"])})
+
+
+def fake_handle(kind, **device_fields):
+    """A stand-in for a Handle on ``fake_device(kind, **device_fields)``, for testing what
+    ``default_config`` and ``check_config`` choose per device class: it has ``device``,
+    ``name``, ``is_cpu``, ``is_gpu`` and ``is_simulator``, and builds and runs nothing."""
+    device = fake_device(kind, **device_fields)
+    return SimpleNamespace(device=device, name=describe(device.platform, device),
+                           is_cpu=bool(device.type & _TYPE.CPU), is_gpu=is_gpu(device),
+                           is_simulator=is_simulator(device.platform, device))
+
+# }}}
 
 
 # {{{ problem sets
