@@ -147,8 +147,9 @@ SOLVER_ATTRIBUTES = (
     Attribute("nonfinite", "str", "exact",
               "``exact``: non-finite inputs give NaN and +-inf exactly where the reference has "
               "them; ``spread`` (transform algorithms: Winograd, FFT): every output the reference "
-              "makes non-finite is non-finite, others near them may be too, the finite rest is "
-              "within tolerance"),
+              "makes non-finite is non-finite, others may be too, but only in the output planes "
+              "that share a product with a non-finite input (forward: y[n, k of c's group] for "
+              "x[n, c], y[:, k] for w[k]), and the finite rest is within tolerance"),
 )
 #: The values the ``nonfinite`` attribute may take.
 NONFINITE_MODES = ("exact", "spread")

@@ -369,8 +369,8 @@ _PLANTED = {
 def _check_nonfinite(handle, problem, invoker, host, scratch, tolerance, where, mode="exact"):
     """Failures of the non-finite semantics: with an inf and a NaN planted in the inputs, the
     output must have NaN and +-inf exactly where the float64 reference has them (``mode``
-    "exact"), or (``"spread"``) be non-finite at least there; outputs finite on both sides must
-    match within tolerance."""
+    "exact"), or (``"spread"``) be non-finite at least there and nowhere out of their reach
+    (_reach); outputs finite on both sides must match within tolerance."""
     planted = {name: array.copy() for name, array in host.items()}
     for name, index, value in _PLANTED[problem.direction]:
         if planted[name].size:
@@ -380,14 +380,43 @@ def _check_nonfinite(handle, problem, invoker, host, scratch, tolerance, where, 
     result = read_output(handle, problem, buffers)
     with np.errstate(invalid="ignore"):
         expected = expected_output(problem, planted)
-    why = reference.mismatch(result, expected, tolerance, mode)
+        why = reference.mismatch(result, expected, tolerance, mode)
+    stray = 0 if why or mode != "spread" else int(
+        (~np.isfinite(result) & ~_reach(problem, planted)).sum())
+    if stray:
+        why = (f"{stray} outputs non-finite out of the non-finite inputs' reach (nonfinite = "
+               "'spread' allows them only in the images and channels that share a product "
+               "with one)")
     hint = " (padding must take part in the products: 0 * inf = NaN)" if mode == "exact" else ""
     return [f"{where}: non-finite inputs: {why}{hint}"] if why else []
 
 
+def _reach(problem, inputs):
+    """The outputs (a mask of the output's shape) that share a product with a non-finite value
+    of ``inputs`` through whole transforms of image and channel planes, which nonfinite =
+    "spread" allows to be non-finite: forward, y[n, k of c's group] for x[n, c] and y[:, k] for
+    w[k]; backward-data, dx[n, c of k's group] for dy[n, k] and dx[:, c] for w[k, c];
+    backward-weights, dw[k of c's group, c] for x[:, c] and dw[k] for dy[:, k]."""
+    groups, direction = problem.groups, problem.direction
+    kg, cg = problem.k // groups, problem.c // groups
+    bad = {name: ~np.isfinite(array) for name, array in inputs.items()}
+    if direction is Direction.FORWARD:
+        per_group = bad["x"].any(axis=(2, 3)).reshape(problem.n, groups, cg).any(axis=2)
+        reach = np.repeat(per_group, kg, axis=1) | bad["w"].any(axis=(1, 2, 3))[None, :]
+    elif direction is Direction.BACKWARD_DATA:
+        per_group = bad["y"].any(axis=(2, 3)).reshape(problem.n, groups, kg).any(axis=2)
+        weights = bad["w"].any(axis=(2, 3)).reshape(groups, kg, cg).any(axis=1)
+        reach = np.repeat(per_group, cg, axis=1) | weights.reshape(1, problem.c)
+    else:
+        inputs_of = bad["x"].any(axis=(0, 2, 3)).reshape(groups, cg)
+        reach = np.repeat(inputs_of, kg, axis=0) | bad["y"].any(axis=(0, 2, 3))[:, None]
+    return np.broadcast_to(reach[:, :, None, None], getattr(problem, direction.output).shape)
+
+
 def _spread(count, size, seed):
-    """How many of ``count`` sampled configs each of ``size`` problems gets: dealt in a random
-    (seeded) order of the problems, so that none gets two before each has one."""
+    """How many of ``count`` sampled configs each of ``size`` problems gets, dealt in a random
+    (seeded) order of the problems, so that none gets two before each has one; and the index
+    of the problem dealt the first (None when none is)."""
     order, shares = random.Random(seed).sample(range(size), size), [0] * size
     for dealt in range(count if size else 0):
         shares[order[dealt % size]] += 1

@@ -96,7 +96,39 @@ class SkipsPadding(FakeSolver):
         return invoker
 
 
+class Spreads(FakeSolver):
+    """nonfinite = "spread": the naive forward, then each run of ``span`` outputs (None: an
+    output plane, a transform's reach; 0: the whole output) holding a non-finite value made
+    all NaN."""
+
+    name = "faulty.Spreads"
+    nonfinite = "spread"
+    span = None
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        conv = super().build_invoker(problem, handle)
+        spoil = handle.build(FAULTS, "spoil")
+        span = self.span if self.span is not None else problem.out_h * problem.out_w
+        span = span or problem.y.size
+
+        def invoker(buffers, scratch):
+            events = conv(buffers, scratch)
+            spoil.set_args(buffers.y, np.uint32(span))
+            return events + [cl.enqueue_nd_range_kernel(
+                handle.queue, spoil, (problem.y.size // span,), None)]
+        return invoker
+
+
+class SpreadsEverywhere(Spreads):
+    """Spreads a non-finite value over the whole output: images and channels no non-finite
+    input reaches too."""
+
+    name = "faulty.SpreadsEverywhere"
+    span = 0
+
+
 @hookimpl
 def convsolve_solvers():
     return [Scribbler(), OutOfBounds(), UnusedWorkspace(), WrongOnOddSizes(), NonDeterministic(),
-            SkipsPadding()]
+            SkipsPadding(), Spreads(), SpreadsEverywhere()]

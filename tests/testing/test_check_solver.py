@@ -1,4 +1,5 @@
 """convsolve.testing.check_solver: honest solvers pass, planted faults are caught and named."""
+import copy
 import json
 import os
 import signal
@@ -45,12 +46,25 @@ def test_honest_solver_passes(handle, faulty):
     ("faulty.WrongOnOddSizes", "output elements never written"),
     ("faulty.NonDeterministic", "claims to be deterministic but two runs differ"),
     ("faulty.SkipsPadding", "non-finite inputs: 0 NaN in the output where the reference has"),
+    ("faulty.SpreadsEverywhere", "outputs non-finite out of the non-finite inputs' reach"),
 ])
 def test_planted_faults_are_caught(handle, faulty, name, finding):
     """Each planted fault fails check_solver with a message that names it."""
     with pytest.raises(AssertionError) as info:
         check_solver(faulty[name], handle)
     assert finding in str(info.value) and name in str(info.value)
+
+
+@pytest.mark.parametrize("name, honest", [
+    ("faulty.SpreadsEverywhere", {"span": None}),   # faulty.Spreads: an output plane each
+])
+def test_planted_faults_have_honest_controls(handle, faulty, name, honest):
+    """The same fake with its fault taken out passes on every forward problem, so what fails
+    above is the fault alone."""
+    solver = copy.copy(faulty[name])
+    for attribute, value in honest.items():
+        setattr(solver, attribute, value)
+    assert check_solver(solver, handle) == len(STANDARD_SHAPES)
 
 
 def test_a_write_past_the_output_is_caught(handle, monkeypatch):
