@@ -46,6 +46,13 @@ def test_honest_solver_passes(handle, faulty):
     ("faulty.WrongOnOddSizes", "output elements never written"),
     ("faulty.NonDeterministic", "claims to be deterministic but two runs differ"),
     ("faulty.SkipsPadding", "non-finite inputs: 0 NaN in the output where the reference has"),
+    ("faulty.WrongResult", "wrong result, relative error"),
+    ("faulty.ModifiesInput", "modified its input 'x'"),
+    ("faulty.WritesPastInput", "wrote past its input 'x'"),
+    ("faulty.RaisingApplicable",
+     "is_applicable raised ValueError('planted: strides not understood')"),
+    ("faulty.WtiOutOfRange", "get_wti() returned 1.5, not in (0, 1] or negative"),
+    ("faulty.NegativeWorkspace", "workspace() returned -8, not bytes >= 0"),
     ("faulty.SpreadsEverywhere", "outputs non-finite out of the non-finite inputs' reach"),
 ])
 def test_planted_faults_are_caught(handle, faulty, name, finding):
@@ -53,9 +60,17 @@ def test_planted_faults_are_caught(handle, faulty, name, finding):
     with pytest.raises(AssertionError) as info:
         check_solver(faulty[name], handle)
     assert finding in str(info.value) and name in str(info.value)
+    if name == "faulty.WrongResult":   # finite and wrong: not blamed on NaN or unwritten outputs
+        assert "never written" not in str(info.value) and "NaN" not in str(info.value)
 
 
 @pytest.mark.parametrize("name, honest", [
+    ("faulty.WrongResult", {"amount": 0.0}),
+    ("faulty.ModifiesInput", {"amount": 0.0}),
+    ("faulty.WritesPastInput", {"amount": 0.0, "past": False}),
+    ("faulty.RaisingApplicable", {"raises": False}),
+    ("faulty.WtiOutOfRange", {"wti": 0.5}),
+    ("faulty.NegativeWorkspace", {"workspace_bytes": 0}),
     ("faulty.SpreadsEverywhere", {"span": None}),   # faulty.Spreads: an output plane each
 ])
 def test_planted_faults_have_honest_controls(handle, faulty, name, honest):
