@@ -6,8 +6,9 @@ A worker serves one target, ``("device", index)`` or ``("oclgrind", profile)``: 
 for each isolated check_solver call on a device (so that memory a solver corrupted cannot fail
 the next check), one per Oclgrind profile for the whole process (Oclgrind checks every access,
 and its programs are then built once).  It runs ``isolation_main.serve`` and talks JSON lines: a request (on
-stdin) carries the solver (pickled), the problems (each key, and how many sampled configs a
-tunable solver gets there), the seed, the caller's CONVSOLVE_* variables and its sys.path; the
+stdin) carries the solver (pickled), the problems (each key, how many sampled configs a
+tunable solver gets there, the epilogue cases, and whether the first sampled config gets every
+check), the seed, the caller's CONVSOLVE_* variables and its sys.path; the
 worker answers ``["start", key, config]`` before each run, ``["done", key, failures,
 reports]`` after each problem, then ``["end"]``.  When it dies, the caller names the problem
 and config it had started, the signal and the last lines of its stderr, starts a new worker and
@@ -30,8 +31,8 @@ Under Oclgrind the checks that are on:
 
 Oclgrind writes kernel diagnostics to OCLGRIND_LOG (a file per context) and API and fatal errors
 to stderr; the worker reads both before each run, so every report names the problem and config.
-Not seen: reads past a solver's reported workspace into the guard bytes check_solver allocates
-after each buffer (the buffer is that much larger; check_solver itself catches writes there).
+check_solver allocates its buffers with their exact sizes there (guarded.py: no guard zone), so
+that a read or write past a tensor or the reported workspace is an "Invalid read/write" report.
 """
 import atexit
 import base64
@@ -219,9 +220,9 @@ def oclgrind_or_skip():
 
 
 def check_in_workers(solver, problems, seed, targets):
-    """check_solver's failures of ``solver`` on ``problems`` ((problem, sampled configs, with
-    epilogue cases) triples, each a problem it accepts), checked in the worker of each target in ``targets`` (all at
-    once, a worker per target)."""
+    """check_solver's failures of ``solver`` on ``problems`` (check_problem's arguments after
+    the seed: (problem, sampled configs, epilogue cases, thorough), each a problem it accepts),
+    checked in the worker of each target in ``targets`` (all at once, a worker per target)."""
     try:
         payload = base64.b64encode(pickle.dumps(solver)).decode()
     except Exception as exc:  # noqa: BLE001

@@ -79,13 +79,13 @@ def serve(target, folder, parent_pid):
         except Exception as exc:  # noqa: BLE001 - reported to the caller, who names the solver
             send("error", f"the worker process cannot unpickle the solver: {exc!r}")
             continue
-        for key, configs, epilogues in request["problems"]:
+        for key, configs, epilogues, thorough in request["problems"]:
             for log in logs:   # what came before the problem belongs to none
                 log.read()
             reports = []
             progress = _progress(logs, send, key, reports)
             failures = check_problem(solver, handle, Problem.from_key(key), request["seed"],
-                                     configs, progress, epilogues)
+                                     configs, progress, epilogues, thorough)
             progress()
             send("done", key, failures, reports)
         send("end")

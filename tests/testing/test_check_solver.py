@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import convsolve
+import pyopencl as cl
 import pytest
 from convsolve import Direction, Problem
 from convsolve.testing import STANDARD_SHAPES, check_solver, standard_problems
@@ -82,6 +83,23 @@ def test_planted_faults_have_honest_controls(handle, faulty, name, honest):
     assert check_solver(solver, handle) == len(STANDARD_SHAPES)
 
 
+def test_a_read_past_an_input_gives_nan_outputs(handle, monkeypatch):
+    """A kernel reading up to a few KiB past its input (channels in fours, their weights zero)
+    reads the NaN of the guard zone: its outputs there are NaN and check_solver names them;
+    where its channels are a multiple of 4 it reads nothing past x and passes."""
+    import cs_unsafe
+    over = [Problem.conv2d((2, 3, 7, 5), (4, 3, 3, 3), padding=1),    # 1 plane: 140 bytes
+            Problem.conv2d((1, 9, 13, 11), (2, 9, 3, 3))]            # 3 planes: 1716 bytes
+    with pytest.raises(AssertionError) as info:
+        check_solver(cs_unsafe.ReadsPastInput(), handle, over)
+    found = [line for line in str(info.value).splitlines() if "wrong result" in line]
+    assert [line.split(":")[0].strip() for line in found] == [p.key() for p in over]
+    assert all("NaN outputs from finite inputs: a read past an input gives NaN" in line
+               for line in found), found
+    fine = Problem.conv2d((2, 8, 7, 5), (4, 8, 3, 3), padding=1)
+    assert check_solver(cs_unsafe.ReadsPastInput(), handle, [fine]) == 1
+
+
 def test_a_write_past_the_output_is_caught(handle, monkeypatch):
     """A kernel writing one element past its output is caught by the guard zone after every
     tensor buffer, with the buffer and the byte named."""
@@ -141,7 +159,9 @@ def test_a_write_past_odd_outputs_is_caught(handle):
 def test_a_tunable_solver_is_checked_with_sampled_configs(handle):
     """A tunable solver runs with its default config on every problem and with the number of
     random valid ones asked for, dealt to the problems; each failure names the wrong config; a
-    config check_config refuses is never built."""
+    config check_config refuses is never built.  The default and the first sampled config get
+    every check (three runs: the result, a second for determinism, one with non-finite
+    inputs), the other sampled configs the reference's (one run)."""
     import cs_configs
     solver = cs_configs.Tiled()
     with pytest.raises(AssertionError) as info:
@@ -151,6 +171,8 @@ def test_a_tunable_solver_is_checked_with_sampled_configs(handle):
     assert solver.built.count({"WG": 64}) == len(FORWARD)        # the default, everywhere
     assert solver.built.count({"WG": 16}) == len(FORWARD)        # 2 drawn of 2 left: both
     assert {"WG": 8} not in solver.built
+    assert solver.ran.count({"WG": 64}) == 3 * len(FORWARD)
+    assert len(solver.ran) == 3 * len(FORWARD) + 3 + (2 * len(FORWARD) - 1)
     assert check_solver(cs_configs.Tiled(), handle, configs=0) == len(FORWARD)
     solver = cs_configs.Tiled()
     check_solver(solver, handle, [p for p in FORWARD if p.y.size % 16 == 0], configs=5)
@@ -228,6 +250,26 @@ def test_a_crash_caused_earlier_is_named_as_such(handle):
     assert (f"{FORWARD[1].key()}: the worker process died checking it after "
             f"['lies.AbortsLater on {FORWARD[0].key()}'] (killed by SIGABRT); alone in a new one "
             "it did not" in str(info.value))
+
+
+def test_a_kernel_that_never_finishes_fails_as_hung_in_process(handle, monkeypatch):
+    """In process, a run that does not finish within testing.RUN_LIMIT_S fails as hung, naming
+    the problem and the limit and saying the queue is unusable now; nothing after it runs."""
+    import cs_deadly
+    from convsolve import testing
+    monkeypatch.setattr(testing, "RUN_LIMIT_S", 2)
+    try:
+        with pytest.raises(AssertionError) as info:
+            check_solver(cs_deadly.NeverCompletes(), handle, FORWARD[:3])
+    finally:
+        for event in cs_deadly.PENDING:
+            event.set_status(cl.command_execution_status.COMPLETE)
+        cs_deadly.PENDING.clear()
+    assert str(info.value).splitlines() == [
+        "deadly.NeverCompletes fails check_solver:",
+        (f"  {FORWARD[0].key()}: hung: its kernels did not finish within 2 s; they block this "
+         "process's device queue, which is unusable now (check_solver(..., isolate=True) runs "
+         "them in a worker process, killed when hung)")]
 
 
 def test_a_kernel_that_never_finishes_fails_as_hung_under_isolation(handle, monkeypatch):
@@ -330,3 +372,16 @@ def test_a_worker_ends_with_its_sigkilled_caller(tmp_path, state):
         if pid is not None and _running(pid):
             os.kill(pid, signal.SIGKILL)
 
+
+def test_an_epilogue_write_past_the_output_is_caught(handle):
+    """check_solver's epilogue cases run on guarded buffers too: a fused epilogue kernel that
+    writes one element past its output is named, case by case; its bare convolution passes."""
+    import cs_unsafe
+    problem = Problem.conv2d((1, 3, 5, 4), (2, 3, 3, 3), padding=1)
+    with pytest.raises(AssertionError) as info:
+        check_solver(cs_unsafe.EpilogueWritesPast(), handle, [problem])
+    lines = str(info.value).splitlines()[1:]
+    assert lines and all(line.startswith(f"  {problem.key()}-epi") for line in lines), lines
+    past = [line for line in lines if "unsafe.EpilogueWritesPast fusing" in line
+            and "wrote past its output 'y' (a tensor of 160 bytes; byte 160 written)" in line]
+    assert len(past) == 5, lines   # every forward case (z being y among them)

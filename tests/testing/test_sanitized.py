@@ -28,6 +28,8 @@ SAMPLED_CONFIGS = 0
 TINY = [Problem.conv2d((1, 2, 3, 3), (3, 2, 1, 1)), Problem.conv2d((1, 2, 4, 4), (2, 2, 1, 1))]
 STRIDED = [Problem.conv2d((1, 2, 6, 6), (3, 2, 1, 1), 2),
            Problem.conv2d((1, 2, 64, 64), (3, 2, 1, 1), 4)]
+#: For cs_unsafe.ReadsPastInput: 3 channels (it reads one plane past x), then 4 (none).
+OVERREAD = [Problem.conv2d((1, 3, 3, 3), (2, 3, 1, 1)), Problem.conv2d((1, 4, 3, 3), (2, 4, 1, 1))]
 
 
 def installed_plugins():
@@ -62,19 +64,25 @@ def test_plugin_kernels_are_clean_under_oclgrind(plugin, monkeypatch):
 
 def test_planted_memory_faults_are_caught():
     """A race on a __local variable that leaves the results right fails on Oclgrind with its
-    report, named by problem; writes one element past the output (always, or on odd sizes only)
-    land in check_solver's guard zone there; a stride lie's far write is Oclgrind's 'Invalid
-    write', named by the problem; each as a CPU and as a GPU."""
+    report, named by problem; so do writes one element past the output (always, or on odd
+    sizes only) and reads of a few floats past the input (whose values meet zero weights, so
+    the results are right): buffers have their exact sizes there, no guard zone; a stride
+    lie's far write is Oclgrind's 'Invalid write', named by the problem; each as a CPU and as
+    a GPU."""
     import cs_lies
     import cs_unsafe
     race = failures(cs_unsafe.LocalRace(), TINY)
     assert len(race) == 4 and all("Oclgrind: Write-write data race at local memory" in text
                                   and "Kernel: local_race_fwd" in text for text in race)
-    for solver, sizes in ((cs_unsafe.WritesPastOutput(), TINY), (cs_unsafe.PairsPastOddOutput(),
-                                                                  TINY[:1])):
-        found = failures(solver, TINY)
-        assert len(found) == 2 * len(sizes) and all(
-            f"{p.key()}: wrote past its output 'y'" in text for p, text in zip(sizes * 2, found))
+    for solver, problems, faulty, access in (
+            (cs_unsafe.WritesPastOutput(), TINY, TINY, "write"),
+            (cs_unsafe.PairsPastOddOutput(), TINY, TINY[:1], "write"),
+            (cs_unsafe.ReadsPastInput(), OVERREAD, OVERREAD[:1], "read")):
+        found = [text for text in failures(solver, problems)
+                 if f"Oclgrind: Invalid {access} of size 4 at global memory" in text]
+        assert [text.split(": Oclgrind")[0] for text in found] == [
+            f"on Oclgrind as a {profile}: {p.key()}" for profile in ("CPU", "GPU")
+            for p in faulty], found
     lie = failures(cs_lies.StrideLie(), STRIDED)
     assert any(text.startswith(f"on Oclgrind as a GPU: {STRIDED[1].key()}: Oclgrind: Invalid "
                                "write of size 4 at global memory") for text in lie)
