@@ -42,9 +42,9 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 #: Version of this contract.  Added hooks or opt-in arguments raise the minor number; a renamed
 #: or removed hook or attribute raises the major one (2.0: ``algorithm`` became ``family`` and
 #: the invoker's buffer is called ``scratch`` everywhere; 2.1: tunable solvers' hooks; 2.2:
-#: epilogues, ``fused_epilogue`` and ``Buffers.epilogue``; 2.3: ``nonfinite = "planes"``, and
-#: one word per thing: ``fused_stages`` and ``Buffers.epilogue_args``, 2.2's names still served
-#: with a DeprecationWarning).
+#: epilogues, ``fused_epilogue`` and ``Buffers.epilogue``; 2.3: ``nonfinite = "spread"`` bounded
+#: by the planes a non-finite input reaches, and one word per thing: ``fused_stages`` and
+#: ``Buffers.epilogue_args``, 2.2's names still served with a DeprecationWarning).
 SOLVER_API_VERSION = "2.3"
 
 #: Per-solver hooks a solver must implement; the core refuses a solver that lacks one.
@@ -164,14 +164,14 @@ SOLVER_ATTRIBUTES = (
               "``CONVSOLVE_ALLOW_REDUCED_PRECISION=1``"),
     Attribute("nonfinite", "str", "exact",
               "``exact``: non-finite inputs give NaN and +-inf exactly where the reference has "
-              "them; ``spread`` (transform algorithms: Winograd): every output the reference "
-              "makes non-finite is non-finite, others near them may be too, the finite rest is "
-              "within tolerance; ``planes`` (FFT; solver API 2.3): as ``spread``, and the others "
-              "only in the output planes a non-finite input reaches through the products "
-              "(``convsolve.testing.nonfinite_reach``)"),
+              "them; ``spread`` (transform algorithms: Winograd, FFT): every output the reference "
+              "makes non-finite is non-finite, others may be too, but only in the output planes "
+              "that share a product with a non-finite input (forward: y[n, k of c's group] for "
+              "x[n, c], y[:, k] for w[k]: ``convsolve.testing.nonfinite_reach``), and the finite "
+              "rest is within tolerance"),
 )
 #: The values the ``nonfinite`` attribute may take.
-NONFINITE_MODES = ("exact", "spread", "planes")
+NONFINITE_MODES = ("exact", "spread")
 
 #: Optional solver attributes and their defaults when absent.
 OPTIONAL_SOLVER_ATTRIBUTES = {a.name: a.default for a in SOLVER_ATTRIBUTES

@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: for the search's progress bar (+10) and the workers' watch on their parent (issue 25 item 5:
 #: engine/parallel.exit_with_parent, about 40 lines, serving both kinds of worker); the door's
 #: from 1,400 to 1,450 for type hints on the public API (+65 lines, checked by mypy) and solver
-#: API 2.2's names kept beside 2.3's (fused_epilogue, Buffers.epilogue and with_epilogue: +14).  Raising
-#: one is a decision a commit states and explains.
+#: API 2.2's names kept beside 2.3's (fused_epilogue, Buffers.epilogue and with_epilogue: +14).
+#: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "engine", "testing", "cli", "bench")
 BUDGETS = {
     "core (door)": {"python": 1450, "opencl": 0},

@@ -12,7 +12,7 @@ import pyopencl as cl
 import pytest
 from convsolve import Problem, SolverError, ValidationError, reference
 from convsolve.db.find_db import FindDb
-from convsolve.testing import device_buffers, random_tensors
+from convsolve.testing import device_buffers, fake_device, random_tensors
 
 RNG = np.random.default_rng(7)
 X = RNG.standard_normal((2, 4, 7, 6)).astype(np.float32)
@@ -124,7 +124,7 @@ def test_tensor_over_the_device_largest_buffer_is_refused_before_opencl(handle):
         pytest.skip("every tensor a Problem admits fits this device's largest buffer")
     cases = [{"padding": ((side - 1, 0), (side - 1, 0))}]
     if 40001 ** 2 * 4 > limit:
-        cases.append({"padding": 20000})       # the tester's case: 40001 x 40001 floats
+        cases.append({"padding": 20000})     # the tester's case: 40001 x 40001 floats
     for kwargs in cases:
         with pytest.raises(ValidationError) as info:
             convsolve.conv2d(one, one, **kwargs, handle=handle)
@@ -214,7 +214,9 @@ def test_huge_views_are_refused_before_any_copy(handle):
 
 def test_find_checks_the_device_before_anything_else(handle):
     """find refuses tensors its device cannot hold before it touches the device."""
-    tiny = _tiny(handle)
+    tiny = copy.copy(handle)   # the session's handle, its device's limits made tiny
+    tiny.device = fake_device("avx512", name="a tiny device", platform="Fake",
+                              max_mem_alloc_size=16, global_mem_size=1 << 30)
     problem = Problem.conv2d((1, 1, 3, 3), (1, 1, 1, 1))
     buffers = {name: cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 64) for name in "xwy"}
     with pytest.raises(ValidationError, match="x bytes=36: .* 16 bytes .*on Fake: a tiny device"):

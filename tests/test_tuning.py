@@ -1,10 +1,9 @@
 """convsolve.tuning: config spaces as data, and the device-class fallback of parameter tables."""
 import random
-from types import SimpleNamespace
 
-import pyopencl as cl
 import pytest
 from convsolve import ConfigSpace, ValidationError, tuning
+from convsolve.testing import fake_device
 
 SPACE = ConfigSpace({"TM": (2, 4, 8), "VW": (4, 8, 16)}, ["TM * VW <= 64", "VW >= TM"])
 
@@ -50,15 +49,10 @@ def test_config_keys_are_canonical():
         '{"a":2,"b":1}'
 
 
-def _device(name, version, width, kind=cl.device_type.CPU, vendor="GenuineIntel"):
-    return SimpleNamespace(name=name, version=version, native_vector_width_float=width,
-                           type=kind, vendor=vendor)
-
-
-AVX512 = _device("pthread-skylake-avx512-Intel(R) Xeon(R)",
-                 "OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-skylake-avx512", 16)
-ZEN3 = _device("pthread-znver3-AMD EPYC", "OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-znver3",
-               8, vendor="AuthenticAMD")
+AVX512 = fake_device("avx512", name="pthread-skylake-avx512-Intel(R) Xeon(R)",
+                     version="OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-skylake-avx512")
+ZEN3 = fake_device("avx2", name="pthread-znver3-AMD EPYC",
+                   version="OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-znver3")
 
 
 def test_device_keys_run_from_the_exact_device_to_its_type():
@@ -75,7 +69,7 @@ def test_pick_falls_back_from_device_to_architecture_to_isa_to_type():
     assert tuning.pick({k: v for k, v in table.items() if k != "pthread-znver3-AMD EPYC"},
                        ZEN3) == "avx2"
     assert tuning.pick({"cpu": "cpu", "*": "any"}, AVX512) == "cpu"
-    gpu = _device("NVIDIA H200", "OpenCL 3.0 CUDA", 1, cl.device_type.GPU, "NVIDIA Corporation")
+    gpu = fake_device("gpu")   # NVIDIA H200, OpenCL 3.0 CUDA
     assert tuning.pick({"cpu": "cpu", "*": "any"}, gpu) == "any"
     with pytest.raises(KeyError, match="no entry"):
         tuning.pick({"cpu": 1}, gpu)

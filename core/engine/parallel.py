@@ -1,9 +1,16 @@
 """Waiting with a time limit on work in daemon threads: calls (find builds candidates this way)
-and the JSON lines a child process writes (the worker processes' replies)."""
+and the JSON lines a child process writes (the worker processes' replies); and a child's watch
+on its parent (a worker process ends with its caller)."""
 import json
+import os
 import queue
 import threading
 import time
+
+#: Seconds between a child's checks that its parent is alive (exit_with_parent).
+PARENT_POLL_S = 0.2
+#: The exit code of a child that ended because its parent did.
+ORPHAN_EXIT = 70
 
 
 class Overdue(Exception):
@@ -80,3 +87,31 @@ class LineReader:
         if line is None:
             raise EOFError
         return json.loads(line)
+
+
+def exit_with_parent(parent_pid, cleanup=None):
+    """End this process (a child) soon after its parent, process ``parent_pid``, ends: at once
+    if it has ended already, else within PARENT_POLL_S, even while the main thread is stuck (a
+    kernel that never finishes, whose wait releases the GIL).
+
+    A daemon thread polls os.getppid(): a child whose parent died belongs to another process
+    (init or a subreaper).  It then calls ``cleanup()`` (its errors are ignored: nobody is left
+    to tell) and ends the process with os._exit(ORPHAN_EXIT), which stops its other threads
+    too.  Not PR_SET_PDEATHSIG: its SIGKILL leaves no time for ``cleanup``, and it fires when
+    the thread that started the child ends, even though the parent lives on.
+    """
+    def end():
+        try:
+            if cleanup is not None:
+                cleanup()
+        finally:
+            os._exit(ORPHAN_EXIT)
+
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        end()
+
+    if os.getppid() != parent_pid:
+        end()
+    threading.Thread(target=watch, name="exit_with_parent", daemon=True).start()

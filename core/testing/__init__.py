@@ -10,13 +10,14 @@ import os
 import random
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pyopencl as cl
 import pytest
 
 from .. import env, reference
-from ..device.handle import Handle
+from ..device.handle import Handle, describe, is_gpu, is_simulator
 from ..device.tensors import device_buffers, random_tensors, read_output  # noqa: F401 - re-exported likewise
 from ..errors import ContractError
 from ..hookspecs import OPTIONAL_SOLVER_ATTRIBUTES, Buffers
@@ -34,7 +35,7 @@ from ..solvers.calls import (
     wti_of,
 )
 from ..tuning import config_key
-from . import epilogue_cases, isolation
+from . import epilogue_cases, guarded, isolation
 
 #: Relative RMS error against the float64 reference that float32 solvers must stay under.
 FLOAT32_TOLERANCE = OPTIONAL_SOLVER_ATTRIBUTES["tolerance"]
@@ -54,8 +55,6 @@ STANDARD_SHAPES = [
     ((1, 2, 4, 4), (3, 2, 2, 2), 3, 0, 1, 1),                    # stride larger than the filter
     ((4, 17, 13, 11), (19, 17, 3, 3), 1, 1, 1, 1),               # primes everywhere
 ]
-_GUARD_BYTES = 4096   # written past the reported workspace: caught, and still inside the buffer
-_PATTERN = 0xA5
 
 
 @pytest.fixture(autouse=True)
@@ -90,6 +89,55 @@ def handle(convsolve_session_handle):
 def expected_output(problem, host):
     """The float64 reference output of ``problem`` for the host arrays."""
     return reference.compute(problem, **host)
+
+
+# {{{ fake devices, for what hooks choose per device class
+
+_TYPE = cl.device_type
+_POCL = {"type": _TYPE.CPU, "platform": "Portable Computing Language", "max_compute_units": 2,
+         "max_work_group_size": 4096, "local_mem_size": 1 << 20, "max_mem_alloc_size": 1 << 32,
+         "global_mem_size": 1 << 34}
+_POCL_VERSION = "OpenCL 3.0 PoCL 3.1 HSTR: pthread-x86_64-pc-linux-gnu-"
+#: The device classes fake_device knows, with every attribute of theirs that the core and the
+#: built-in plugins read to choose configs (tuning.device_keys, the solvers' check_config);
+#: ``preferred_vector_width_float`` is the native width.
+FAKE_DEVICES = {
+    "avx512": {**_POCL, "name": "pthread-skylake-avx512-Some CPU", "vendor": "GenuineIntel",
+               "version": _POCL_VERSION + "skylake-avx512", "native_vector_width_float": 16},
+    "avx2": {**_POCL, "name": "pthread-haswell-Some CPU", "vendor": "AuthenticAMD",
+             "version": _POCL_VERSION + "haswell", "native_vector_width_float": 8},
+    "gpu": {"type": _TYPE.GPU, "name": "NVIDIA H200", "vendor": "NVIDIA Corporation",
+            "version": "OpenCL 3.0 CUDA", "platform": "NVIDIA CUDA", "max_compute_units": 132,
+            "native_vector_width_float": 1, "max_work_group_size": 1024,
+            "local_mem_size": 48 << 10, "max_mem_alloc_size": 35 << 30,
+            "global_mem_size": 140 << 30},
+    "oclgrind": {"type": _TYPE.DEFAULT | _TYPE.CPU | _TYPE.GPU | _TYPE.ACCELERATOR,
+                 "name": "Oclgrind Simulator", "vendor": "University of Bristol",
+                 "version": "OpenCL 1.2 (Oclgrind 21.10)", "platform": "Oclgrind",
+                 "native_vector_width_float": 0, "max_work_group_size": 1024,
+                 "local_mem_size": 1 << 15, "max_compute_units": 1, "max_mem_alloc_size": 1 << 27,
+                 "global_mem_size": 1 << 29},
+}
+
+
+def fake_device(kind, **fields):
+    """A stand-in for a pyopencl Device of class ``kind`` (a key of FAKE_DEVICES), with no
+    device behind it; ``fields`` replace its attributes (``platform``: the platform's name)."""
+    values = {**FAKE_DEVICES[kind], **fields}
+    values.setdefault("preferred_vector_width_float", values["native_vector_width_float"])
+    return SimpleNamespace(**{**values, "platform": SimpleNamespace(name=values["platform"])})
+
+
+def fake_handle(kind, **device_fields):
+    """A stand-in for a Handle on ``fake_device(kind, **device_fields)``, for testing what
+    ``default_config`` and ``check_config`` choose per device class: it has ``device``,
+    ``name``, ``is_cpu``, ``is_gpu`` and ``is_simulator``, and builds and runs nothing."""
+    device = fake_device(kind, **device_fields)
+    return SimpleNamespace(device=device, name=describe(device.platform, device),
+                           is_cpu=bool(device.type & _TYPE.CPU), is_gpu=is_gpu(device),
+                           is_simulator=is_simulator(device.platform, device))
+
+# }}}
 
 
 # {{{ problem sets
@@ -179,41 +227,9 @@ def _running(text):
 
 # {{{ check_solver
 
-def _guarded_buffers(handle, problem, host):
-    """Device buffers of the three tensors, each followed by a guard zone of _GUARD_BYTES of
-    _PATTERN: the inputs hold ``host``'s arrays, the output NaN (so unwritten elements show)."""
-    buffers = {}
-    for name, array in host.items():
-        buffer = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, array.nbytes + _GUARD_BYTES)
-        cl.enqueue_fill_buffer(handle.queue, buffer, np.uint8(_PATTERN), array.nbytes,
-                               _GUARD_BYTES)
-        if name == problem.direction.output:
-            cl.enqueue_fill_buffer(handle.queue, buffer, np.float32(np.nan), 0, array.nbytes)
-        elif array.size:
-            cl.enqueue_copy(handle.queue, buffer, array)
-        buffers[name] = buffer
-    return buffers
-
-
-def _guard_failures(handle, problem, buffers, where):
-    """A message per tensor buffer whose guard zone was written: the buffer and the offset."""
-    failures = []
-    for name, buffer in buffers.items():
-        nbytes = getattr(problem, name).nbytes
-        zone = np.empty(_GUARD_BYTES, np.uint8)
-        cl.enqueue_copy(handle.queue, zone, buffer, src_offset=nbytes)
-        written = np.flatnonzero(zone != _PATTERN)
-        if written.size:
-            role = "output" if name == problem.direction.output else "input"
-            failures.append(f"{where}: wrote past its {role} {name!r} (a tensor of "
-                            f"{nbytes} bytes; byte {nbytes + written[0]} written)")
-    return failures
-
-
-def _read_bytes(handle, buffer, nbytes):
-    out = np.empty(nbytes, np.uint8)
-    cl.enqueue_copy(handle.queue, out, buffer)
-    return out
+#: Seconds a run of an in-process check_solver may take before it fails as hung (isolated, the
+#: caller's isolation.REPLY_LIMIT_S applies instead).
+RUN_LIMIT_S = isolation.REPLY_LIMIT_S
 
 
 def _configs(solver, handle, problem, seed, count):
@@ -228,11 +244,14 @@ def _configs(solver, handle, problem, seed, count):
     return [default, *itertools.islice(others, count)]
 
 
-def check_problem(solver, handle, problem, seed=0, configs=0, progress=None, epilogues=()):
+def check_problem(solver, handle, problem, seed=0, configs=0, progress=None, epilogues=(),
+                  thorough=1, limit_s=None):
     """check_solver's failure messages for one ``problem`` that ``solver`` accepts (empty when
     it passes); a tunable solver is checked with its default config and up to ``configs``
-    others drawn at random, then the epilogue cases labelled in ``epilogues``
-    (epilogue_cases).  ``progress(problem, config)`` is called before each run."""
+    others drawn at random (the first ``thorough`` of them with every check, as the default;
+    the rest against the reference and their workspace only), then the epilogue cases labelled
+    in ``epilogues`` (epilogue_cases).  ``progress(problem, config)`` is called before each
+    run; a run still going after ``limit_s`` seconds (None: no limit) raises guarded.Hung."""
     key = problem.key()
     try:   # the contract's checks, as find applies them
         wti_of(solver, problem)
@@ -240,11 +259,14 @@ def check_problem(solver, handle, problem, seed=0, configs=0, progress=None, epi
         runs = _configs(solver, handle, problem, seed, configs) if is_tunable(solver) else [None]
     except ContractError as exc:
         return [f"{key}: {exc.reason}"]
+    host = random_tensors(problem, seed)
+    expected = expected_output(problem, host)
     failures, written = [], []
-    for config in runs:
+    for index, config in enumerate(runs):
         if progress:
             progress(problem, config)
-        found, last_byte = _check_one(solver, handle, problem, seed, workspace, config)
+        found, last_byte = _check_one(solver, handle, problem, (host, expected), workspace,
+                                      config, index <= thorough, limit_s)
         failures += found
         written.append(last_byte)
     if workspace and None not in written and max(written) < workspace - 64:
@@ -252,54 +274,63 @@ def check_problem(solver, handle, problem, seed=0, configs=0, progress=None, epi
                         f"{max(written) + 1}" + (f" with any of the {len(runs)} configs checked"
                                                  if len(runs) > 1 else ""))
     if epilogues:
-        failures += epilogue_cases.failures(solver, handle, problem, seed, progress, epilogues)
+        failures += epilogue_cases.failures(solver, handle, problem, seed, progress, epilogues,
+                                            limit_s)
     return failures
 
 
-def _check_one(solver, handle, problem, seed, workspace, config):
-    """Failure messages of ``solver`` built with ``config`` on ``problem``, and the last byte of
-    the workspace it wrote (-1: none; None: it did not run)."""
+def _check_one(solver, handle, problem, tensors, workspace, config, thorough, limit_s):
+    """Failure messages of ``solver`` built with ``config`` on ``problem`` (``tensors``: the
+    host arrays and the reference output), and the last byte of the workspace it wrote (-1:
+    none; None: it did not run); a run that is not ``thorough`` is held to the reference and
+    its workspace only."""
     where = isolation.label(problem.key(), config)
-    host = random_tensors(problem, seed)
-    out = problem.direction.output
-    buffers = _guarded_buffers(handle, problem, host)
-    scratch = None
-    if workspace:
-        scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, workspace + _GUARD_BYTES)
-        cl.enqueue_fill_buffer(handle.queue, scratch, np.uint8(_PATTERN), 0,
-                               workspace + _GUARD_BYTES)
+    (host, expected), out = tensors, problem.direction.output
+    buffers = guarded.tensors(handle, host, blank=(out,))
+    scratch = guarded.allocate(handle, workspace) if workspace else None
     try:
         built = build_invoker(solver, problem, handle, config)
 
-        def invoker(buffers, scratch):
-            return events_of(solver.name, built(buffers, scratch))
-        cl.wait_for_events(invoker(Buffers(**buffers), scratch))
+        def invoker(buffers, scratch):   # waits for its run, at most limit_s
+            events = events_of(solver.name, built(buffers, scratch))
+            guarded.finish(events, limit_s, where)
+            return events
+        invoker(Buffers(**buffers), scratch)
         first = read_output(handle, problem, buffers)
+    except guarded.Hung:
+        raise
     except Exception as exc:  # noqa: BLE001 - any failure to run is a finding
         return [f"{where}: failed to build or run: {exc!r}"], None
-    failures = _guard_failures(handle, problem, buffers, where)
-    error = reference.relative_error(first, expected_output(problem, host))
+    failures = guarded.overruns(handle, buffers, {name: a.nbytes for name, a in host.items()},
+                                out, where) if thorough else []
+    with np.errstate(invalid="ignore"):   # PATTERN is a signalling NaN
+        error = reference.relative_error(first, expected)
     tolerance = plugins.solver_attribute(solver, "tolerance")
     if not error < tolerance:
-        unwritten = int(np.isnan(first).sum())
+        unwritten = int((first.view(np.uint32) == guarded.PATTERN).sum())
+        computed = int(np.isnan(first).sum()) - unwritten
         failures.append(f"{where}: wrong result, relative error {error:.3g} >= {tolerance:g}"
-                        + (f" ({unwritten} output elements never written)" if unwritten else ""))
+                        + (f" ({unwritten} output elements never written)" if unwritten else "")
+                        + (f" ({computed} NaN outputs from finite inputs: a read past an input "
+                           "gives NaN, its guard zone's)" if computed else ""))
     for name, array in host.items():
-        if name != out and array.size:
+        if thorough and name != out and array.size:
             now = np.empty_like(array)
             cl.enqueue_copy(handle.queue, now, buffers[name], is_blocking=True)
             if not np.array_equal(now, array):
                 failures.append(f"{where}: modified its input {name!r}")
     last_byte = -1
     if scratch is not None:
-        used = np.flatnonzero(_read_bytes(handle, scratch, workspace + _GUARD_BYTES) != _PATTERN)
-        last_byte = int(used[-1]) if used.size else -1
+        used = guarded.changed(handle, scratch, 0, scratch.size)
+        last_byte = int(used[-1]) + 3 if used.size else -1   # the last word's last byte
         if last_byte >= workspace:
             failures.append(f"{where}: wrote past its workspace ({workspace} bytes reported, byte "
                             f"{last_byte} written)")
+    if not thorough:
+        return failures, last_byte
     if plugins.solver_attribute(solver, "deterministic"):
-        buffers = _guarded_buffers(handle, problem, host)
-        cl.wait_for_events(invoker(Buffers(**buffers), scratch))
+        buffers = guarded.tensors(handle, host, blank=(out,))
+        invoker(Buffers(**buffers), scratch)
         if not np.array_equal(read_output(handle, problem, buffers), first, equal_nan=True):
             failures.append(f"{where}: claims to be deterministic but two runs differ")
     failures += _check_nonfinite(handle, problem, invoker, host, scratch, tolerance, where,
@@ -320,7 +351,8 @@ def nonfinite_reach(problem, inputs):
     """The outputs that non-finite values of ``inputs`` (tensors by name) reach through the
     products, whole planes: forward y[n, k of c's group] for x[n, c] and y[:, k] for w[k, c];
     backward-data dx[n, c of k's group] for dy[n, k] and dx[:, c] for w[k, c]; backward-weights
-    dw[k of c's group, c] for x[n, c] and dw[k] for dy[n, k] (nonfinite = "planes")."""
+    dw[k of c's group, c] for x[n, c] and dw[k] for dy[n, k]: where nonfinite = "spread" allows
+    non-finite outputs the reference does not have."""
     g, c, k, d = problem.groups, problem.c, problem.k, problem.direction
     x, w, dy = (~np.isfinite(inputs[name]).all(axis=(2, 3)) for name in "xwy")
     if d is Direction.FORWARD:            # (N, C), (K, C/G) -> (N, K)
@@ -336,33 +368,36 @@ def nonfinite_reach(problem, inputs):
 def _check_nonfinite(handle, problem, invoker, host, scratch, tolerance, where, mode="exact"):
     """Failures of the non-finite semantics: with an inf and a NaN planted in the inputs, the
     output must have NaN and +-inf exactly where the float64 reference has them (``mode``
-    "exact"), or (``"spread"``) be non-finite at least there, and (``"planes"``) nowhere but in
-    nonfinite_reach; outputs finite on both sides must match within tolerance."""
+    "exact"), or (``"spread"``) be non-finite at least there and nowhere out of their reach
+    (nonfinite_reach); outputs finite on both sides must match within tolerance."""
     planted = {name: array.copy() for name, array in host.items()}
     for name, index, value in _PLANTED[problem.direction]:
         if planted[name].size:
             planted[name].flat[index] = value
-    buffers = _guarded_buffers(handle, problem, planted)
+    buffers = guarded.tensors(handle, planted, blank=(problem.direction.output,))
     cl.wait_for_events(invoker(Buffers(**buffers), scratch))
     result = read_output(handle, problem, buffers)
     with np.errstate(invalid="ignore"):
         expected = expected_output(problem, planted)
-    why = reference.mismatch(result, expected, tolerance, "exact" if mode == "exact" else "spread")
-    if mode == "planes" and not why:
-        stray = int((~np.isfinite(result) & ~nonfinite_reach(problem, planted)).sum())
-        if stray:
-            why = f"{stray} outputs non-finite outside the planes the non-finite inputs reach"
+        why = reference.mismatch(result, expected, tolerance, mode)
+    stray = 0 if why or mode != "spread" else int(
+        (~np.isfinite(result) & ~nonfinite_reach(problem, planted)).sum())
+    if stray:
+        why = (f"{stray} outputs non-finite out of the non-finite inputs' reach (nonfinite = "
+               "'spread' allows them only in the images and channels that share a product "
+               "with one)")
     hint = " (padding must take part in the products: 0 * inf = NaN)" if mode == "exact" else ""
     return [f"{where}: non-finite inputs: {why}{hint}"] if why else []
 
 
 def _spread(count, size, seed):
-    """How many of ``count`` sampled configs each of ``size`` problems gets: dealt in a random
-    (seeded) order of the problems, so that none gets two before each has one."""
+    """How many of ``count`` sampled configs each of ``size`` problems gets, dealt in a random
+    (seeded) order of the problems, so that none gets two before each has one; and the index
+    of the problem dealt the first (None when none is)."""
     order, shares = random.Random(seed).sample(range(size), size), [0] * size
     for dealt in range(count if size else 0):
         shares[order[dealt % size]] += 1
-    return shares
+    return shares, (order[0] if count and size else None)
 
 
 def check_solver(solver, handle=None, problems=None, seed=0, *, configs=3, isolate=None,
@@ -376,17 +411,21 @@ def check_solver(solver, handle=None, problems=None, seed=0, *, configs=3, isola
     is_applicable must not raise; where it accepts, get_wti and workspace must be in range, the
     output must match the float64 reference within the solver's ``tolerance`` and be written
     completely, the inputs must stay untouched, nothing may be written past any tensor (a guard
-    zone follows each buffer), the workspace it reports must be exactly enough (writes past it
-    and workspace it never writes are both failures), a ``deterministic`` solver must give
-    bitwise-equal results twice, and with an inf and a NaN planted in the inputs the output must
-    be non-finite exactly where the reference's is.
+    zone of NaN follows each buffer, so a read past one that reaches an output makes it NaN:
+    guarded.py), the workspace it reports must be exactly enough (writes past it and workspace
+    it never writes are both failures), a ``deterministic`` solver must give bitwise-equal
+    results twice, and with an inf and a NaN planted in the inputs the output must be
+    non-finite exactly where the reference's is (nonfinite = "spread": there, and elsewhere
+    only in the planes that share a product with a non-finite input).  A run still going after
+    RUN_LIMIT_S fails as hung and ends the check (the device queue stays blocked).
 
     A tunable solver is checked so with its default config (which must be valid) on every
     problem, and with ``configs`` runs of other valid configs drawn at random from its config
     space, dealt to problems drawn at random (none gets two before each has one), so that the
     cost stays that of a few problems more; ``configs=m * len(problems)`` checks ``m`` random
-    configs on every problem.  ``seed`` seeds the draws, as it does the tensors.  Configs its
-    check_config refuses are left out; each failure names its config.
+    configs on every problem.  The first of them gets every check; the others one run each,
+    held to the reference and to the workspace.  ``seed`` seeds the draws, as it does the
+    tensors.  Configs its check_config refuses are left out; each failure names its config.
 
     ``isolate=True`` checks in a worker process on the same device, so that a kernel that kills
     the process (a write far past a buffer corrupting the heap) is a failure naming the problem,
@@ -409,18 +448,12 @@ def check_solver(solver, handle=None, problems=None, seed=0, *, configs=3, isola
         raise TypeError("check_solver needs a handle (the `handle` fixture) unless sanitize=True")
     if problems is None:
         problems = sanitized_problems() if sanitize else standard_problems()
-    failures, accepted = [], []
-    for problem in problems:
-        if problem.direction not in solver.directions:
-            continue
-        try:
-            if solver.is_applicable(problem):
-                accepted.append(problem)
-        except Exception as exc:  # noqa: BLE001
-            failures.append(f"{problem.key()}: is_applicable raised {exc!r}")
+    failures = []
+    accepted = _accepted(solver, problems, failures)
     cases = epilogue_cases.plan(accepted, sanitize)
-    jobs = [(problem, count, cases.get(problem.key(), ()))
-            for problem, count in zip(accepted, _spread(configs, len(accepted), seed))]
+    shares, first = _spread(configs, len(accepted), seed)
+    jobs = [(problem, count, cases.get(problem.key(), ()), int(index == first))
+            for index, (problem, count) in enumerate(zip(accepted, shares))]
     if jobs and sanitize:
         isolation.oclgrind_or_skip()
         failures += isolation.check_in_workers(
@@ -429,18 +462,42 @@ def check_solver(solver, handle=None, problems=None, seed=0, *, configs=3, isola
         failures += isolation.check_in_workers(solver, jobs, seed,
                                                [isolation.device_target(handle)])
     elif jobs:
-        try:
-            for problem, count, epilogues in jobs:
-                failures += check_problem(
-                    solver, handle, problem, seed, count, lambda problem, config: _running(
-                        f"{solver.name!r} on {isolation.label(problem.key(), config)}"),
-                    epilogues)
-        finally:
-            _running("")
+        failures += _check_in_process(solver, handle, jobs, seed)
     if not accepted and not failures:
         failures.append("applicable to none of the problems checked")
     if failures:
         raise AssertionError(f"{solver.name} fails check_solver:\n  " + "\n  ".join(failures))
     return len(accepted)
+
+
+def _accepted(solver, problems, failures):
+    """The problems of ``solver``'s directions that it is_applicable to; a raise is a failure."""
+    accepted = []
+    for problem in problems:
+        if problem.direction not in solver.directions:
+            continue
+        try:
+            if solver.is_applicable(problem):
+                accepted.append(problem)
+        except Exception as exc:  # noqa: BLE001
+            failures.append(f"{problem.key()}: is_applicable raised {exc!r}")
+    return accepted
+
+
+def _check_in_process(solver, handle, jobs, seed):
+    """check_solver's failures of ``solver`` on ``jobs`` in this process, the watcher told which
+    run is on; a run past RUN_LIMIT_S ends the check (the queue stays blocked)."""
+    failures = []
+    try:
+        for problem, count, epilogues, thorough in jobs:
+            failures += check_problem(
+                solver, handle, problem, seed, count, lambda problem, config: _running(
+                    f"{solver.name!r} on {isolation.label(problem.key(), config)}"),
+                epilogues, thorough, RUN_LIMIT_S)
+    except guarded.Hung as hung:   # the queue is blocked: no later run could finish
+        failures.append(str(hung))
+    finally:
+        _running("")
+    return failures
 
 # }}}

@@ -3,9 +3,11 @@ against the float64 reference and against the core's unfused pass, with edge val
 
 For a few problems the solver accepts (two per direction, the second with the cases that touch
 other memory only; on Oclgrind one, with those), each case of CASES that the solver fuses at
-least one stage of runs fused and unfused on guarded NaN-filled buffers, in process or in
-check_solver's workers alike; a fused result must match the reference (its NaN and inf exactly)
-within the solver's tolerance, and the unfused one within the same tolerance.  For a solver
+least one stage of runs fused and unfused, in process or in check_solver's workers alike, on
+guarded buffers (guarded.py: on a device a guard zone of NaN follows each tensor, operand and
+workspace, so a read past one shows as NaN and a write there is a failure naming the buffer;
+on Oclgrind each has its exact size); a fused result must match the reference (its NaN and inf
+exactly) within the solver's tolerance, and the unfused one within the same tolerance.  For a solver
 with nonfinite = "spread" the reference takes, where the solver's own bare convolution is not
 finite, the epilogue of that value instead.  The cases hold the edges of the semantics: alpha
 0 (the convolution unread: a NaN planted in the input must not show) and negative, beta 0 with
@@ -13,7 +15,6 @@ a NaN-filled output (unread), z being the output's own buffer, activation parame
 limits (leaky relu a = 0, elu a = 0), infinities through relu (never 0 * inf).
 """
 import numpy as np
-import pyopencl as cl
 
 from .. import reference
 from ..device.tensors import random_tensors, read_tensor
@@ -24,6 +25,7 @@ from ..hookspecs import Buffers
 from ..problem import Direction
 from ..solvers.calls import build_invoker, events_of, fused_stages_of, fusing_hook
 from ..solvers.registry import solver_attribute
+from . import guarded
 
 #: (label, structure, values, how: 'nan-y' the prior output NaN, 'inf' an inf planted in the
 #: weights, 'nan-x' a NaN planted in the input, 'alias' z is the output's buffer).
@@ -55,11 +57,6 @@ PROBLEMS_PER_DIRECTION = 2
 SANITIZED_PROBLEMS_PER_DIRECTION = 1
 
 
-def _buffer(handle, array):
-    flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
-    return cl.Buffer(handle.context, flags, hostbuf=np.ascontiguousarray(array, np.float32))
-
-
 def _inputs(problem, values, how, seed):
     """Host tensors (the output's: its prior contents) and the epilogue's arrays for a case."""
     host = random_tensors(problem, seed)
@@ -79,37 +76,50 @@ def _inputs(problem, values, how, seed):
     return host, arrays, z
 
 
-def _run(handle, candidate, problem, host, arrays, z, values, how):
-    """The candidate's output on fresh buffers, or the reason it failed to run."""
-    structure, out = problem.epilogue, problem.direction.output
-    device = {name: _buffer(handle, array) for name, array in host.items()}
+def _run(handle, candidate, problem, inputs, how, where, limit_s):
+    """The candidate's output on fresh guarded buffers (None when it failed to run) and its
+    failures: a failure to run, writes past a buffer or past its workspace."""
+    (host, arrays, z, values), structure = inputs, problem.epilogue
+    out = problem.direction.output
+    device = guarded.tensors(handle, host)
+    operands = {name: array for name, array, present in (
+        ("scale", arrays["scale"], structure.scale), ("bias", arrays["bias"], structure.bias),
+        ("z", z, structure.residual and "alias" not in how)) if present}
+    extra = guarded.tensors(handle, operands)
     args = EpilogueArgs(values.get("alpha", 1.0), values.get("beta", 0.0),
                         values.get("z_scale", 1.0), Activation.parse(
                             values.get("activation"), structure.activation),
-                        _buffer(handle, arrays["scale"]) if structure.scale else None,
-                        _buffer(handle, arrays["bias"]) if structure.bias else None,
-                        None if not structure.residual else device[out] if "alias" in how
-                        else _buffer(handle, z))
+                        extra.get("scale"), extra.get("bias"),
+                        device[out] if structure.residual and "alias" in how else extra.get("z"))
     need = candidate.workspace(problem)
-    scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, need) if need else None
+    scratch = guarded.allocate(handle, need) if need else None
     try:
         invoker = candidate.build_invoker(problem, handle)
-        cl.wait_for_events(events_of(candidate.name, invoker(
-            Buffers(**device).with_epilogue_args(args), scratch)))
+        guarded.finish(events_of(candidate.name, invoker(
+            Buffers(**device).with_epilogue_args(args), scratch)), limit_s, where)
+    except guarded.Hung:
+        raise
     except Exception as exc:  # noqa: BLE001 - any failure to run is a finding
-        return None, f"failed to build or run: {exc!r}"
-    return read_tensor(handle, getattr(problem, out), device[out]), None
+        return None, [f"{where}: failed to build or run: {exc!r}"]
+    sizes = {name: array.nbytes for name, array in {**host, **operands}.items()}
+    failures = guarded.overruns(handle, {**device, **extra}, sizes, out, where)
+    past = guarded.changed(handle, scratch, need, scratch.size) if need else []
+    if len(past):
+        failures.append(f"{where}: wrote past its workspace ({need} bytes, byte {past[0]} "
+                        "written)")
+    return read_tensor(handle, getattr(problem, out), device[out]), failures
 
 
-def _own_expected(handle, solver, problem, host, arrays, z, values, expected):
+def _own_expected(handle, solver, problem, inputs, expected, limit_s):
     """For a solver whose transforms spread non-finite inputs: ``expected`` where its own bare
     convolution is finite, and the float64 epilogue of its own (non-finite) value elsewhere."""
-    bare = problem.with_epilogue(None)
-    buffers = {name: _buffer(handle, array) for name, array in host.items()}
+    (host, arrays, z, values), bare = inputs, problem.with_epilogue(None)
+    buffers = guarded.tensors(handle, host)
     need = solver.workspace(bare)
-    scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, need) if need else None
+    scratch = guarded.allocate(handle, need) if need else None
     invoker = build_invoker(solver, bare, handle)
-    cl.wait_for_events(events_of(solver.name, invoker(Buffers(**buffers), scratch)))
+    guarded.finish(events_of(solver.name, invoker(Buffers(**buffers), scratch)), limit_s,
+                   bare.key())
     conv = read_tensor(handle, getattr(bare, bare.direction.output),
                        buffers[bare.direction.output])
     with np.errstate(all="ignore"):
@@ -118,7 +128,7 @@ def _own_expected(handle, solver, problem, host, arrays, z, values, expected):
     return np.where(np.isfinite(conv), expected, own)
 
 
-def _check_case(solver, handle, problem, case, seed, progress):
+def _check_case(solver, handle, problem, case, seed, progress, limit_s):
     label, structure, values, how = case
     problem = problem.with_epilogue(structure)
     try:
@@ -130,19 +140,21 @@ def _check_case(solver, handle, problem, case, seed, progress):
     if progress:
         progress(problem, None)
     host, arrays, z = _inputs(problem, values, how, seed)
+    inputs = (host, arrays, z, values)
     with np.errstate(all="ignore"):
         expected = reference.compute(problem, *(host[n] for n in "xwy"), scale=arrays["scale"],
                                      bias=arrays["bias"], z=z, **values)
     tolerance, failures = solver_attribute(solver, "tolerance"), []
     if solver_attribute(solver, "nonfinite") == "spread":
-        expected = _own_expected(handle, solver, problem, host, arrays, z, values, expected)
+        expected = _own_expected(handle, solver, problem, inputs, expected, limit_s)
     for candidate in (Candidate(solver, fused, solver.name),
                       Candidate(solver, 0, f"{solver.name}/unfused")):
-        result, error = _run(handle, candidate, problem, host, arrays, z, values, how)
-        why = error or reference.mismatch(result, expected, tolerance)
-        if why:
-            failures.append(f"{problem.key()} ({label}), {candidate.name} fusing "
-                            f"{candidate.fused} stages: {why}")
+        where = (f"{problem.key()} ({label}), {candidate.name} fusing {candidate.fused} "
+                 "stages")
+        result, found = _run(handle, candidate, problem, inputs, how, where, limit_s)
+        with np.errstate(invalid="ignore"):   # guarded.PATTERN is a signalling NaN
+            why = None if result is None else reference.mismatch(result, expected, tolerance)
+        failures += found + ([f"{where}: {why}"] if why else [])
     return failures
 
 
@@ -166,15 +178,15 @@ def plan(problems, sanitize=False):
     return found
 
 
-def failures(solver, handle, problem, seed=0, progress=None, cases=None):
+def failures(solver, handle, problem, seed=0, progress=None, cases=None, limit_s=None):
     """check_solver's epilogue findings for ``solver`` on ``problem``, which it accepts: the
     cases of its direction labelled in ``cases`` (None: every one); none when the solver has no
     ``fused_stages`` hook.  ``progress(problem, None)`` is called with the case's problem
-    before each case runs."""
+    before each case runs; a run still going after ``limit_s`` seconds raises guarded.Hung."""
     if fusing_hook(solver) is None:
         return []
     found = []
     for case in CASES.get(problem.direction, CASES["backward"]):
         if cases is None or case[0] in cases:
-            found += _check_case(solver, handle, problem, case, seed, progress)
+            found += _check_case(solver, handle, problem, case, seed, progress, limit_s)
     return found

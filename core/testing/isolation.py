@@ -6,14 +6,16 @@ A worker serves one target, ``("device", index)`` or ``("oclgrind", profile)``: 
 for each isolated check_solver call on a device (so that memory a solver corrupted cannot fail
 the next check), one per Oclgrind profile for the whole process (Oclgrind checks every access,
 and its programs are then built once).  It runs ``isolation_main.serve`` and talks JSON lines: a request (on
-stdin) carries the solver (pickled), the problems (each key, and how many sampled configs a
-tunable solver gets there), the seed, the caller's CONVSOLVE_* variables and its sys.path; the
+stdin) carries the solver (pickled), the problems (each key, how many sampled configs a
+tunable solver gets there, the epilogue cases, and whether the first sampled config gets every
+check), the seed, the caller's CONVSOLVE_* variables and its sys.path; the
 worker answers ``["start", key, config]`` before each run, ``["done", key, failures,
 reports]`` after each problem, then ``["end"]``.  When it dies, the caller names the problem
 and config it had started, the signal and the last lines of its stderr, starts a new worker and
 goes on; a problem that was not the worker's first is checked again alone in a new one first,
 since an earlier problem may have corrupted the memory.  A worker silent for REPLY_LIMIT_S (a
-kernel that never finishes) is killed, and its run fails as hung.
+kernel that never finishes) is killed, and its run fails as hung.  A worker ends with its caller
+(engine.parallel.exit_with_parent), removing its folder, even in a kernel that never finishes.
 
 Under Oclgrind the checks that are on:
 
@@ -29,8 +31,8 @@ Under Oclgrind the checks that are on:
 
 Oclgrind writes kernel diagnostics to OCLGRIND_LOG (a file per context) and API and fatal errors
 to stderr; the worker reads both before each run, so every report names the problem and config.
-Not seen: reads past a solver's reported workspace into the guard bytes check_solver allocates
-after each buffer (the buffer is that much larger; check_solver itself catches writes there).
+check_solver allocates its buffers with their exact sizes there (guarded.py: no guard zone), so
+that a read or write past a tensor or the reported workspace is an "Invalid read/write" report.
 """
 import atexit
 import base64
@@ -146,8 +148,8 @@ class _Worker:
         with open(self.folder / "stderr.txt", "wb") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "convsolve.testing.isolation_main", json.dumps(target),
-                 str(self.folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=stderr, env=env, text=True)
+                 str(self.folder), str(os.getpid())], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=stderr, env=env, text=True)
         self.lines, self.silent_s = LineReader(self.process.stdout), None   # silent_s: why killed
 
     def send(self, solver, problems, seed):
@@ -218,9 +220,9 @@ def oclgrind_or_skip():
 
 
 def check_in_workers(solver, problems, seed, targets):
-    """check_solver's failures of ``solver`` on ``problems`` ((problem, sampled configs, with
-    epilogue cases) triples, each a problem it accepts), checked in the worker of each target in ``targets`` (all at
-    once, a worker per target)."""
+    """check_solver's failures of ``solver`` on ``problems`` (check_problem's arguments after
+    the seed: (problem, sampled configs, epilogue cases, thorough), each a problem it accepts),
+    checked in the worker of each target in ``targets`` (all at once, a worker per target)."""
     try:
         payload = base64.b64encode(pickle.dumps(solver)).decode()
     except Exception as exc:  # noqa: BLE001

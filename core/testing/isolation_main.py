@@ -1,14 +1,17 @@
-"""check_solver's worker process (``python -m convsolve.testing.isolation_main TARGET FOLDER``):
-it checks each request's problems on a device or on Oclgrind and answers JSON lines
-(isolation.py is the caller's side and says what the lines are)."""
+"""check_solver's worker process (``python -m convsolve.testing.isolation_main TARGET FOLDER
+PARENT_PID``): it checks each request's problems on a device or on Oclgrind and answers JSON
+lines (isolation.py is the caller's side and says what the lines are)."""
 import base64
+import functools
 import json
 import os
 import pickle
+import shutil
 import sys
 from pathlib import Path
 
 from ..device.handle import Handle
+from ..engine.parallel import exit_with_parent
 from ..problem import Problem
 from . import check_problem
 from .isolation import distinct, label, oclgrind_handle, stderr_reports
@@ -45,12 +48,16 @@ def _progress(logs, send, key, reports):
     return progress
 
 
-def serve(target, folder):
+def serve(target, folder, parent_pid):
     """The worker's loop: check each request's problems, one reply line per run and problem.
 
     Replies go to the original stdout; anything else printed (by plugins, by the OpenCL runtime)
-    goes to stderr, which the caller has pointed at a file.
+    goes to stderr, which the caller has pointed at a file.  The worker ends, removing
+    ``folder``, at the end of its stdin and when its caller, process ``parent_pid``, ends,
+    even in a kernel that never finishes (a SIGKILLed caller runs no atexit to remove it).
     """
+    remove = functools.partial(shutil.rmtree, folder, True)
+    exit_with_parent(parent_pid, remove)
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
 
@@ -72,17 +79,18 @@ def serve(target, folder):
         except Exception as exc:  # noqa: BLE001 - reported to the caller, who names the solver
             send("error", f"the worker process cannot unpickle the solver: {exc!r}")
             continue
-        for key, configs, epilogues in request["problems"]:
+        for key, configs, epilogues, thorough in request["problems"]:
             for log in logs:   # what came before the problem belongs to none
                 log.read()
             reports = []
             progress = _progress(logs, send, key, reports)
             failures = check_problem(solver, handle, Problem.from_key(key), request["seed"],
-                                     configs, progress, epilogues)
+                                     configs, progress, epilogues, thorough)
             progress()
             send("done", key, failures, reports)
         send("end")
+    remove()
 
 
 if __name__ == "__main__":
-    serve(tuple(json.loads(sys.argv[1])), sys.argv[2])
+    serve(tuple(json.loads(sys.argv[1])), sys.argv[2], int(sys.argv[3]))

@@ -1,10 +1,8 @@
 """Tests of the measured device peak: FMA and copy arithmetic, configurations, a measurement."""
-from types import SimpleNamespace
-
-import pyopencl as cl
 import pytest
 from convsolve import Handle
 from convsolve.bench import peak
+from convsolve.testing import fake_device
 
 
 def test_peak_arithmetic():
@@ -17,8 +15,7 @@ def test_peak_arithmetic():
 
 def test_fma_configs():
     """CPUs get explicit vectors of their preferred width, GPUs short ones."""
-    cpu = SimpleNamespace(type=cl.device_type.CPU, preferred_vector_width_float=8)
-    gpu = SimpleNamespace(type=cl.device_type.GPU, preferred_vector_width_float=1)
+    cpu, gpu = fake_device("avx2"), fake_device("gpu")   # preferred float vectors: 8 and 1
     assert all(width == 8 for width, _ in peak.fma_configs(cpu))
     assert peak.fma_configs(gpu) == peak.GPU_FMA_CONFIGS
 

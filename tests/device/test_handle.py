@@ -1,7 +1,6 @@
 """Handle: device choice, define formatting, and build errors that tell the whole story."""
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import convsolve
 import pyopencl as cl
@@ -16,21 +15,23 @@ from convsolve.device.handle import (
     is_simulator,
     list_devices,
 )
+from convsolve.testing import fake_device
 
 _TYPE = cl.device_type
 #: What Oclgrind 21.10 reports: every type bit at once.
 OCLGRIND_TYPE = _TYPE.DEFAULT | _TYPE.CPU | _TYPE.GPU | _TYPE.ACCELERATOR
 
 
-def _fake(platform, device, kind):
-    """A (platform, device) pair as list_devices() gives, with only what the ranking reads."""
-    return (SimpleNamespace(name=platform), SimpleNamespace(name=device, type=kind))
+def _fake(kind, **fields):
+    """A (platform, device) pair as list_devices() gives; the ranking reads names and type."""
+    device = fake_device(kind, **fields)
+    return (device.platform, device)
 
 
-OCLGRIND = _fake("Oclgrind", "Oclgrind Simulator", OCLGRIND_TYPE)
-POCL = _fake("Portable Computing Language", "pthread-skylake", _TYPE.CPU)
-OTHER_CPU = _fake("Intel(R) OpenCL", "Intel(R) Xeon(R)", _TYPE.CPU)
-GPU = _fake("NVIDIA CUDA", "NVIDIA H200", _TYPE.GPU | _TYPE.DEFAULT)
+OCLGRIND = _fake("oclgrind", type=OCLGRIND_TYPE)
+POCL = _fake("avx512", name="pthread-skylake")
+OTHER_CPU = _fake("avx512", platform="Intel(R) OpenCL", name="Intel(R) Xeon(R)")
+GPU = _fake("gpu", type=_TYPE.GPU | _TYPE.DEFAULT)   # NVIDIA CUDA: NVIDIA H200
 
 
 def test_device_by_index_and_substring(handle):
@@ -77,7 +78,7 @@ def test_a_gpu_is_a_device_of_the_gpu_type_alone():
     assert is_gpu(GPU[1]) and not is_simulator(*GPU)
     assert not is_gpu(OCLGRIND[1]) and is_simulator(*OCLGRIND)
     assert not is_gpu(POCL[1]) and not is_simulator(*POCL)
-    assert is_simulator(*_fake("Oclgrind", "Oclgrind Simulator", _TYPE.CPU))   # by its name
+    assert is_simulator(*_fake("oclgrind", type=_TYPE.CPU))   # by its name
 
 
 def test_default_order_skips_simulators_and_puts_gpus_then_pocl_first():

@@ -17,6 +17,7 @@ class Tiled(FakeSolver):
 
     def __init__(self):
         self.built = []   # the configs build_invoker was called with
+        self.ran = []     # the config of each run of an invoker
 
     @hookimpl
     def config_space(self, problem):
@@ -38,6 +39,7 @@ class Tiled(FakeSolver):
         size = (problem.y.size // wg * wg if wg == 16 else round_up(problem.y.size, wg),)
 
         def invoker(buffers, scratch):
+            self.ran.append(config)
             if not size[0]:
                 return [cl.enqueue_marker(handle.queue)]
             kernel.set_args(buffers.x, buffers.w, buffers.y, *problem.kernel_args())

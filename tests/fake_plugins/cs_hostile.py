@@ -94,12 +94,12 @@ class Perturbs(FakeSolver):
     @hookimpl
     def build_invoker(self, problem, handle):
         conv = super().build_invoker(problem, handle)
-        perturb = handle.build(FAULTS, "perturb")
+        nudge = handle.build(FAULTS, "nudge")   # adds the amount to y[0]
 
         def invoker(buffers, scratch):
-            perturb.set_args(buffers.y, np.float32(self.amount))
+            nudge.set_args(buffers.y, np.uint64(0), np.float32(self.amount))
             return conv(buffers, scratch) + [
-                cl.enqueue_nd_range_kernel(handle.queue, perturb, (1,), None)]
+                cl.enqueue_nd_range_kernel(handle.queue, nudge, (1,), None)]
         return invoker
 
 

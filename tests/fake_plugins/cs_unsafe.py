@@ -27,6 +27,23 @@ class WritesPastOutput(FakeSolver):
         return invoker
 
 
+class EpilogueWritesPast(WritesPastOutput):
+    """Says it fuses every epilogue stage; with an epilogue, it runs WritesPastOutput's kernel
+    (no epilogue applied, one element past y), without one the naive forward (right)."""
+
+    name = "unsafe.EpilogueWritesPast"
+
+    @hookimpl
+    def fused_stages(self, problem):
+        return len(problem.epilogue.stages)
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        if problem.epilogue is None:
+            return FakeSolver.build_invoker(self, problem, handle)
+        return super().build_invoker(problem, handle)
+
+
 class PairsPastOddOutput(FakeSolver):
     """Two outputs per work-item and no check of the second: one element past y on odd sizes."""
 
@@ -61,6 +78,25 @@ class LocalRace(FakeSolver):
         return invoker
 
 
+class ReadsPastInput(FakeSolver):
+    """Reads input channels in fours: on a group of 1 to 3 channels (mod 4), the last image's
+    last channels are read past the end of x, up to 3 planes (their weights are zero)."""
+
+    name = "unsafe.ReadsPastInput"
+    family = "unsafe"
+
+    @hookimpl
+    def build_invoker(self, problem, handle):
+        kernel = handle.build(UNSAFE, "overread_fwd")
+        size = (problem.y.size,)
+
+        def invoker(buffers, scratch):
+            kernel.set_args(buffers.x, buffers.w, buffers.y, *problem.kernel_args())
+            return [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, None)]
+        return invoker
+
+
 @hookimpl
 def convsolve_solvers():
-    return [WritesPastOutput(), PairsPastOddOutput(), LocalRace()]
+    return [WritesPastOutput(), EpilogueWritesPast(), PairsPastOddOutput(), LocalRace(),
+            ReadsPastInput()]

@@ -6,6 +6,9 @@
  *                  y[N*K*OH*OW], one element past the output.
  * pairs_fwd:       the naive forward with two outputs per work-item over ceil(size / 2) work-items,
  *                  without a check of the second: on an odd output size, one element past y.
+ * overread_fwd:    the naive forward reading input channels in fours, the weights of channels
+ *                  past the group's zero: right results, but the last image's last channels
+ *                  read up to 3 planes past the end of x (0 * whatever is there, unless NaN).
  * local_race_fwd:  the naive forward whose work-items all write their id to one __local int
  *                  before a barrier (a write-write data race), then read it back in a test that
  *                  every value passes. Launch: work-groups of 64, the range rounded up to them. */
@@ -56,4 +59,24 @@ __kernel void pairs_fwd(__global const float *x, __global const float *w, __glob
     for (size_t i = index; i < index + 2; ++i)
         y[i] = naive_fwd_at(x, w, i % ((size_t)N * K * OH * OW), N, C, H, W, K, R, S, OH, OW, G,
                             PAD_T, PAD_L, STRIDE_H, STRIDE_W, DIL_H, DIL_W);
+}
+
+__kernel void overread_fwd(__global const float *x, __global const float *w, __global float *y,
+                           CS_CONV_PARAMS)
+{
+    const size_t index = get_global_id(0);
+    if (index >= (size_t)N * K * OH * OW)
+        return;
+    const int ow = index % OW, oh = (index / OW) % OH, k = (index / ((size_t)OW * OH)) % K;
+    const int n = index / ((size_t)OW * OH * K), cpg = C / G, c0 = (k / (K / G)) * cpg;
+    float acc = 0.0f;
+    for (int c = 0; c < CS_DIV_UP(cpg, 4) * 4; ++c)   /* the fault: channels past cpg are read */
+        for (int r = 0; r < R; ++r)
+            for (int s = 0; s < S; ++s) {
+                const float weight = c < cpg ? w[CS_NCHW(k, c, r, s, cpg, R, S)] : 0.0f;
+                acc += cs_padded_load(x + CS_NCHW(n, c0 + c, 0, 0, C, H, W),
+                                      oh * STRIDE_H - PAD_T + r * DIL_H,
+                                      ow * STRIDE_W - PAD_L + s * DIL_W, H, W) * weight;
+            }
+    y[index] = acc;
 }

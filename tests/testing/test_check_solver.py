@@ -1,10 +1,15 @@
 """convsolve.testing.check_solver: honest solvers pass, planted faults are caught and named."""
+import copy
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import convsolve
+import pyopencl as cl
 import pytest
 from convsolve import Direction, Problem
 from convsolve.testing import STANDARD_SHAPES, check_solver, standard_problems
@@ -42,12 +47,57 @@ def test_honest_solver_passes(handle, faulty):
     ("faulty.WrongOnOddSizes", "output elements never written"),
     ("faulty.NonDeterministic", "claims to be deterministic but two runs differ"),
     ("faulty.SkipsPadding", "non-finite inputs: 0 NaN in the output where the reference has"),
+    ("faulty.WrongResult", "wrong result, relative error"),
+    ("faulty.ModifiesInput", "modified its input 'x'"),
+    ("faulty.WritesPastInput", "wrote past its input 'x'"),
+    ("faulty.RaisingApplicable",
+     "is_applicable raised ValueError('planted: strides not understood')"),
+    ("faulty.WtiOutOfRange", "get_wti() returned 1.5, not in (0, 1] or negative"),
+    ("faulty.NegativeWorkspace", "workspace() returned -8, not bytes >= 0"),
+    ("faulty.SpreadsEverywhere", "outputs non-finite out of the non-finite inputs' reach"),
 ])
 def test_planted_faults_are_caught(handle, faulty, name, finding):
     """Each planted fault fails check_solver with a message that names it."""
     with pytest.raises(AssertionError) as info:
         check_solver(faulty[name], handle)
     assert finding in str(info.value) and name in str(info.value)
+    if name == "faulty.WrongResult":   # finite and wrong: not blamed on NaN or unwritten outputs
+        assert "never written" not in str(info.value) and "NaN" not in str(info.value)
+
+
+@pytest.mark.parametrize("name, honest", [
+    ("faulty.WrongResult", {"amount": 0.0}),
+    ("faulty.ModifiesInput", {"amount": 0.0}),
+    ("faulty.WritesPastInput", {"amount": 0.0, "past": False}),
+    ("faulty.RaisingApplicable", {"raises": False}),
+    ("faulty.WtiOutOfRange", {"wti": 0.5}),
+    ("faulty.NegativeWorkspace", {"workspace_bytes": 0}),
+    ("faulty.SpreadsEverywhere", {"span": None}),   # faulty.Spreads: an output plane each
+])
+def test_planted_faults_have_honest_controls(handle, faulty, name, honest):
+    """The same fake with its fault taken out passes on every forward problem, so what fails
+    above is the fault alone."""
+    solver = copy.copy(faulty[name])
+    for attribute, value in honest.items():
+        setattr(solver, attribute, value)
+    assert check_solver(solver, handle) == len(STANDARD_SHAPES)
+
+
+def test_a_read_past_an_input_gives_nan_outputs(handle, monkeypatch):
+    """A kernel reading up to a few KiB past its input (channels in fours, their weights zero)
+    reads the NaN of the guard zone: its outputs there are NaN and check_solver names them;
+    where its channels are a multiple of 4 it reads nothing past x and passes."""
+    import cs_unsafe
+    over = [Problem.conv2d((2, 3, 7, 5), (4, 3, 3, 3), padding=1),    # 1 plane: 140 bytes
+            Problem.conv2d((1, 9, 13, 11), (2, 9, 3, 3))]            # 3 planes: 1716 bytes
+    with pytest.raises(AssertionError) as info:
+        check_solver(cs_unsafe.ReadsPastInput(), handle, over)
+    found = [line for line in str(info.value).splitlines() if "wrong result" in line]
+    assert [line.split(":")[0].strip() for line in found] == [p.key() for p in over]
+    assert all("NaN outputs from finite inputs: a read past an input gives NaN" in line
+               for line in found), found
+    fine = Problem.conv2d((2, 8, 7, 5), (4, 8, 3, 3), padding=1)
+    assert check_solver(cs_unsafe.ReadsPastInput(), handle, [fine]) == 1
 
 
 def test_a_write_past_the_output_is_caught(handle, monkeypatch):
@@ -109,7 +159,9 @@ def test_a_write_past_odd_outputs_is_caught(handle):
 def test_a_tunable_solver_is_checked_with_sampled_configs(handle):
     """A tunable solver runs with its default config on every problem and with the number of
     random valid ones asked for, dealt to the problems; each failure names the wrong config; a
-    config check_config refuses is never built."""
+    config check_config refuses is never built.  The default and the first sampled config get
+    every check (three runs: the result, a second for determinism, one with non-finite
+    inputs), the other sampled configs the reference's (one run)."""
     import cs_configs
     solver = cs_configs.Tiled()
     with pytest.raises(AssertionError) as info:
@@ -119,6 +171,8 @@ def test_a_tunable_solver_is_checked_with_sampled_configs(handle):
     assert solver.built.count({"WG": 64}) == len(FORWARD)        # the default, everywhere
     assert solver.built.count({"WG": 16}) == len(FORWARD)        # 2 drawn of 2 left: both
     assert {"WG": 8} not in solver.built
+    assert solver.ran.count({"WG": 64}) == 3 * len(FORWARD)
+    assert len(solver.ran) == 3 * len(FORWARD) + 3 + (2 * len(FORWARD) - 1)
     assert check_solver(cs_configs.Tiled(), handle, configs=0) == len(FORWARD)
     solver = cs_configs.Tiled()
     check_solver(solver, handle, [p for p in FORWARD if p.y.size % 16 == 0], configs=5)
@@ -198,6 +252,26 @@ def test_a_crash_caused_earlier_is_named_as_such(handle):
             "it did not" in str(info.value))
 
 
+def test_a_kernel_that_never_finishes_fails_as_hung_in_process(handle, monkeypatch):
+    """In process, a run that does not finish within testing.RUN_LIMIT_S fails as hung, naming
+    the problem and the limit and saying the queue is unusable now; nothing after it runs."""
+    import cs_deadly
+    from convsolve import testing
+    monkeypatch.setattr(testing, "RUN_LIMIT_S", 2)
+    try:
+        with pytest.raises(AssertionError) as info:
+            check_solver(cs_deadly.NeverCompletes(), handle, FORWARD[:3])
+    finally:
+        for event in cs_deadly.PENDING:
+            event.set_status(cl.command_execution_status.COMPLETE)
+        cs_deadly.PENDING.clear()
+    assert str(info.value).splitlines() == [
+        "deadly.NeverCompletes fails check_solver:",
+        (f"  {FORWARD[0].key()}: hung: its kernels did not finish within 2 s; they block this "
+         "process's device queue, which is unusable now (check_solver(..., isolate=True) runs "
+         "them in a worker process, killed when hung)")]
+
+
 def test_a_kernel_that_never_finishes_fails_as_hung_under_isolation(handle, monkeypatch):
     """With isolate=True a worker silent for check_worker.REPLY_LIMIT_S (its kernel never
     finishes) is killed, and the problem fails as hung."""
@@ -240,3 +314,74 @@ def test_an_epilogue_said_fused_but_not_applied_is_caught(handle, isolate):
     assert any("(bias+relu, inf in w), lies.EpilogueLie fusing 3 stages:" in line
                for line in lines), lines
     assert not any("/unfused" in line for line in lines), lines
+
+
+#: A caller of check_solver(isolate=True) that prints its worker's pid and folder when the
+#: worker announces its first run, then waits for the check (which ``argv[1]`` says may hang).
+ORPHANING_CALLER = """
+import json, sys
+import cs_deadly, cs_fake
+from convsolve import Handle, Problem
+from convsolve.testing import check_solver, isolation
+
+replies = isolation._Worker.replies
+def announcing(self):
+    for message in replies(self):
+        if message[0] == "start":
+            print(json.dumps([self.process.pid, str(self.folder)]), flush=True)
+        yield message
+isolation._Worker.replies = announcing
+solver = cs_deadly.HangsRunning() if sys.argv[1] == "hung" else cs_fake.Good()
+check_solver(solver, Handle(), [Problem.conv2d((1, 1, 3, 3), (1, 1, 1, 1))], isolate=True)
+print("[]", flush=True)
+input()
+"""
+
+
+def _running(pid):
+    """Whether process ``pid`` exists and is not a zombie (an orphan's reaper may be slow)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("state", ["hung", "idle"])
+def test_a_worker_ends_with_its_sigkilled_caller(tmp_path, state):
+    """A check worker whose caller is SIGKILLed (it runs no atexit) ends within a few seconds
+    and removes its folder: in a kernel that never finishes, and idle between checks."""
+    caller = subprocess.Popen([sys.executable, "-c", ORPHANING_CALLER, state],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    pid = None
+    try:
+        pid, folder = json.loads(caller.stdout.readline())
+        if state == "idle":
+            assert json.loads(caller.stdout.readline()) == []   # the check passed
+        time.sleep(1.0)   # the kernel runs, or the worker waits for the next request
+        assert _running(pid) and Path(folder).is_dir()
+        caller.kill()
+        caller.wait()
+        deadline = time.monotonic() + 5
+        while (_running(pid) or Path(folder).exists()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(pid), f"worker {pid} outlived its caller by 5 s"
+        assert not Path(folder).exists(), f"worker left its folder {folder}"
+    finally:
+        caller.kill()
+        if pid is not None and _running(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_an_epilogue_write_past_the_output_is_caught(handle):
+    """check_solver's epilogue cases run on guarded buffers too: a fused epilogue kernel that
+    writes one element past its output is named, case by case; its bare convolution passes."""
+    import cs_unsafe
+    problem = Problem.conv2d((1, 3, 5, 4), (2, 3, 3, 3), padding=1)
+    with pytest.raises(AssertionError) as info:
+        check_solver(cs_unsafe.EpilogueWritesPast(), handle, [problem])
+    lines = str(info.value).splitlines()[1:]
+    assert lines and all(line.startswith(f"  {problem.key()}-epi") for line in lines), lines
+    past = [line for line in lines if "unsafe.EpilogueWritesPast fusing" in line
+            and "wrote past its output 'y' (a tensor of 160 bytes; byte 160 written)" in line]
+    assert len(past) == 5, lines   # every forward case (z being y among them)

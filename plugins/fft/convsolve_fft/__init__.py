@@ -6,7 +6,7 @@ from .tiled_fft import TiledFft
 
 __version__ = "0.1.0"
 #: Solver API versions this plugin supports.
-CONVSOLVE_SOLVER_API = ">=2.3,<3"   # nonfinite = "planes" (2.3)
+CONVSOLVE_SOLVER_API = ">=2.3,<3"   # nonfinite = "spread" bounded to its planes (2.3)
 
 
 @hookimpl

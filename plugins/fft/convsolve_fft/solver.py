@@ -55,7 +55,7 @@ class FftSolver:
     tolerance = 5e-6
     #: One non-finite input spoils the transforms it enters, so the output planes it reaches
     #: through the products (README: "Non-finite inputs").
-    nonfinite = "planes"
+    nonfinite = "spread"
 
     def layout(self, problem):
         """The Layout the solver uses for ``problem``, or None when it declines."""

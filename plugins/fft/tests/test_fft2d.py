@@ -101,11 +101,11 @@ class StrayNaN(Fft2d):
 
 
 def test_check_solver_holds_fft_to_its_planes(handle):
-    """nonfinite = "planes": check_solver fails a non-finite output that no non-finite input
-    reaches, which "spread" would let pass."""
+    """nonfinite = "spread": check_solver fails a non-finite output that no non-finite input
+    reaches."""
     problem = Problem.conv2d((2, 2, 6, 7), (2, 2, 3, 3), padding=1)
-    assert Fft2d.nonfinite == "planes"
-    with pytest.raises(AssertionError, match="1 outputs non-finite outside the planes"):
+    assert Fft2d.nonfinite == "spread"
+    with pytest.raises(AssertionError, match="1 outputs non-finite out of the non-finite inputs"):
         check_solver(StrayNaN(), handle, [problem], configs=0, isolate=False)
 
 #: Images whose whole-image transforms need more than the H200's 48 KiB of local memory (the
