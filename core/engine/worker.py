@@ -52,7 +52,8 @@ class Worker:
     def __init__(self, device_index):
         path = os.pathsep.join(p for p in sys.path if p)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "convsolve.engine.worker_main", str(device_index)],
+            [sys.executable, "-m", "convsolve.engine.worker_main", str(device_index),
+             str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": path})
         self.replies = LineReader(self.process.stdout)

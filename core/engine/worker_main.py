@@ -13,18 +13,21 @@ from ..solvers.policy import Policy
 from ..solvers.registry import registry
 from . import fusion
 from .find import QueueBlocked, benchmark
+from .parallel import exit_with_parent
 from .run import check_buffers
 
 #: The policy the worker resolves candidates with: the caller's chose their names already.
 ADMIT_ALL = Policy(reduced_precision=True)
 
 
-def serve(device_index):
+def serve(device_index, parent_pid):
     """The worker's loop: benchmark the solvers of each request line, one reply line per solver.
 
     Replies go to the original stdout; anything else printed (by plugins, by the OpenCL
-    runtime) goes to stderr, so it cannot corrupt them.
+    runtime) goes to stderr, so it cannot corrupt them.  It ends soon after its caller, process
+    ``parent_pid``, does, even inside a kernel that never finishes (parallel.exit_with_parent).
     """
+    exit_with_parent(parent_pid)
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
 
@@ -78,4 +81,4 @@ def _with_epilogue(device, problem, buffers, values):
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), int(sys.argv[2]))

@@ -1,5 +1,12 @@
 """Isolated find: solvers that hang or end the process cost a worker restart, not the caller."""
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import convsolve
 import pyopencl as cl
@@ -108,3 +115,58 @@ def test_bad_isolation_value_is_named(handle, monkeypatch):
     buffers = device_buffers(handle, random_tensors(PROBLEM))
     with pytest.raises(convsolve.ValidationError, match="CONVSOLVE_FIND_ISOLATION"):
         find(handle, PROBLEM, **buffers, mode="NORMAL")
+
+
+#: A caller whose find meets a solver with a kernel that never finishes: it says the find
+#: worker's pid once the worker has started that solver, then waits for ever for its reply.
+ORPHANING_CALLER = """
+import json
+import convsolve
+from convsolve.testing import device_buffers, random_tensors
+from convsolve.engine import worker
+receive = worker.Worker.receive
+def announcing(self, limit_s):
+    message = receive(self, limit_s)
+    if message and message[0] == "start":
+        print(json.dumps(self.process.pid), flush=True)
+    return message
+worker.Worker.receive = announcing
+handle = convsolve.Handle()
+problem = convsolve.Problem.conv2d((1, 3, 6, 5), (4, 3, 3, 3), padding=1)
+convsolve.find(handle, problem, **device_buffers(handle, random_tensors(problem)))
+"""
+
+
+def _running(pid):
+    """Whether process ``pid`` exists and is not a zombie (an orphan's reaper may be slow)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_the_find_worker_ends_with_its_sigkilled_caller(monkeypatch):
+    """The find worker of a caller that is SIGKILLed ends within a few seconds, even inside a
+    kernel that never finishes (issue 25 item 5: it ran on for a minute)."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_deadly")
+    monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "deadly.NeverCompletes,deadly.EndsProcess")
+    monkeypatch.setenv("CONVSOLVE_FIND_ISOLATION", "process")
+    monkeypatch.setenv("CONVSOLVE_FIND_RUN_TIMEOUT_S", "600")   # the caller waits for its reply
+    caller = subprocess.Popen([sys.executable, "-c", ORPHANING_CALLER], stdout=subprocess.PIPE,
+                              text=True)
+    pid = None
+    try:
+        pid = json.loads(caller.stdout.readline())
+        time.sleep(1.0)   # the kernel is running
+        assert _running(pid)
+        caller.kill()
+        caller.wait()
+        deadline = time.monotonic() + 5
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(pid), f"find worker {pid} outlived its caller by 5 s"
+    finally:
+        caller.kill()
+        if pid is not None and _running(pid):
+            os.kill(pid, signal.SIGKILL)
