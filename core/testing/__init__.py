@@ -52,6 +52,7 @@ STANDARD_SHAPES = [
     ((1, 4, 5, 5), (4, 4, 5, 5), 1, 0, 1, 1),                    # filter as large as the input
     ((2, 16, 6, 6), (24, 16, 1, 1), 1, 0, 1, 1),                 # pointwise 1x1
     ((2, 3, 6, 6), (5, 3, 1, 1), 2, 0, 1, 1),                    # strided 1x1
+    ((3, 6, 9, 7), (4, 3, 1, 1), (2, 3), 0, 1, 2),               # 1x1: grouped, odd, unequal strides
     ((1, 2, 4, 4), (3, 2, 2, 2), 3, 0, 1, 1),                    # stride larger than the filter
     ((4, 17, 13, 11), (19, 17, 3, 3), 1, 1, 1, 1),               # primes everywhere
 ]
