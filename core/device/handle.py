@@ -219,6 +219,7 @@ class Handle:
         # (solver or family, problem) -> (switch state, what run() needs)
         self._resolved: dict[tuple[str, Problem], tuple[Hashable, Any]] = {}
         _live.add(self)
+        self._born_as = id(self)   # a shallow copy keeps this value under another id
         log.info("handle on %s (driver %s, %d compute units)", self.name,
                  self.identity["driver"], self.identity["compute_units"])
 
@@ -395,16 +396,29 @@ class Handle:
         the buffers their arguments may still name), so that OpenCL releases them now, in that
         order; the handle stays usable and builds again on demand.  Nothing waits for the
         queue (a kernel that never finishes would hold the exit): OpenCL keeps what queued work
-        uses until it completes.  Called for every live handle at interpreter exit, while the
-        OpenCL driver is still loaded (RELIABILITY.md: NVIDIA's library crashed when it met
-        them later)."""
+        uses until it completes.  Called for every live handle at interpreter exit."""
         with self._lock:
-            self._resolved.clear()
-            self._invokers.clear()
-            self._programs.clear()
-            if self._scratch is not None:
-                self._scratch.release()
-                self._scratch = None
+            scratch = self._scratch
+            self._drop_kept()
+            if scratch is not None:
+                scratch.release()
+
+    def _drop_kept(self) -> None:
+        """Let go of the kept invokers, programs and scratch (no lock: __del__ calls it)."""
+        self._resolved.clear()
+        self._invokers.clear()
+        self._programs.clear()
+        self._scratch = None
+
+    def __del__(self) -> None:
+        # The kept invokers close over the handle, so a handle nobody holds is a reference
+        # cycle, and the garbage collector frees a cycle's objects in no set order: NVIDIA's
+        # OpenCL crashed when it met a context or queue released before kernels, programs and
+        # buffers of it (RELIABILITY.md).  A finalizer runs before the cycle is cleared, so the
+        # kernels and buffers go first.  A shallow copy (copy.copy, as tests make with a device's
+        # limits changed) shares what it keeps with its original and leaves it alone.
+        if getattr(self, "_born_as", None) == id(self):
+            self._drop_kept()
 
     def __repr__(self) -> str:
         return f"<convsolve.Handle {self.name!r}>"

@@ -1,6 +1,9 @@
 """Handle: device choice, define formatting, and build errors that tell the whole story."""
+import copy
+import gc
 import subprocess
 import sys
+import weakref
 
 import convsolve
 import pyopencl as cl
@@ -140,3 +143,28 @@ def test_every_live_handle_is_released_at_exit():
                           check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("released ") == 2, done.stdout
+
+
+def test_a_handle_nobody_holds_drops_what_it_keeps_before_the_cycle_is_cleared(handle):
+    """A dropped handle is a reference cycle (its invokers close over it); its finalizer lets
+    go of the invokers and programs before the collector clears the cycle in no set order (the
+    NVIDIA crash), while a shallow copy, which shares them with its original, leaves them."""
+    cleared = []
+
+    class Kept(dict):
+        def clear(self):
+            cleared.append(len(self))
+            super().clear()
+    solver = convsolve.registry().solvers["direct.NaiveFwd"]
+    problem = convsolve.Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3))
+    dropped = convsolve.Handle(handle.device)
+    dropped._invokers = Kept()
+    dropped.invoker(solver, problem)
+    alive = weakref.ref(dropped)
+    del dropped
+    gc.collect()
+    assert alive() is None and cleared == [1]
+    handle.invoker(solver, problem)
+    copy.copy(handle)
+    gc.collect()
+    assert handle._invokers
