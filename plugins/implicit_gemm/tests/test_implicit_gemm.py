@@ -2,7 +2,6 @@
 space and its defaults, the phases of backward data, the split rule and the workspace."""
 import re
 from importlib import resources
-from types import SimpleNamespace
 
 import convsolve
 import numpy as np
@@ -13,6 +12,7 @@ from convsolve.testing import (
     check_problem,
     check_solver,
     device_buffers,
+    fake_device,
     random_tensors,
     read_output,
     standard_problems,
@@ -49,14 +49,6 @@ def sweep(direction):
 
 def solver(direction):
     return convsolve.registry().get(SOLVERS[direction])
-
-
-def fake_device(keys_name, width, gpu=False, units=2, local=1 << 20, group=4096):
-    """A device that convsolve.tuning reads as ``keys_name`` of the given vector width."""
-    return SimpleNamespace(name=keys_name, version="OpenCL 3.0", vendor="NVIDIA" if gpu else "X",
-                           type=cl.device_type.GPU if gpu else cl.device_type.CPU,
-                           native_vector_width_float=width, max_compute_units=units,
-                           local_mem_size=local, max_work_group_size=group)
 
 
 def run(handle, problem, config):
@@ -163,16 +155,16 @@ def test_config_space_and_device_defaults():
     assert 100 <= len(all_configs) <= 400
     assert all(c["LOCAL"] or c["VK"] * c["TP"] <= 24 for c in all_configs)
     layer = Problem.conv2d((8, 256, 28, 28), (256, 256, 3, 3), padding=1)
-    avx512 = configs.default(layer, fake_device("x", 16))
-    avx2 = configs.default(layer, fake_device("x", 8))
+    avx512 = configs.default(layer, fake_device("avx512"))
+    avx2 = configs.default(layer, fake_device("avx2"))
     assert (avx512["LOCAL"], avx512["VW"], avx2["VW"]) == (0, 16, 8)
     assert avx512 in space and avx2 in space
-    h200 = fake_device("NVIDIA H200", 1, gpu=True, units=132, local=48 << 10, group=1024)
+    h200 = fake_device("gpu")
     big = configs.default(Problem.conv2d((32, 256, 56, 56), (256, 256, 3, 3), padding=1), h200)
     assert (big["LOCAL"], big["BM"], big["BN"]) == (1, 128, 128)
     small = configs.default(Problem.conv2d((32, 512, 7, 7), (512, 512, 3, 3), padding=1), h200)
     assert (small["BM"], small["BN"]) == (64, 64) and small in space
-    thin = fake_device("tiny", 1, gpu=True, local=8 << 10, group=128)
+    thin = fake_device("gpu", name="tiny", local_mem_size=8 << 10, max_work_group_size=128)
     assert configs.default(layer, thin) == configs.complete(configs.SMALLEST_LOCAL)
     assert configs.refusals(layer, big, thin)
 
