@@ -93,8 +93,7 @@ def test_hung_run_in_process_fails_find_and_is_recorded(handle, monkeypatch):
                            "within 0.2 s; the device queue .* CONVSOLVE_FIND_ISOLATION=process"):
             find(handle, PROBLEM, **buffers, mode="NORMAL")
     finally:
-        for event in cs_deadly.PENDING:
-            event.set_status(cl.command_execution_status.COMPLETE)
+        cs_deadly.complete_pending()
     failures = {r.solver: r.failure for r in FindDb().lookup(handle.db_key, PROBLEM.key())}
     assert failures["deadly.NeverCompletes"].startswith("failed to run: its kernels did not")
 

@@ -54,6 +54,12 @@ class NeverCompletes(FakeSolver):
 PENDING = []
 
 
+def complete_pending():
+    """Complete every event of PENDING and forget them (a test's clean-up: the queue runs on)."""
+    while PENDING:
+        PENDING.pop().set_status(cl.command_execution_status.COMPLETE)
+
+
 @hookimpl
 def convsolve_solvers():
     return [HangsRunning(), EndsProcess(), NeverCompletes()]
