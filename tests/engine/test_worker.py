@@ -16,6 +16,7 @@ from convsolve.db.find_db import FindDb
 from convsolve.device.timing import RunTimeout, wait
 from convsolve.engine import worker
 from convsolve.testing import device_buffers, random_tensors
+from processes import running
 
 PROBLEM = Problem.conv2d((1, 3, 6, 5), (4, 3, 3, 3), padding=1)
 
@@ -136,14 +137,6 @@ convsolve.find(handle, problem, **device_buffers(handle, random_tensors(problem)
 """
 
 
-def _running(pid):
-    """Whether process ``pid`` exists and is not a zombie (an orphan's reaper may be slow)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_the_find_worker_ends_with_its_sigkilled_caller(monkeypatch):
     """The find worker of a caller that is SIGKILLed ends within a few seconds, even inside a
@@ -158,14 +151,14 @@ def test_the_find_worker_ends_with_its_sigkilled_caller(monkeypatch):
     try:
         pid = json.loads(caller.stdout.readline())
         time.sleep(1.0)   # the kernel is running
-        assert _running(pid)
+        assert running(pid)
         caller.kill()
         caller.wait()
         deadline = time.monotonic() + 5
-        while _running(pid) and time.monotonic() < deadline:
+        while running(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _running(pid), f"find worker {pid} outlived its caller by 5 s"
+        assert not running(pid), f"find worker {pid} outlived its caller by 5 s"
     finally:
         caller.kill()
-        if pid is not None and _running(pid):
+        if pid is not None and running(pid):
             os.kill(pid, signal.SIGKILL)

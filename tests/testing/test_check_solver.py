@@ -12,6 +12,7 @@ import convsolve
 import pytest
 from convsolve import Direction, Problem
 from convsolve.testing import STANDARD_SHAPES, check_solver, standard_problems
+from processes import running
 
 FAKE_PLUGINS = Path(__file__).parents[1] / "fake_plugins"
 FORWARD = standard_problems((Direction.FORWARD,))
@@ -335,14 +336,6 @@ input()
 """
 
 
-def _running(pid):
-    """Whether process ``pid`` exists and is not a zombie (an orphan's reaper may be slow)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 @pytest.mark.parametrize("state", ["hung", "idle"])
 def test_a_worker_ends_with_its_sigkilled_caller(tmp_path, state):
@@ -356,17 +349,17 @@ def test_a_worker_ends_with_its_sigkilled_caller(tmp_path, state):
         if state == "idle":
             assert json.loads(caller.stdout.readline()) == []   # the check passed
         time.sleep(1.0)   # the kernel runs, or the worker waits for the next request
-        assert _running(pid) and Path(folder).is_dir()
+        assert running(pid) and Path(folder).is_dir()
         caller.kill()
         caller.wait()
         deadline = time.monotonic() + 5
-        while (_running(pid) or Path(folder).exists()) and time.monotonic() < deadline:
+        while (running(pid) or Path(folder).exists()) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _running(pid), f"worker {pid} outlived its caller by 5 s"
+        assert not running(pid), f"worker {pid} outlived its caller by 5 s"
         assert not Path(folder).exists(), f"worker left its folder {folder}"
     finally:
         caller.kill()
-        if pid is not None and _running(pid):
+        if pid is not None and running(pid):
             os.kill(pid, signal.SIGKILL)
 
 
