@@ -175,15 +175,14 @@ class Candidate:
         if not self.rest(problem):
             return invoker
         finish, (inner, offset) = EpiloguePass(handle, problem, self.fused), self._offset(problem)
-        to_scratch, kept = self.to_scratch(problem), {}
+        to_scratch, nbytes = self.to_scratch(problem), getattr(problem, out).nbytes
 
         def composite(buffers, scratch):
             target = getattr(buffers, out)
-            if to_scratch:   # a sub-buffer after the solver's workspace (kept per scratch)
-                if inner and kept.get("scratch") is not scratch:
-                    kept.update(scratch=scratch, t=scratch.get_sub_region(
-                        offset, getattr(problem, out).nbytes))
-                target = kept["t"] if inner else scratch
+            if to_scratch:   # a sub-buffer after the solver's workspace, made for this call: one
+                # kept beyond it outlives a scratch its owner releases, and NVIDIA's OpenCL
+                # crashes releasing a sub-buffer after its parent (RELIABILITY.md)
+                target = scratch.get_sub_region(offset, nbytes) if inner else scratch
             solver_buffers = buffers._replace(**{out: target}).with_epilogue_args(
                 buffers.epilogue_args if self.fused else None)
             events = events_of(self.solver.name, invoker(solver_buffers, scratch if inner

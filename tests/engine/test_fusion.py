@@ -177,3 +177,18 @@ def test_exhaustive_find_tunes_the_bare_convolution(handle, with_gemm, monkeypat
     bare = problem.with_epilogue(None).key()
     assert PerfDb().trials(handle.db_key, bare, "gemm.Gemm1x1")
     assert not PerfDb().trials(handle.db_key, problem.key(), "gemm.Gemm1x1")
+
+
+def test_composite_keeps_no_part_of_the_callers_scratch(handle, with_gemm):
+    """An unfused candidate writing into scratch makes its sub-buffer for each call: the kept
+    invoker holds no reference to a scratch the caller then releases (NVIDIA's OpenCL crashed
+    releasing a kept sub-buffer after its parent, RELIABILITY.md)."""
+    import sys
+    problem = BARE.with_epilogue(ALL)
+    unfused = {c.name: c for c in candidates(problem)[0]}["gemm.Im2ColGemm" + UNFUSED]
+    scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, unfused.workspace(problem))
+    buffers, before = device_buffers(handle, random_tensors(problem)), sys.getrefcount(scratch)
+    convsolve.run(handle, problem, unfused.name, **buffers, scratch=scratch, beta=0.5,
+                  **_device(handle, _arrays(problem)))
+    handle.queue.finish()
+    assert sys.getrefcount(scratch) == before
