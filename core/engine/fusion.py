@@ -192,10 +192,11 @@ class Candidate:
         return composite
 
 
-def candidates(problem, policy=None):
-    """(applicable solvers, {name: why not}) as Registry.candidates gives them, and for a
-    problem with an epilogue, the Candidates of the solvers applicable to its bare convolution."""
-    applicable, skipped = registry().candidates(problem.with_epilogue(None), policy)
+def candidates(problem, policy=None, device=None):
+    """(applicable solvers, {name: why not}) as Registry.candidates gives them (``device``: the
+    device's name, for errata), and for a problem with an epilogue, the Candidates of the solvers
+    applicable to its bare convolution."""
+    applicable, skipped = registry().candidates(problem.with_epilogue(None), policy, device)
     if problem.epilogue is None:
         return applicable, skipped
     found = []
