@@ -212,10 +212,10 @@ def candidates(problem, policy=None, device=None):
     return found, skipped
 
 
-def resolve(problem, name, policy=None):
-    """The candidate (a solver for a bare problem) called ``name``; SolverError saying why there
-    is none."""
-    applicable, skipped = candidates(problem, policy)
+def resolve(problem, name, policy=None, device=None):
+    """The candidate (a solver for a bare problem) called ``name`` (``device``: the device's name,
+    for errata); SolverError saying why there is none."""
+    applicable, skipped = candidates(problem, policy, device)
     for candidate in applicable:
         if candidate.name == name:
             return candidate

@@ -6,8 +6,10 @@ import os
 import re
 from pathlib import Path
 
+import convsolve
 import pytest
-from convsolve import Direction, Problem, ValidationError, find, get_solutions
+from convsolve import Direction, Epilogue, Problem, SolverError, ValidationError, find, run
+from convsolve.engine.run import resolve_solver
 from convsolve.errors import ErrataError
 from convsolve.solvers import errata
 from convsolve.solvers.registry import registry
@@ -249,13 +251,30 @@ def test_find_and_immediate_mode_exclude_on_the_handle_s_device(handle, user_err
     monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_fake")
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "fake.Hungry,fake.BadBuild,fake.RunFails")
     buffers = device_buffers(handle, random_tensors(PROBLEM))
-    names = {s.solver for s in get_solutions(handle, PROBLEM)}
+    names = {s.solver for s in convsolve.get_solutions(handle, PROBLEM)}
     assert names == {"direct.NaiveFwd", "fake.Good"}
     user_errata([entry(device=handle.device.name.strip().swapcase())])
-    assert [s.solver for s in get_solutions(handle, PROBLEM)] == ["fake.Good"]
+    assert [s.solver for s in convsolve.get_solutions(handle, PROBLEM)] == ["fake.Good"]
     assert [s.solver for s in find(handle, PROBLEM, **buffers, mode="FAST")] == ["fake.Good"]
     user_errata([entry(device=handle.device.name + " not this one")])
-    assert {s.solver for s in get_solutions(handle, PROBLEM)} == names
+    assert {s.solver for s in convsolve.get_solutions(handle, PROBLEM)} == names
+
+
+def test_run_refuses_a_solver_an_erratum_excludes_on_its_device(handle, user_errata):
+    """A named solver resolves with the handle's device, bare or with an epilogue, and a run
+    kept in the handle notices CONVSOLVE_ERRATA set since; applicable_solvers honours the
+    handle's device."""
+    buffers = device_buffers(handle, random_tensors(PROBLEM))
+    run(handle, PROBLEM, "direct.NaiveFwd", **buffers)   # resolved and kept in the handle
+    handle.queue.finish()
+    path = user_errata([entry(device=handle.device.name.strip().upper())])
+    refusal = f"cannot run {PROBLEM.key()}: excluded by erratum {path}#0: wrong results"
+    with pytest.raises(SolverError, match=re.escape(refusal)):
+        run(handle, PROBLEM, "direct.NaiveFwd", **buffers)
+    with pytest.raises(SolverError, match=re.escape(f"excluded by erratum {path}#0")):
+        resolve_solver(handle, PROBLEM.with_epilogue(Epilogue(bias=True)), "direct.NaiveFwd")
+    assert convsolve.applicable_solvers(PROBLEM) == ["direct.NaiveFwd"]   # no device: the entry has one
+    assert convsolve.applicable_solvers(PROBLEM, handle) == []
 
 
 def test_a_missing_user_file_names_the_variable_and_the_path(tmp_path, monkeypatch):
@@ -271,7 +290,7 @@ def test_a_malformed_user_file_is_an_error_not_an_empty_erratum(user_errata, han
     """find and immediate mode raise it instead of going on without the file."""
     buffers = device_buffers(handle, random_tensors(PROBLEM))
     path = user_errata([entry(), entry(stride=-1)])
-    for call in (lambda: get_solutions(handle, PROBLEM),
+    for call in (lambda: convsolve.get_solutions(handle, PROBLEM),
                  lambda: find(handle, PROBLEM, **buffers, mode="FAST")):
         with pytest.raises(ErrataError, match=re.escape(
                 f"errata file {path}, entry 1: invalid stride=-1")):
