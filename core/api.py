@@ -228,8 +228,9 @@ def conv_transpose2d(x: ArrayLike, w: ArrayLike, stride: IntPair = 1, padding: I
 def applicable_solvers(problem: Problem, handle: Handle | None = None) -> list[str]:
     """Names of the installed, enabled solvers applicable to ``problem``.
 
-    ``handle`` is accepted for symmetry with the rest of the API; applicability does not depend
-    on the device in solver API 2.0.
+    With ``handle``, the errata for its device apply too (docs/environment.md); without one,
+    only entries that name no device do.
     """
-    del handle
-    return [solver.name for solver in registry().candidates(check_problem(problem))[0]]
+    device = None if handle is None else check_handle(handle).device.name
+    return [solver.name for solver in registry().candidates(check_problem(problem), None,
+                                                              device)[0]]

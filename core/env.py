@@ -105,6 +105,11 @@ DETERMINISTIC = _declare(
     "CONVSOLVE_DETERMINISTIC", "0",
     "1: calls that set no deterministic= use only solvers that declare deterministic = True "
     "(as torch.backends.cudnn.deterministic); the find-db keeps their rankings apart.")
+ERRATA = _declare(
+    "CONVSOLVE_ERRATA", "",
+    "Path of a user errata file (JSON, docs/environment.md's Errata): entries that exclude a "
+    "solver for a direction, device or problem, each with its reason; it applies beside the one "
+    "shipped in the package. A missing or malformed file is an error naming it.")
 FAMILY_SWITCHES = {
     family: _declare(
         f"CONVSOLVE_DEBUG_CONV_{family.upper()}", "1",
@@ -263,7 +268,7 @@ def disabled_by(solver_name, family):
 #: Variables that change which solvers exist or may be used (see switch_state).
 _SWITCHES = tuple(var.name for var in (
     DISABLE_PLUGIN_AUTOLOAD, PLUGINS, STRICT_PLUGINS, DISABLE_SOLVERS, ALLOW_REDUCED_PRECISION,
-    MAX_TOLERANCE, DETERMINISTIC, *FAMILY_SWITCHES.values()))
+    MAX_TOLERANCE, DETERMINISTIC, ERRATA, *FAMILY_SWITCHES.values()))
 
 
 def switch_state():

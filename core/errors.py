@@ -14,6 +14,18 @@ class ValidationError(ConvsolveError, ValueError):
         super().__init__(f"invalid {field}={value!r}: {why}")
 
 
+class ErrataError(ValidationError):
+    """A malformed errata file (docs/environment.md, Errata): names the file, then the entry (its
+    index in the list, from 0), the field and the value at fault, or the line of invalid JSON."""
+
+    def __init__(self, path: str, entry: int | None, field: str, value: object,
+                 why: str) -> None:
+        super().__init__(field, value, why)
+        self.path, self.entry = path, entry
+        where = "" if entry is None else f", entry {entry}"
+        self.args = (f"errata file {path}{where}: {self.args[0]}",)
+
+
 class PluginError(ConvsolveError):
     """A plugin or solver that cannot be loaded or does not honour the solver contract."""
 

@@ -30,13 +30,15 @@ ROOT = Path(__file__).resolve().parents[1]
 #: for the search's progress bar (+10) and the workers' watch on their parent (issue 25 item 5:
 #: engine/parallel.exit_with_parent, about 40 lines, serving both kinds of worker); the door's
 #: from 1,400 to 1,450 for type hints on the public API (+65 lines, checked by mypy) and solver
-#: API 2.2's names kept beside 2.3's (fused_epilogue, Buffers.epilogue and with_epilogue: +14).
-#: Raising one is a decision a commit states and explains.
+#: API 2.2's names kept beside 2.3's (fused_epilogue, Buffers.epilogue and with_epilogue: +14);
+#: the solvers' from 420 to 530 for errata files (issue 26 item 5: solvers/errata.py, 121 lines,
+#: most of them the checks that name the file, entry and field of every malformed case, and 4 in
+#: Registry.candidates).  Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "engine", "testing", "cli", "bench")
 BUDGETS = {
     "core (door)": {"python": 1450, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 280},
-    "core/solvers": {"python": 420, "opencl": 0},
+    "core/solvers": {"python": 530, "opencl": 0},
     "core/device": {"python": 450, "opencl": 0},
     "core/db": {"python": 650, "opencl": 0},
     "core/engine": {"python": 1500, "opencl": 0},

@@ -34,7 +34,7 @@ def explain(handle, problem, buffers=None):
     solvers left out; ``buffers`` then also holds the epilogue's values as find takes them.
     """
     reg, policy = registry(), Policy.resolve()
-    applicable, skipped = fusion.candidates(problem, policy)
+    applicable, skipped = fusion.candidates(problem, policy, handle.device.name)
     records = {r.solver: r for r in FindDb().records(handle.db_key, policy.db_key(problem))}
     timed = {}
     if buffers is not None:

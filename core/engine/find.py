@@ -343,7 +343,7 @@ class _State:
             db.keep(handle.db_key, key, [])
             PerfDb().forget(handle.db_key, problem.key())
         tune = exhaustive or enforce in (FindEnforce.SEARCH, FindEnforce.SEARCH_DB_UPDATE)
-        applicable, skipped = fusion.candidates(problem, policy)
+        applicable, skipped = fusion.candidates(problem, policy, handle.device.name)
         solvers = applicable
         if mode is FindMode.DYNAMIC_HYBRID and not tune:
             solvers = _dynamic_only(problem, applicable, skipped)

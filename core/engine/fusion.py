@@ -191,10 +191,11 @@ class Candidate:
         return composite
 
 
-def candidates(problem, policy=None):
-    """(applicable solvers, {name: why not}) as Registry.candidates gives them, and for a
-    problem with an epilogue, the Candidates of the solvers applicable to its bare convolution."""
-    applicable, skipped = registry().candidates(problem.with_epilogue(None), policy)
+def candidates(problem, policy=None, device=None):
+    """(applicable solvers, {name: why not}) as Registry.candidates gives them (``device``: the
+    device's name, for errata), and for a problem with an epilogue, the Candidates of the solvers
+    applicable to its bare convolution."""
+    applicable, skipped = registry().candidates(problem.with_epilogue(None), policy, device)
     if problem.epilogue is None:
         return applicable, skipped
     found = []
@@ -210,10 +211,10 @@ def candidates(problem, policy=None):
     return found, skipped
 
 
-def resolve(problem, name, policy=None):
-    """The candidate (a solver for a bare problem) called ``name``; SolverError saying why there
-    is none."""
-    applicable, skipped = candidates(problem, policy)
+def resolve(problem, name, policy=None, device=None):
+    """The candidate (a solver for a bare problem) called ``name`` (``device``: the device's name,
+    for errata); SolverError saying why there is none."""
+    applicable, skipped = candidates(problem, policy, device)
     for candidate in applicable:
         if candidate.name == name:
             return candidate

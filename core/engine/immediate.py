@@ -20,7 +20,7 @@ def get_solutions(handle: Handle, problem: Problem, max_count: int | None = None
     """
     check_handle(handle)
     policy = Policy.resolve()
-    applicable, skipped = fusion.candidates(check_problem(problem), policy)
+    applicable, skipped = fusion.candidates(check_problem(problem), policy, handle.device.name)
     solutions = usable_records(FindDb().records(handle.db_key, policy.db_key(problem)),
                                applicable, skipped)
     if not solutions:

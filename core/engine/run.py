@@ -129,8 +129,8 @@ def resolve_solver(handle, problem, solver, policy=None):
     """The solver object for ``solver``: a solver name, or a family whose best find remembered
     under the numerical ``policy`` (None: the environment's).
 
-    Raises SolverError when it is not installed, disabled, left out by the policy, or not
-    applicable to ``problem``.
+    Raises SolverError when it is not installed, disabled, left out by the policy, not
+    applicable to ``problem`` or excluded there by an erratum for the handle's device.
     """
     check_handle(handle)
     check_problem(problem)
@@ -153,9 +153,9 @@ def resolve_solver(handle, problem, solver, policy=None):
             name = family_records[0].solver
     if problem.epilogue is not None:
         reg.enabled(name.removesuffix(fusion.UNFUSED))   # says which switch turned it off
-        return fusion.resolve(problem, name, policy)
+        return fusion.resolve(problem, name, policy, handle.device.name)
     chosen = reg.enabled(name)
-    applicable, skipped = reg.candidates(problem, policy)
+    applicable, skipped = reg.candidates(problem, policy, handle.device.name)
     if chosen not in applicable:
         raise SolverError(f"solver {name!r} cannot run {problem.key()}: {skipped[name]}")
     return chosen

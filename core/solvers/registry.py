@@ -16,6 +16,7 @@ from .. import env, hookspecs
 from ..errors import PluginError, SolverError
 from ..hookspecs import solver_attribute  # noqa: F401 - callers import it from here
 from ..problem import Direction
+from . import errata
 from .policy import Policy
 
 log = logging.getLogger("convsolve")
@@ -88,10 +89,12 @@ class Registry:
                 on.append(solver)
         return on, off
 
-    def candidates(self, problem, policy=None):
-        """(solvers that are on, admitted by the numerical ``policy`` (None: the environment's)
-        and applicable to ``problem``, {solver name: why not} for the rest)."""
-        policy = policy or Policy.resolve()
+    def candidates(self, problem, policy=None, device=None):
+        """(solvers that are on, admitted by the numerical ``policy`` (None: the environment's),
+        applicable to ``problem`` and excluded by no erratum (errata.py) on the device named
+        ``device`` (None: entries for a device do not match), {solver name: why not} for the
+        rest)."""
+        policy, entries = policy or Policy.resolve(), errata.active()
         on, skipped = self.enabled_solvers()
         skipped = {name: f"disabled by {switch}" for name, switch in skipped.items()}
         skipped.update({f"{p.name}.*": f"plugin not loaded: disabled by {p.blocked_by}"
@@ -111,7 +114,10 @@ class Registry:
                 skipped[solver.name] = f"is_applicable raised {exc!r}"
                 log.info("skip %r: %s", solver.name, skipped[solver.name])
                 continue
-            if ok:
+            erratum = ok and errata.exclusion(entries, solver.name, problem, device)
+            if erratum:
+                skipped[solver.name] = erratum
+            elif ok:
                 applicable.append(solver)
             else:
                 skipped[solver.name] = "not applicable"

@@ -1,5 +1,6 @@
 """explain: every installed solver's fate for a problem, with its reason, WTI, db record and rank."""
 import json
+import os
 
 from convsolve import Problem
 from convsolve.cli import main
@@ -97,3 +98,20 @@ def test_explain_explains_a_pasted_miopendriver_line(capsys):
     out = capsys.readouterr().out
     assert out.startswith(PROBLEM.key()) and "applicable (not run)" in out
     assert "Verifies" not in out and "chosen:" not in out
+
+
+def test_explain_names_the_erratum_that_dropped_a_solver(handle, monkeypatch, tmp_path, capsys):
+    """A solver an erratum excludes on this device is a row saying which file and entry, and
+    why; the command prints it too."""
+    path = tmp_path / "errata.json"
+    path.write_text(json.dumps([{"solver": "direct.NaiveBwd*", "reason": "not this one"},
+                                {"solver": "direct.NaiveFwd", "device": handle.device.name,
+                                 "kernel": 3, "reason": "wrong on this device"}]))
+    monkeypatch.setenv("CONVSOLVE_ERRATA", str(path))
+    rows = {r["solver"]: r for r in explain(handle, PROBLEM)}
+    assert rows["direct.NaiveFwd"]["status"] == (
+        f"excluded by erratum {path}#1: wrong on this device")
+    assert rows["direct.NaiveBwdWeights"]["status"] == "does not serve FORWARD"
+    monkeypatch.setenv("CONVSOLVE_DEVICE", os.environ.get("CONVSOLVE_TEST_DEVICE", ""))
+    assert main(["explain", "--key", PROBLEM.key(), "--no-run"]) == 0
+    assert f"excluded by erratum {path}#1: wrong on this device" in capsys.readouterr().out
