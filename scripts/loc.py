@@ -31,14 +31,19 @@ ROOT = Path(__file__).resolve().parents[1]
 #: engine/parallel.exit_with_parent, about 40 lines, serving both kinds of worker); the door's
 #: from 1,400 to 1,450 for type hints on the public API (+65 lines, checked by mypy) and solver
 #: API 2.2's names kept beside 2.3's (fused_epilogue, Buffers.epilogue and with_epilogue: +14).
+#: heuristics/ (issue 26: the learned solver ranking: features, a numpy GBDT, the model and its
+#: files, the training data, grouped evaluation and refit) came on 2026-12-05 at 725 lines, over
+#: the 500 first guessed: the strict checks of model and data files (every field named when
+#: wrong) are about 110 of them; 800 leaves room for what the engine's integration needs of it.
 #: Raising one is a decision a commit states and explains.
-WINGS = ("device", "solvers", "db", "engine", "testing", "cli", "bench")
+WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench")
 BUDGETS = {
     "core (door)": {"python": 1450, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 280},
     "core/solvers": {"python": 420, "opencl": 0},
     "core/device": {"python": 450, "opencl": 0},
     "core/db": {"python": 650, "opencl": 0},
+    "core/heuristics": {"python": 800, "opencl": 0},
     "core/engine": {"python": 1500, "opencl": 0},
     "core/testing": {"python": 760, "opencl": 0},
     "core/cli": {"python": 1050, "opencl": 0},
