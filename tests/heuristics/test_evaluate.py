@@ -10,11 +10,10 @@ from convsolve.heuristics import (
     RankingModel,
     Record,
     Scores,
-    evaluate,
     held_out,
     refit,
 )
-from convsolve.heuristics.evaluate import _outcomes
+from convsolve.heuristics.evaluate import _outcomes, evaluate
 from synthetic_corpus import DEVICE, corpus
 
 SMALL = Params(rounds=40, depth=4)
