@@ -70,3 +70,13 @@ class DatabaseError(ConvsolveError):
 
 class NumericsError(ConvsolveError):
     """NaN or inf in a convolution's inputs or output, under CONVSOLVE_CHECK_NUMERICS=2."""
+
+
+class ModelError(ConvsolveError):
+    """A learned solver-ranking model (convsolve.heuristics) or its training data that cannot be
+    used: unreadable, truncated, of another format or version, features other than the code's,
+    arrays of the wrong shape or non-finite values; the message names the file and the field."""
+
+    def __init__(self, message: str, path: object = None) -> None:
+        self.path = path
+        super().__init__(message)

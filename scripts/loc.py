@@ -33,18 +33,25 @@ ROOT = Path(__file__).resolve().parents[1]
 #: API 2.2's names kept beside 2.3's (fused_epilogue, Buffers.epilogue and with_epilogue: +14);
 #: the solvers' from 420 to 530 for errata files (issue 26 item 5: solvers/errata.py, 121 lines,
 #: most of them the checks that name the file, entry and field of every malformed case, and 4 in
-#: Registry.candidates).  Raising one is a decision a commit states and explains.
-WINGS = ("device", "solvers", "db", "engine", "testing", "cli", "bench")
+#: Registry.candidates).  heuristics/ (issue 26: the learned solver ranking: features, a numpy
+#: GBDT, the model and its files, the training data, grouped evaluation and refit) came the same
+#: day at 725 lines, over the 500 first guessed: the strict checks of model and data files (every
+#: field named when wrong) are about 110 of them; 800 leaves room for the ranking's choice of
+#: model per device.  The bench's went from 800 to 1,000 for the ranking's training data
+#: (bench/corpus.py and bench/collect.py, about 190 lines).
+#: Raising one is a decision a commit states and explains.
+WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench")
 BUDGETS = {
     "core (door)": {"python": 1450, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 280},
     "core/solvers": {"python": 530, "opencl": 0},
     "core/device": {"python": 450, "opencl": 0},
     "core/db": {"python": 650, "opencl": 0},
+    "core/heuristics": {"python": 800, "opencl": 0},
     "core/engine": {"python": 1500, "opencl": 0},
     "core/testing": {"python": 760, "opencl": 0},
     "core/cli": {"python": 1050, "opencl": 0},
-    "core/bench": {"python": 800, "opencl": 60},
+    "core/bench": {"python": 1000, "opencl": 60},
 }
 PLUGIN_BUDGET = {"python": 1200, "opencl": 1500}   # each plugin
 MODULE_BUDGET = 400

@@ -15,6 +15,7 @@ WINGS = [
     ("solvers", {"solvers"}),
     ("device", {"device"}),
     ("db", {"db"}),
+    ("heuristics", {"heuristics"}),
     ("engine", {"engine"}),
     ("api", {"api"}),
     ("testing", {"testing"}),
