@@ -125,6 +125,16 @@ FIND_MODE = _declare(
     "CONVSOLVE_FIND_MODE", "DYNAMIC_HYBRID",
     "NORMAL (1), FAST (2), HYBRID (3), DYNAMIC_HYBRID (5), TRUST_VERIFY (6) or "
     "TRUST_VERIFY_FULL (7), by name or MIOpen's number.")
+FIND_LIMIT = _declare(
+    "CONVSOLVE_FIND_LIMIT", "",
+    "Budgeted find (cuDNN's benchmark_limit): on a find-db miss, benchmark only the learned "
+    "ranking's top N solvers, or 'auto' (1 to 3, by the ranking's confidence); the rest are "
+    "returned with predicted times. Unset: benchmark every candidate. find(limit=...) overrides.")
+HEURISTICS = _declare(
+    "CONVSOLVE_HEURISTICS", "1",
+    "The learned solver ranking of immediate mode, FAST find and budgeted find: 1 uses the model "
+    "for the device (user's, else shipped, along the device's keys), 0 ranks by WTI only, a path "
+    "uses that model file for every device.")
 COMPILE_PARALLEL_LEVEL = _declare(
     "CONVSOLVE_COMPILE_PARALLEL_LEVEL", "",
     "Threads that build find's candidates at once, in process (a worker process builds one at a "

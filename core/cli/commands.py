@@ -28,6 +28,7 @@ from . import epilogue_flags as cli_epilogue
 from .conv import add_conv_flags, add_seed_and_json, cmd_conv
 from .driver_args import flags_help, parse_args, strip_driver
 from .explain import explain, explain_text
+from .heuristics import add_parser as add_heuristics_parser
 from .new_plugin import stamp
 from .tune import add_parser as add_tune_parser
 
@@ -246,6 +247,7 @@ def build_parser():
     db.set_defaults(func=cmd_db)
     bench_command.add_parser(sub).set_defaults(func=cmd_bench)
     add_tune_parser(sub)
+    add_heuristics_parser(sub)
     return parser
 
 

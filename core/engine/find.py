@@ -13,6 +13,7 @@ from ..device.handle import Handle
 from ..device.timing import RunTimeout, time_invoker
 from ..epilogue import Activation
 from ..errors import ContractError, ConvsolveError, FindError, ValidationError
+from ..heuristics import ranking
 from ..problem import Problem
 from ..solvers.calls import is_tunable, workspace_of, wti_of
 from ..solvers.policy import Policy
@@ -22,9 +23,12 @@ from . import fusion, worker
 from .parallel import Overdue, call_all
 from .run import check_buffers, check_device_limits, check_handle, check_scratch
 from .search import Budget, search, tuned_invoker
-from .solutions import Solution, usable_records, wti_fallback
+from .solutions import Solution, predicted_ranking, usable_records
 
 log = logging.getLogger("convsolve")
+
+#: The find-db's note on a solver a budgeted find ranked by prediction and did not time.
+PREDICTED = "predicted, not timed (budgeted find)"
 
 #: A candidate whose first timed run is this many times slower than the best so far is sampled
 #: no further.
@@ -242,7 +246,8 @@ def find(handle: Handle, problem: Problem, *, x: cl.Buffer | None, w: cl.Buffer,
          deterministic: bool | None = None, scale: cl.Buffer | None = None,
          bias: cl.Buffer | None = None, z: cl.Buffer | None = None, alpha: float = 1.0,
          beta: float = 0.0, z_scale: float = 1.0,
-         activation: Activation | str | None = None) -> list[Solution]:
+         activation: Activation | str | None = None,
+         limit: int | str | None = None) -> list[Solution]:
     """Rank the solvers of ``problem``, fastest first, benchmarking as the find mode says.
 
     Buffers are in forward-sense roles for every direction (backward-data writes ``x``,
@@ -272,10 +277,17 @@ def find(handle: Handle, problem: Problem, *, x: cl.Buffer | None, w: cl.Buffer,
     When candidates read y's prior contents (beta, or z being y), find runs them on a copy, so
     y keeps what it held.
 
+    ``limit`` (None: CONVSOLVE_FIND_LIMIT; unset, every candidate) makes a find-db miss a
+    budgeted find: only the learned ranking's top ``limit`` candidates are benchmarked, or with
+    ``"auto"`` its top 1 to 3 by its confidence; the rest follow the timed ones with their
+    predicted times (``source == 'predicted'``), and the find-db records them as predicted,
+    not timed (docs/heuristics.md).  Where no model applies, every candidate is benchmarked.
+
     :returns: a list of :class:`Solution`, at most ``request_count`` long; empty for a zero batch
       and under CONVSOLVE_DEBUG_COMPILE_ONLY=1.
     :raises FindError: when no solver works, listing why each was skipped.
     """
+    limit = _parse_limit(limit)
     buffers, mode, enforce, policy = _check_call(
         handle, problem, request_count, x, w, y, scratch, mode, max_tolerance, deterministic,
         {"scale": scale, "bias": bias, "z": z, "alpha": alpha, "beta": beta, "z_scale": z_scale,
@@ -288,10 +300,11 @@ def find(handle: Handle, problem: Problem, *, x: cl.Buffer | None, w: cl.Buffer,
     answer = _answer_from_db(handle, problem, mode, state, buffers, scratch, policy)
     if answer is not None:
         return answer[:request_count]
+    predicted = _budget(handle, problem, state, limit) if limit and not state.tune else []
     timed = _measure(handle, problem, state, buffers, scratch, verify)
     if env.flag(env.DEBUG_COMPILE_ONLY):
         return []
-    results = sorted(state.known + timed, key=lambda s: s.time_ms)
+    results = sorted(state.known + timed, key=lambda s: s.time_ms) + predicted
     if not results:
         reasons = "; ".join(f"{name}: {why}" for name, why in sorted(state.skipped.items()))
         raise FindError(f"no solver works for {problem.key()} on {handle.name}: "
@@ -302,6 +315,39 @@ def find(handle: Handle, problem: Problem, *, x: cl.Buffer | None, w: cl.Buffer,
 
 
 # {{{ find's steps: check the call, consult the find-db, measure, record
+
+def _parse_limit(limit):
+    """find's limit: None (every candidate), a positive int or 'auto'."""
+    text = str(env.FIND_LIMIT.raw() if limit is None else limit).strip().lower()
+    if text in ("", "none"):
+        return None
+    if text == "auto" or (text.isdigit() and int(text) > 0 and not isinstance(limit, bool)):
+        return text if text == "auto" else int(text)
+    raise ValidationError("limit" if limit is not None else env.FIND_LIMIT.name,
+                          limit if limit is not None else text,
+                          "expected a positive integer, 'auto' or None")
+
+
+def _budget(handle, problem, state, limit):
+    """Budgeted find: keep the ranking's top candidates in state.solvers; the rest as
+    predicted Solutions (recorded as not timed)."""
+    ranked = predicted_ranking(handle.device, state.solvers, problem)
+    if not ranked or ranked[0].source != "predicted":
+        return []
+    if limit == "auto":
+        limit = ranking.model_for(handle.device)[0].auto_count(
+            {s.solver: s.time_ms for s in ranked})
+    names = {s.solver for s in ranked[:limit]}
+    kept = [s for s in state.solvers if s.name in names]
+    if not kept:
+        return []
+    state.predicted = ranked[limit:]
+    log.info("find %s: budgeted (limit %s): timing %s", problem.key(), limit, sorted(names))
+    for solver in state.solvers:
+        if solver.name not in names:
+            state.skipped[solver.name] = PREDICTED
+    state.solvers = kept
+    return state.predicted
 
 def _check_call(handle, problem, request_count, x, w, y, scratch, mode, max_tolerance,
                 deterministic, epilogue):
@@ -335,6 +381,7 @@ class _State:
     retune: bool          # whether configs in the user perf-db are searched again
     budget: Budget
     failed: dict = field(default_factory=dict)   # solver name -> why it failed, to record
+    predicted: list = field(default_factory=list)   # Solutions a budgeted find did not time
 
     @classmethod
     def start(cls, handle, problem, mode, enforce, policy, exhaustive, scratch):
@@ -361,7 +408,7 @@ def _answer_from_db(handle, problem, mode, state, buffers, scratch, policy):
     TRUST_VERIFY modes no longer trust turns the find into a search of every candidate."""
     if not (state.known or (state.consult and mode is FindMode.FAST)):
         return None
-    answer, state.solvers = _consult_db(problem, mode, state.known, state.recorded,
+    answer, state.solvers = _consult_db(handle, problem, mode, state.known, state.recorded,
                                         state.applicable, state.solvers)
     if answer is state.known and not _trusted(handle, problem, mode, state.known[0], buffers,
                                               scratch, policy):
@@ -448,12 +495,12 @@ def tune_solvers(handle, problem, solvers, buffers, scratch, budget, retune, str
     return outcomes
 
 
-def _consult_db(problem, mode, known, recorded, applicable, solvers):
+def _consult_db(handle, problem, mode, known, recorded, applicable, solvers):
     """What the find-db settles: (the answer, or None to benchmark; the solvers to benchmark).
 
     A hit answers when every candidate was tried before (or in FAST mode); a hit that lacks
     candidates (installed since) leaves just those to benchmark; FAST mode answers a miss with
-    the WTI fallback.
+    the learned ranking (else the WTI fallback).
     """
     tried = {record.solver for record in recorded}
     untried = [solver for solver in solvers if solver.name not in tried]
@@ -461,11 +508,12 @@ def _consult_db(problem, mode, known, recorded, applicable, solvers):
         log.info("find %s: find-db hit (%d solutions)", problem.key(), len(known))
         return known, []
     if mode is FindMode.FAST:
-        fallback = wti_fallback(applicable, problem)
+        fallback = predicted_ranking(handle.device, applicable, problem)
         if not fallback:
             raise FindError(f"FAST find for {problem.key()}: find-db miss and no applicable "
                             "solver has a known WTI")
-        log.info("find %s: find-db miss, WTI fallback (FAST mode)", problem.key())
+        log.info("find %s: find-db miss, %s ranking (FAST mode)", problem.key(),
+                 fallback[0].source)
         return fallback, []
     log.info("find %s: find-db hit without %s (installed since?): benchmarking them",
              problem.key(), ", ".join(s.name for s in untried))
@@ -481,6 +529,9 @@ def _record(state, handle, timed):
     records = [Record(s.solver, s.family, s.time_ms, s.workspace) for s in timed]
     records += [Record(name, families[name], None, 0, failure=why)
                 for name, why in state.failed.items()]
+    records += [Record(s.solver, s.family, None, s.workspace, failure=PREDICTED)
+                for s in state.predicted]
+    measured |= {s.solver for s in state.predicted}
     records += [Record(r.solver, r.family, r.time_ms, r.workspace, failure=r.failure)
                 for r in state.recorded if r.solver not in measured]
     state.db.keep(handle.db_key, state.key, records)

@@ -7,14 +7,16 @@ from ..solvers.policy import Policy
 from . import fusion
 from .run import check_handle, check_problem, resolve_solver, run
 from .search import tuned_invoker
-from .solutions import Solution, usable_records, wti_fallback
+from .solutions import Solution, predicted_ranking, usable_records
 
 
 def get_solutions(handle: Handle, problem: Problem, max_count: int | None = None) -> list[Solution]:
     """Ranked solutions for ``problem`` without benchmarking.
 
-    From the find-db when it has usable records (``source == 'find-db'``), else from the fallback
-    that ranks applicable solvers by WTI, time = 10 / WTI ms (``source == 'fallback'``).  For a
+    From the find-db when it has usable records (``source == 'find-db'``), else from the learned
+    ranking for the device (``source == 'predicted'``; docs/heuristics.md), else, where no model
+    applies, the fallback that ranks applicable solvers by WTI, time = 10 / WTI ms
+    (``source == 'fallback'``).  For a
     problem with an epilogue, the candidates are find's: each solver fused as far as it says,
     and a fusing solver's ``<name>/unfused`` variant.
     """
@@ -24,7 +26,7 @@ def get_solutions(handle: Handle, problem: Problem, max_count: int | None = None
     solutions = usable_records(FindDb().records(handle.db_key, policy.db_key(problem)),
                                applicable, skipped)
     if not solutions:
-        solutions = wti_fallback(applicable, problem)
+        solutions = predicted_ranking(handle.device, applicable, problem)
     return solutions[:max_count]
 
 

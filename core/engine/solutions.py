@@ -1,10 +1,12 @@
-"""Solution records, and how they are ranked without benchmarking: find-db hits and the WTI fallback."""
+"""Solution records, and how they are ranked without benchmarking: find-db hits, the learned
+ranking and the WTI fallback."""
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..db.find_db import Record
 from ..errors import ContractError
+from ..heuristics import ranking
 from ..hookspecs import Solver
 from ..problem import Problem
 from ..solvers.calls import workspace_of, wti_of
@@ -20,7 +22,8 @@ class Solution:
     """One ranked way to solve a problem.
 
     ``source`` says where ``time_ms`` comes from: ``'benchmark'`` (timed by this find),
-    ``'find-db'`` (a user or system db record) or ``'fallback'`` (estimated as 10 / WTI ms).
+    ``'find-db'`` (a user or system db record), ``'predicted'`` (the learned ranking's
+    estimate) or ``'fallback'`` (estimated as 10 / WTI ms).
     """
 
     solver: str
@@ -70,4 +73,27 @@ def wti_fallback(applicable: Iterable[Solver], problem: Problem) -> list[Solutio
             continue
         ranked.append(Solution(solver.name, solver.family, FALLBACK_TIME_SCALE_MS / wti, ws,
                                "fallback"))
+    return sorted(ranked, key=lambda s: s.time_ms)
+
+
+def predicted_ranking(device, applicable: Iterable[Solver], problem: Problem) -> list[Solution]:
+    """The ``applicable`` solvers ranked by the learned model's predicted times (``source ==
+    'predicted'``; heuristics.ranking), else by WTI (wti_fallback) where no model applies."""
+    applicable = list(applicable)
+    predicted = ranking.predicted_ms(device, problem, applicable)
+    if not predicted:
+        return wti_fallback(applicable, problem)
+    ranked = []
+    for solver in applicable:
+        if solver.name not in predicted:
+            log.info("skip %r in the ranking: the model knows it not and its WTI is unknown",
+                     solver.name)
+            continue
+        try:
+            workspace = workspace_of(solver, problem)
+        except ContractError as exc:
+            log.warning("skip %r in the ranking: %s", solver.name, exc)
+            continue
+        ranked.append(Solution(solver.name, solver.family, predicted[solver.name], workspace,
+                               "predicted"))
     return sorted(ranked, key=lambda s: s.time_ms)

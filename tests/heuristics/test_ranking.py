@@ -1,0 +1,114 @@
+"""Immediate mode's ranking: the model chosen along the device's keys, unseen solvers placed by
+WTI, a broken model file reported once and WTI used, budgeted find timing exactly k."""
+import json
+import logging
+
+import convsolve
+import pytest
+from convsolve import Problem
+from convsolve.db.find_db import FindDb
+from convsolve.engine.find import PREDICTED
+from convsolve.heuristics import gbdt, ranking
+from convsolve.heuristics.data import Dataset, Record
+from convsolve.heuristics.features import DeviceFacts
+from convsolve.heuristics.model import RankingModel
+from convsolve.testing import device_buffers, fake_device, random_tensors
+
+PROBLEM = Problem.conv2d((1, 8, 9, 9), (8, 8, 3, 3), padding=1)
+#: The synthetic device's costs: Im2ColGemm always fastest, Tiled twice it, Fwd four times.
+COSTS = {"gemm.Im2ColGemm": 1.0, "direct.Tiled": 2.0, "implicit_gemm.Fwd": 4.0}
+
+
+def _model(tmp_path, name="m.json.gz"):
+    records = [Record(Problem.conv2d((n, c, h, h), (k, c, 3, 3), padding=1),
+                      {s: f * n * c * k * h * h * 1e-5 for s, f in COSTS.items()})
+               for n in (1, 2) for c in (4, 8, 16) for k in (4, 8) for h in (5, 9, 13)]
+    facts = DeviceFacts.from_cl(convsolve.Handle().device)
+    model = RankingModel.fit(Dataset(facts, tuple(records)),
+                             gbdt.Params(rounds=20, depth=3, min_leaf=1), margin_folds=0)
+    model.save(tmp_path / name)
+    return tmp_path / name
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """No cached model, an empty user folder, and the installed families' solvers."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "gemm,direct,implicit_gemm,fft,winograd")
+    ranking.forget()
+    monkeypatch.setattr(ranking, "user_dir", lambda: tmp_path / "user")
+    yield tmp_path
+    ranking.forget()
+
+
+def test_the_chain_picks_the_most_specific_model(fresh, monkeypatch):
+    """The user's model before the shipped one at a key; an exact device before its type."""
+    shipped, user = fresh / "shipped", fresh / "user"
+    for folder, files in ((shipped, {"cpu": "a.json.gz", "gpu/nvidia": "b.json.gz"}),
+                          (user, {"pthread-haswell-Some CPU": "c.json.gz"})):
+        folder.mkdir()
+        (folder / "index.json").write_text(json.dumps(files))
+        for file in files.values():
+            _model(folder, file)
+    monkeypatch.setattr(ranking, "SHIPPED", shipped)
+    loaded = {}
+    monkeypatch.setattr(ranking, "_load", lambda path: loaded.setdefault(path.name, object()))
+    for kind, expected in (("avx2", "c.json.gz"), ("avx512", "a.json.gz"), ("gpu", "b.json.gz")):
+        ranking.forget()
+        assert ranking.model_for(fake_device(kind))[0] is loaded[expected]
+    ranking.forget()
+    other = fake_device("gpu", name="Other GPU", vendor="Other Inc")
+    assert ranking.model_for(other) is None   # no key of it in either index
+
+
+def test_model_ranks_and_unseen_solver_is_placed_by_wti(fresh, handle, monkeypatch):
+    """With a model, get_solutions answers 'predicted', in the model's order; a solver it has
+    never seen (fft, winograd) is still returned, timed by its WTI against the known ones."""
+    monkeypatch.setenv("CONVSOLVE_HEURISTICS", str(_model(fresh)))
+    found = convsolve.get_solutions(handle, PROBLEM)
+    names = [s.solver for s in found]
+    assert {s.source for s in found} == {"predicted"}
+    assert names.index("gemm.Im2ColGemm") < names.index("direct.Tiled") \
+        < names.index("implicit_gemm.Fwd")
+    assert {"fft.Fft2d", "winograd.F2x3"} <= set(names)
+    monkeypatch.setenv("CONVSOLVE_HEURISTICS", "0")
+    assert {s.source for s in convsolve.get_solutions(handle, PROBLEM)} == {"fallback"}
+
+
+def test_a_broken_model_is_reported_once_and_wti_ranks(fresh, handle, monkeypatch, caplog):
+    bad = fresh / "bad.json.gz"
+    bad.write_bytes(_model(fresh).read_bytes()[:300])   # truncated
+    monkeypatch.setenv("CONVSOLVE_HEURISTICS", str(bad))
+    with caplog.at_level(logging.WARNING, logger="convsolve"):
+        for _ in range(3):
+            found = convsolve.get_solutions(handle, PROBLEM)
+            assert found and {s.source for s in found} == {"fallback"}
+    assert sum("bad.json.gz" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("limit", [1, 2, "auto"])
+def test_budgeted_find_times_k_and_records_the_rest_as_predicted(fresh, handle, monkeypatch,
+                                                                 limit):
+    monkeypatch.setenv("CONVSOLVE_HEURISTICS", str(_model(fresh)))
+    problem = PROBLEM.with_direction("fwd")
+    found = convsolve.find(handle, problem, **device_buffers(handle, random_tensors(problem)),
+                           mode="HYBRID", limit=limit)
+    timed = [s for s in found if s.source == "benchmark"]
+    k = ranking.model_for(handle.device)[0].auto_count(
+        {s.solver: s.time_ms for s in convsolve.get_solutions(handle, problem)}) \
+        if limit == "auto" else limit
+    assert len(timed) == k and found[:k] == timed
+    assert {s.solver for s in timed} == set(list(COSTS)[:k])   # the model's top k
+    assert all(s.source == "predicted" for s in found[k:]) and len(found) > k
+    records = {r.solver: r for r in FindDb().records(handle.db_key, problem.key())}
+    assert {n for n, r in records.items() if r.failure == PREDICTED} \
+        == {s.solver for s in found[k:]}
+
+
+def test_bad_limit_is_named(fresh, handle, monkeypatch):
+    problem = PROBLEM
+    bufs = device_buffers(handle, random_tensors(problem))
+    with pytest.raises(convsolve.ValidationError, match="limit"):
+        convsolve.find(handle, problem, **bufs, limit=0)
+    monkeypatch.setenv("CONVSOLVE_FIND_LIMIT", "many")
+    with pytest.raises(convsolve.ValidationError, match="CONVSOLVE_FIND_LIMIT"):
+        convsolve.find(handle, problem, **bufs)
