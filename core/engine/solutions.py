@@ -4,6 +4,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import pyopencl as cl
+
 from ..db.find_db import Record
 from ..errors import ContractError
 from ..heuristics import ranking
@@ -76,7 +78,8 @@ def wti_fallback(applicable: Iterable[Solver], problem: Problem) -> list[Solutio
     return sorted(ranked, key=lambda s: s.time_ms)
 
 
-def predicted_ranking(device, applicable: Iterable[Solver], problem: Problem) -> list[Solution]:
+def predicted_ranking(device: cl.Device, applicable: Iterable[Solver],
+                      problem: Problem) -> list[Solution]:
     """The ``applicable`` solvers ranked by the learned model's predicted times (``source ==
     'predicted'``; heuristics.ranking), else by WTI (wti_fallback) where no model applies."""
     applicable = list(applicable)
