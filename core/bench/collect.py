@@ -53,10 +53,11 @@ def cpu_model():
 
 def fingerprint(device):
     """What a record file says about the device that measured it."""
-    return {"name": device.name.strip(), "keys": list(tuning.device_keys(device)),
+    keys = tuning.device_keys(device)   # ..., "type/vendor", "type", "*"
+    return {"name": device.name.strip(), "keys": list(keys),
             "compute_units": device.max_compute_units,
             "vector_width": device.native_vector_width_float,
-            "type": tuning.device_keys(device)[-2], "local_mem_bytes": device.local_mem_size,
+            "type": keys[-2], "local_mem_bytes": device.local_mem_size,
             "max_work_group_size": device.max_work_group_size,
             "global_mem_bytes": device.global_mem_size, "driver": device.driver_version,
             "version": device.version, "host_cpu": cpu_model()}

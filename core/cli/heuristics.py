@@ -10,14 +10,14 @@ from ..bench import collect as collecting
 from ..bench.corpus import corpus
 from ..db.find_db import FindDb
 from ..device.handle import Handle
-from ..errors import ConvsolveError, ValidationError
+from ..engine.solutions import wti_fallback
+from ..errors import ValidationError
 from ..heuristics import ranking
 from ..heuristics.data import Dataset, Record, read_dataset
 from ..heuristics.evaluate import evaluate, refit
 from ..heuristics.features import DeviceFacts
 from ..heuristics.model import RankingModel
 from ..problem import Direction, Problem
-from ..solvers.calls import wti_of
 from ..solvers.registry import registry
 from ..text import print_table
 
@@ -108,17 +108,8 @@ def find_db_dataset(handle):
 
 
 def _wti_baseline(problem):
-    """The old ranking, for eval: 10 / WTI ms of each installed solver that applies."""
-    applicable, _ = registry().candidates(problem)
-    scores = {}
-    for solver in applicable:
-        try:
-            wti = wti_of(solver, problem)
-        except ConvsolveError:
-            continue
-        if wti > 0:
-            scores[solver.name] = 10 / wti
-    return scores
+    """The old ranking, for eval: immediate mode's WTI fallback over the installed solvers."""
+    return {s.solver: s.time_ms for s in wti_fallback(registry().candidates(problem)[0], problem)}
 
 
 def _datasets(paths):

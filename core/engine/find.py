@@ -321,7 +321,7 @@ def _parse_limit(limit):
     text = str(env.FIND_LIMIT.raw() if limit is None else limit).strip().lower()
     if text in ("", "none"):
         return None
-    if text == "auto" or (text.isdigit() and int(text) > 0 and not isinstance(limit, bool)):
+    if text == "auto" or (text.isdigit() and int(text) > 0):
         return text if text == "auto" else int(text)
     raise ValidationError("limit" if limit is not None else env.FIND_LIMIT.name,
                           limit if limit is not None else text,
@@ -343,9 +343,10 @@ def _budget(handle, problem, state, limit):
         return []
     state.predicted = ranked[limit:]
     log.info("find %s: budgeted (limit %s): timing %s", problem.key(), limit, sorted(names))
-    for solver in state.solvers:
-        if solver.name not in names:
-            state.skipped[solver.name] = PREDICTED
+    state.skipped.update({s.solver: PREDICTED for s in state.predicted})
+    state.skipped.update({s.name: "not timed (budgeted find): neither the model nor a WTI "
+                          "ranks it" for s in state.solvers
+                          if s.name not in names and s.name not in state.skipped})
     state.solvers = kept
     return state.predicted
 

@@ -16,9 +16,8 @@ def get_solutions(handle: Handle, problem: Problem, max_count: int | None = None
     From the find-db when it has usable records (``source == 'find-db'``), else from the learned
     ranking for the device (``source == 'predicted'``; docs/heuristics.md), else, where no model
     applies, the fallback that ranks applicable solvers by WTI, time = 10 / WTI ms
-    (``source == 'fallback'``).  For a
-    problem with an epilogue, the candidates are find's: each solver fused as far as it says,
-    and a fusing solver's ``<name>/unfused`` variant.
+    (``source == 'fallback'``).  For a problem with an epilogue, the candidates are find's: each
+    solver fused as far as it says, and a fusing solver's ``<name>/unfused`` variant.
     """
     check_handle(handle)
     policy = Policy.resolve()

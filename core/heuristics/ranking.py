@@ -66,15 +66,21 @@ def model_for(device):
         return None
     name = device.name.strip() + "\0" + setting
     if name not in _models:
-        found = _load(Path(setting)) if setting not in ("", "1") else None
-        for key in () if setting not in ("", "1") else tuning.device_keys(device):
-            for folder in (user_dir(), SHIPPED):
-                file = _index(folder).get(key)
-                found = found or (file and _load(folder / file))
-            if found:
-                break
+        found = _along_keys(device) if setting in ("", "1") else _load(Path(setting))
         _models[name] = (found, DeviceFacts.from_cl(device)) if found else None
     return _models[name]
+
+
+def _along_keys(device):
+    """The first model that loads along the device's keys, the user's before the shipped one
+    at each; None when none does."""
+    for key in tuning.device_keys(device):
+        for folder in (user_dir(), SHIPPED):
+            file = _index(folder).get(key)
+            found = file and _load(folder / file)
+            if found:
+                return found
+    return None
 
 
 def forget():
@@ -90,8 +96,9 @@ def predicted_ms(device, problem, solvers):
     if chosen is None:
         return {}
     model, facts = chosen
-    bare = problem.with_epilogue(None)
-    known = model.predict_ms(bare, facts, [s.name for s in solvers])
+    known = model.predict_ms(problem.with_epilogue(None), facts, [s.name for s in solvers])
+    if all(s.name in known for s in solvers):   # no WTI needed (they cost on the hot path)
+        return known
     wtis = {}
     for solver in solvers:
         try:
