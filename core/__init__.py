@@ -21,7 +21,7 @@ from .engine.immediate import (
                   get_solutions,
                   run_solution,
 )
-from .engine.run import run
+from .engine.plan import Plan, plan, run
 from .engine.solutions import Solution
 from .engine.split_sum import SplitSum
 from .epilogue import Activation, Epilogue, EpilogueArgs, fold_batch_norm
@@ -65,6 +65,7 @@ __all__ = [
                   "Handle",
                   "Invoker",
                   "NumericsError",
+                  "Plan",
                   "PluginError",
                   "Problem",
                   "Solution",
@@ -92,6 +93,7 @@ __all__ = [
                   "hookimpl",
                   "hookspec",
                   "list_devices",
+                  "plan",
                   "reference",
                   "registry",
                   "round_up",

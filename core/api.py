@@ -11,9 +11,12 @@ from .device.handle import Handle
 from .device.tensors import read_output
 from .engine.bias_grad import backward_bias, dy_desc
 from .engine.find import find
-from .engine.run import check_device_limits, check_handle, check_problem, check_tensors_fit, run
+from .engine.fusion import epilogue_args
+from .engine.plan import Plan, plan
+from .engine.run import check_device_limits, check_handle, check_problem, check_tensors_fit
 from .epilogue import Activation, Epilogue, finite
 from .errors import ValidationError
+from .hookspecs import Buffers
 from .problem import Direction, IntPair, Padding, Problem, Shape, TensorDesc, split_output_padding
 from .solvers.registry import registry
 
@@ -112,10 +115,24 @@ def _solve(problem: Problem, handle: Handle | None, solver: str | None,
     # the ignore: with blend, _epilogue made sure that prior is given (mypy cannot tell)
     buffers[out_name] = (_buffer(handle, flags.READ_WRITE, prior)  # type: ignore[arg-type]
                          if blend else cl.Buffer(handle.context, flags.READ_WRITE, out_desc.nbytes))
-    if solver is None:
-        solver = find(handle, problem, **buffers, **values, request_count=1, **policy)[0].solver
-    run(handle, problem, solver, **buffers, **values, **policy)
+    tensors = Buffers(buffers.get("x"), buffers["w"], buffers.get("y"))
+    parts = {name: buffers.get(name) for name in ("scale", "bias", "z")}
+    tensors = tensors.with_epilogue_args(epilogue_args(problem, tensors, handle, **parts, **values))
+    _plan(handle, problem, solver, buffers, values, policy).enqueue(tensors)   # checked once
     return read_output(handle, problem, buffers)
+
+
+def _plan(handle: Handle, problem: Problem, solver: str | None, buffers: Mapping[str, Any],
+          values: Mapping[str, Any], policy: Mapping[str, Any]) -> Plan:
+    """The handle's plan for a numpy call: of ``solver``, or with None of find's choice, find
+    running (on ``buffers``) only when the handle has no such plan yet."""
+    if solver is not None:
+        return plan(handle, problem, solver, **policy)
+
+    def found() -> Plan:
+        find(handle, problem, **buffers, **values, request_count=1, **policy)
+        return Plan(handle, problem, None, **policy)
+    return handle.kept_plan(("find", problem, *policy.values()), found)
 
 
 def _policy(max_tolerance: float | None, deterministic: bool | None) -> dict[str, Any]:

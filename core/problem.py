@@ -35,6 +35,9 @@ Pads = tuple[tuple[int, int], tuple[int, int]]
 _T = TypeVar("_T")
 
 
+_OUTPUTS = {"fwd": "y", "bwd": "x", "wrw": "w"}   # Direction.output
+
+
 class Direction(enum.Enum):
     """Which of the three convolutions to compute; buffers keep their forward-sense roles."""
 
@@ -60,7 +63,7 @@ class Direction(enum.Enum):
     @property
     def output(self) -> str:
         """The forward-sense name of the tensor this direction writes: 'y', 'x' or 'w'."""
-        return {"fwd": "y", "bwd": "x", "wrw": "w"}[self.value]
+        return _OUTPUTS[self.value]
 
     @property
     def label(self) -> str:

@@ -38,7 +38,7 @@ class ReleaseOneByOne:
                     print(f"release {kind} {key}", flush=True)
                     del table[key]
                     gc.collect()
-            handle._resolved.clear()
+            handle._plans.clear()
             print("release scratch", flush=True)
             handle._scratch = None
             gc.collect()

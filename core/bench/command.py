@@ -16,7 +16,7 @@ from ..device.tensors import device_buffers, random_epilogue_tensors, random_ten
 from ..device.timing import elapsed_ms
 from ..engine.find import find
 from ..engine.immediate import get_solutions
-from ..engine.run import run
+from ..engine.plan import run
 from ..epilogue import Epilogue
 from ..errors import ConvsolveError, ValidationError
 from ..problem import Direction, Problem
@@ -276,7 +276,8 @@ def run_overhead(suite, layers, directions, batch):
     for direction in directions:  # run()'s cost in a hot loop: a tiny problem, many calls
         tiny = Problem.conv2d((1, 4, 8, 8), (8, 4, 3, 3), padding=1, direction=direction)
         solver = get_solutions(handle, tiny, 1)[0].solver
-        hot[direction.value] = overhead.run_overhead(handle, tiny, solver, calls=300)
+        hot[direction.value] = {**overhead.run_overhead(handle, tiny, solver, calls=300),
+                                **overhead.db_hit_us(handle, tiny)}
     return {"suite": suite["name"], "device": handle.name, "batch": batch, "rows": rows,
             "calls": overhead.CALLS, "hot": hot,
             "date": datetime.datetime.now().isoformat(timespec="seconds")}

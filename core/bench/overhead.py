@@ -3,9 +3,10 @@
 Cold find runs in a child process whose kernel cache, user find-db, system find-db and the
 driver's own kernel cache (PoCL's, NVIDIA's) are empty temporary paths: it compiles and benchmarks every candidate.  Warm find runs in a
 second fresh process on the same paths: a find-db hit, then building the winner from the kernel
-cache.  The per-call overhead of ``run`` is measured in the bench's own process, as host time of
-``run()`` minus host time of calling the solver's invoker directly (set arguments + enqueue),
-each timed while a user event holds the queue so the kernel cannot start during the call.
+cache.  The per-call overhead of ``run`` and of ``plan.run`` is measured in the bench's own
+process, as their host time minus host time of calling the solver's invoker directly (set
+arguments + enqueue), each timed while a user event holds the queue so the kernel cannot start
+during the call; so is a repeated find and get_solutions on a find-db hit.
 """
 import json
 import os
@@ -22,8 +23,9 @@ from ..device.handle import Handle
 from ..device.tensors import device_buffers, random_tensors
 from ..device.timing import elapsed_ms
 from ..engine.find import find
-from ..engine.immediate import compile_solution
-from ..engine.run import resolve_solver, run
+from ..engine.immediate import compile_solution, get_solutions
+from ..engine.plan import plan, run
+from ..engine.run import resolve_solver
 from ..hookspecs import Buffers
 from ..problem import Problem
 
@@ -80,29 +82,49 @@ def _gated(handle, call):
 
 
 def run_overhead(handle, problem, solver, calls=CALLS, budget_s=1.0):
-    """{'run_us', 'enqueue_us', 'overhead_us', 'calls'}: median host time per call of run() and
-    of the bare invoker on ``problem``, and their difference; the queue is held while a call is
-    timed and drained after it, and the pairs of calls stop at ``calls`` or, for slow kernels, at about ``budget_s`` (at least
-    MIN_CALLS pairs)."""
+    """{'run_us', 'plan_us', 'enqueue_us', 'overhead_us', 'plan_overhead_us', 'calls'}: median
+    host time per call of run(), of plan.run and of the bare invoker on ``problem``, and the
+    first two less the third; the queue is held while a call is timed and drained after it, and
+    the rounds of calls stop at ``calls`` or, for slow kernels, at about ``budget_s`` (at least
+    MIN_CALLS rounds)."""
     flags = cl.mem_flags.READ_WRITE
     bufs = {name: cl.Buffer(handle.context, flags, max(4, getattr(problem, name).nbytes))
             for name in ("x", "w", "y")}
-    chosen = resolve_solver(handle, problem, solver)
-    scratch = handle.scratch(chosen.workspace(problem))
-    invoker = handle.invoker(chosen, problem)
+    chosen = plan(handle, problem, solver)
+    scratch = handle.scratch(chosen.workspace)
+    invoker = handle.invoker(resolve_solver(handle, problem, solver), problem)
     buffers = Buffers(bufs["x"], bufs["w"], bufs["y"])
     begin = time.perf_counter()
     run(handle, problem, solver, **bufs)
     handle.queue.finish()
     once = time.perf_counter() - begin
-    calls = max(MIN_CALLS, min(calls, int(budget_s / (2 * once))))
-    run_s, bare_s = [], []
+    calls = max(MIN_CALLS, min(calls, int(budget_s / (3 * once))))
+    run_s, plan_s, bare_s = [], [], []
     for _ in range(calls):
         run_s.append(_gated(handle, lambda: run(handle, problem, solver, **bufs)))
+        plan_s.append(_gated(handle, lambda: chosen.run(**bufs)))
         bare_s.append(_gated(handle, lambda: invoker(buffers, scratch)))
-    run_us, bare_us = statistics.median(run_s) * 1e6, statistics.median(bare_s) * 1e6
-    return {"run_us": run_us, "enqueue_us": bare_us, "overhead_us": run_us - bare_us,
+    run_us, plan_us, bare_us = (statistics.median(s) * 1e6 for s in (run_s, plan_s, bare_s))
+    return {"run_us": run_us, "plan_us": plan_us, "enqueue_us": bare_us,
+            "overhead_us": run_us - bare_us, "plan_overhead_us": plan_us - bare_us,
             "calls": calls, "solver": solver, "problem": problem.key()}
+
+
+def db_hit_us(handle, problem, calls=200):
+    """{'find_us', 'get_solutions_us'}: median host time of a repeated find and get_solutions
+    on ``problem``, a find-db hit in this process (the first find may benchmark; not timed)."""
+    bufs = device_buffers(handle, random_tensors(problem))
+    find(handle, problem, **bufs)
+    timed = {}
+    for name, call in (("find_us", lambda: find(handle, problem, **bufs)),
+                       ("get_solutions_us", lambda: get_solutions(handle, problem))):
+        samples = []
+        for _ in range(calls):
+            begin = time.perf_counter()
+            call()
+            samples.append(time.perf_counter() - begin)
+        timed[name] = statistics.median(samples) * 1e6
+    return timed
 
 
 def _measure(key):

@@ -108,8 +108,11 @@ def format_overhead(report, markdown=False):
                "run() extra us")
     title = (f"find overhead, suite {report['suite']}, batch {report['batch']}, "
              f"device {report['device']}\n")
-    hot = "; ".join(f"{d}: run() {_fmt(h['run_us'], 1)} us, bare enqueue "
-                    f"{_fmt(h['enqueue_us'], 1)} us, extra {_fmt(h['overhead_us'], 1)} us "
+    hot = "; ".join(f"{d}: bare enqueue {_fmt(h['enqueue_us'], 1)} us, run() +"
+                    f"{_fmt(h['overhead_us'], 1)} us, plan.run +"
+                    f"{_fmt(h.get('plan_overhead_us'), 1)} us, find-db hit: find "
+                    f"{_fmt(h.get('find_us'), 1)} us, get_solutions "
+                    f"{_fmt(h.get('get_solutions_us'), 1)} us "
                     f"({h['solver'] if 'solver' in h else h['problem']})"
                     for d, h in report.get("hot", {}).items())
     return "\n".join([title, table(rows, headers, markdown, _LEFT), (
@@ -121,7 +124,8 @@ def format_overhead(report, markdown=False):
         "down to 5, where the kernel is slow), each call timed while a user event holds the "
         "queue (the previous call's kernel has just run, so on large layers the host caches "
         "are cold)"),
-        f"\nrun() in a hot loop (300 calls on a tiny problem): {hot or '-'}"])
+        ("\nrun() and plan.run in a hot loop (300 calls on a tiny problem), find and "
+         f"get_solutions repeated on a find-db hit (200 calls): {hot or '-'}")])
 
 
 def need_matplotlib():

@@ -13,7 +13,8 @@ from ..device.timing import elapsed_ms
 from ..engine import search
 from ..engine.find import FindMode, find
 from ..engine.immediate import compile_solution, get_solutions
-from ..engine.run import check_device_limits, resolve_solver, run
+from ..engine.plan import run
+from ..engine.run import check_device_limits, resolve_solver
 from ..errors import ConvsolveError, SolverError, ValidationError
 from ..problem import Direction
 from ..solvers.registry import registry, solver_attribute

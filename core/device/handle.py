@@ -216,8 +216,13 @@ class Handle:
         self._enqueue_lock = threading.Lock()   # one invoker sets its kernels' arguments at a time
         # find-db key -> {family: fastest solver name}, from find
         self._best: dict[str, dict[str, str]] = {}
-        # (solver or family, problem) -> (switch state, what run() needs)
-        self._resolved: dict[tuple[str, Problem], tuple[Hashable, Any]] = {}
+        # find-db key -> the fastest solver of find's ranking
+        self._first: dict[str, str] = {}
+        # (solver, problem, max_tolerance, deterministic) -> the engine's Plan
+        self._plans: dict[Hashable, Any] = {}
+        #: Moves when what plans resolved may have changed: a find ranked a problem, an invoker
+        #: failed, the handle released what it kept (plans compare it on every run).
+        self.ranking_generation = 0
         _live.add(self)
         self._born_as = id(self)   # a shallow copy keeps this value under another id
         log.info("handle on %s (driver %s, %d compute units)", self.name,
@@ -331,21 +336,25 @@ class Handle:
 
     def forget_invoker(self, solver: Solver, problem: Problem) -> None:
         """Drop the kept invokers of ``solver`` for ``problem`` (after one failed to run), every
-        config's, and what run() resolved to them."""
+        config's; plans resolve again."""
         with self._lock:
             for key in [k for k in self._invokers if k[:2] == (solver.name, problem.key())]:
                 del self._invokers[key]
-            self._resolved.clear()
+            self.ranking_generation += 1
 
     # }}}
 
-    # {{{ what find ranked and run resolved
+    # {{{ what find ranked, and the plans run uses
 
     def remember_ranking(self, key: str, solutions: Iterable[Solution]) -> None:
-        """Keep each family's fastest solver among ``solutions`` for run(solver=family);
-        ``key`` is the problem's find-db key under the call's policy."""
+        """Keep find's fastest solver and each family's fastest among ``solutions`` (find's
+        ranking, fastest first) for plans of no solver or a family; ``key`` is the problem's
+        find-db key under the call's policy."""
+        solutions = list(solutions)
         with self._lock:
-            self._resolved.clear()   # a family may now mean another solver
+            self.ranking_generation += 1   # a family may now mean another solver
+            if solutions:
+                self._first[key] = solutions[0].solver
             best = self._best.setdefault(key, {})
             for solution in sorted(solutions, key=lambda s: s.time_ms, reverse=True):
                 best[solution.family] = solution.solver
@@ -356,24 +365,28 @@ class Handle:
         with self._lock:
             return self._best.get(key, {}).get(family)
 
-    def resolution(self, solver: str, problem: Problem, state: Hashable,
-                   resolve: Callable[[], _T]) -> _T:
-        """What run() resolved ``solver`` (a name or family) to: kept while ``state`` holds,
-        else ``resolve()`` again."""
+    def best_solver(self, key: str) -> str | None:
+        """The fastest solver of this process's last find of find-db key ``key``, or None."""
         with self._lock:
-            kept = self._resolved.get((solver, problem))
-        if kept is not None and kept[0] == state:
-            return kept[1]
-        resolved = resolve()
+            return self._first.get(key)
+
+    def kept_plan(self, key: Hashable, make: Callable[[], _T]) -> _T:
+        """The plan kept under ``key``, else ``make()``'s, kept (a failed make keeps nothing)."""
         with self._lock:
-            self._resolved[(solver, problem)] = (state, resolved)
-        return resolved
+            kept = self._plans.get(key)
+        if kept is None:
+            kept = make()
+            with self._lock:
+                kept = self._plans.setdefault(key, kept)
+        return kept
 
     def forget_rankings(self) -> None:
-        """Drop what find ranked and run resolved (invokers and programs stay built)."""
+        """Drop what find ranked and the plans kept (invokers and programs stay built)."""
         with self._lock:
             self._best.clear()
-            self._resolved.clear()
+            self._first.clear()
+            self._plans.clear()
+            self.ranking_generation += 1
 
     # }}}
 
@@ -405,7 +418,8 @@ class Handle:
 
     def _drop_kept(self) -> None:
         """Let go of the kept invokers, programs and scratch (no lock: __del__ calls it)."""
-        self._resolved.clear()
+        self._plans.clear()
+        self.ranking_generation += 1
         self._invokers.clear()
         self._programs.clear()
         self._scratch = None

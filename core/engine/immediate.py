@@ -1,13 +1,12 @@
 """Immediate mode: solutions from the find-db or the WTI fallback, then compile and run by name."""
-from ..db.find_db import FindDb
 from ..device.handle import Handle
 from ..problem import Problem
 from ..solvers.calls import workspace_of
 from ..solvers.policy import Policy
-from . import fusion
-from .run import check_handle, check_problem, resolve_solver, run
+from .plan import run
+from .run import check_handle, check_problem, resolve_solver
 from .search import tuned_invoker
-from .solutions import Solution, predicted_ranking, usable_records
+from .solutions import Solution, ranked_without_benchmark
 
 
 def get_solutions(handle: Handle, problem: Problem, max_count: int | None = None) -> list[Solution]:
@@ -20,12 +19,7 @@ def get_solutions(handle: Handle, problem: Problem, max_count: int | None = None
     solver fused as far as it says, and a fusing solver's ``<name>/unfused`` variant.
     """
     check_handle(handle)
-    policy = Policy.resolve()
-    applicable, skipped = fusion.candidates(check_problem(problem), policy, handle.device.name)
-    solutions = usable_records(FindDb().records(handle.db_key, policy.db_key(problem)),
-                               applicable, skipped)
-    if not solutions:
-        solutions = predicted_ranking(handle.device, applicable, problem)
+    solutions = ranked_without_benchmark(handle, check_problem(problem), Policy.resolve())
     return solutions[:max_count]
 
 

@@ -6,12 +6,15 @@ from dataclasses import dataclass
 
 import pyopencl as cl
 
-from ..db.find_db import Record
+from ..db.find_db import FindDb, Record
+from ..device.handle import Handle
 from ..errors import ContractError
 from ..heuristics import ranking
 from ..hookspecs import Solver
 from ..problem import Problem
 from ..solvers.calls import workspace_of, wti_of
+from ..solvers.policy import Policy
+from . import fusion
 
 log = logging.getLogger("convsolve")
 
@@ -100,3 +103,12 @@ def predicted_ranking(device: cl.Device, applicable: Iterable[Solver],
         ranked.append(Solution(solver.name, solver.family, predicted[solver.name], workspace,
                                "predicted"))
     return sorted(ranked, key=lambda s: s.time_ms)
+
+
+def ranked_without_benchmark(handle: Handle, problem: Problem, policy: Policy) -> list[Solution]:
+    """Immediate mode's ranking of ``problem``'s candidates on ``handle`` under ``policy``: the
+    find-db's usable records, else the learned ranking, else the WTI fallback (get_solutions)."""
+    applicable, skipped = fusion.candidates(problem, policy, handle.device.name)
+    solutions = usable_records(FindDb().records(handle.db_key, policy.db_key(problem)),
+                               applicable, skipped)
+    return solutions or predicted_ranking(handle.device, applicable, problem)

@@ -10,7 +10,8 @@ import pyopencl as cl
 import pytest
 from convsolve import Direction, Epilogue, Problem, SolverError, ValidationError, find, reference
 from convsolve.db.find_db import FindDb, Record
-from convsolve.engine import run as run_module
+from convsolve.engine import plan as plan_module
+from convsolve.engine.plan import run
 from convsolve.engine.run import (
     check_buffers,
     check_device_limits,
@@ -19,7 +20,6 @@ from convsolve.engine.run import (
     check_scratch,
     check_solver_argument,
     resolve_solver,
-    run,
 )
 from convsolve.testing import (
     FLOAT32_TOLERANCE,
@@ -365,12 +365,12 @@ def test_the_resolution_is_kept_in_the_handle_until_a_switch_changes(handle, mon
     calls = {"resolve_solver": 0, "tuned_invoker": 0}
 
     def counted(name):
-        real = getattr(run_module, name)
+        real = getattr(plan_module, name)
 
         def wrapper(*args, **kwargs):
             calls[name] += 1
             return real(*args, **kwargs)
-        monkeypatch.setattr(run_module, name, wrapper)
+        monkeypatch.setattr(plan_module, name, wrapper)
     counted("resolve_solver")
     counted("tuned_invoker")
     for _ in range(3):

@@ -1,0 +1,199 @@
+"""Execution plans: a problem's solver resolved, built and checked once, then run at enqueue speed.
+
+A Plan holds what cuDNN's frontend calls an execution plan: the resolved solver, its built
+invoker and its workspace size, for one problem on one handle under one numerical policy.
+``plan.run`` checks only what can differ between calls (the buffers: type, size, context) and
+enqueues.  It notices, by counters and not by re-reading the dbs, when what it resolved may have
+changed: a solver switch or another variable it depends on (env.generation), a plugin reload
+(registry.generation), a find that re-ranked problems on its handle or a released handle
+(Handle.ranking_generation).  Then it resolves again as it was made: a solver name stays that
+solver (SolverError when it can no longer run, naming why), a family or None takes what is
+best now, and a change of solver is logged.  ``convsolve.run`` is a lookup of the handle's plan
+for its arguments, then ``plan.run``.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Hashable
+from typing import NamedTuple
+
+import pyopencl as cl
+
+from .. import env
+from ..device.handle import Handle
+from ..epilogue import Activation
+from ..errors import SolverError, ValidationError
+from ..hookspecs import Buffers, Invoker, Solver
+from ..problem import Direction, Problem
+from ..solvers.calls import workspace_of
+from ..solvers.policy import Policy
+from ..solvers.registry import generation
+from . import fusion
+from .run import (
+    check_buffers,
+    check_handle,
+    check_problem,
+    check_scratch,
+    check_solver_argument,
+    resolve_solver,
+)
+from .search import tuned_invoker
+from .solutions import ranked_without_benchmark
+from .verify import check_numerics
+
+log = logging.getLogger("convsolve")
+
+
+class _Resolved(NamedTuple):
+    """What a plan resolved: the solver, its workspace bytes, its invoker (None for a zero
+    batch) and the CONVSOLVE_CHECK_NUMERICS level it runs under."""
+
+    solver: Solver
+    workspace: int
+    invoker: Invoker | None
+    numerics: str
+
+
+class Plan:
+    """One problem's solver on one handle, resolved and built, ready to run (module docstring).
+
+    ``solver`` is a solver name (``<name>/unfused`` for an epilogue's unfused variant), a family
+    (its fastest solver as find ranked it) or None: the fastest of this process's last find of
+    the problem, else the find-db's record, else immediate mode's pick (get_solutions).
+    ``max_tolerance`` and ``deterministic`` are find's numerical policy.  Plans are safe to
+    share between threads: calls enqueue one at a time on the handle's in-order queue.
+    """
+
+    def __init__(self, handle: Handle, problem: Problem, solver: str | None = None, *,
+                 max_tolerance: float | None = None, deterministic: bool | None = None) -> None:
+        self.handle, self.problem = check_handle(handle), check_problem(problem)
+        self.request = None if solver is None else check_solver_argument(solver)
+        self._policy = (max_tolerance, deterministic)
+        Policy.resolve(max_tolerance, deterministic)   # a bad argument is refused now
+        self._lock = threading.Lock()
+        self._state: tuple[Hashable, _Resolved] | None = None
+        self._current()
+
+    @property
+    def solver(self) -> str:
+        """The name of the solver the plan runs now."""
+        return self._current().solver.name
+
+    @property
+    def workspace(self) -> int:
+        """Bytes of scratch the plan's solver needs."""
+        return self._current().workspace
+
+    def _stamp(self) -> tuple[int, int, int]:
+        return env.generation(), generation(), self.handle.ranking_generation
+
+    def _current(self) -> _Resolved:
+        """The resolution, made again when a counter moved since it was made."""
+        stamp, state = self._stamp(), self._state
+        if state is not None and state[0] == stamp:
+            return state[1]
+        with self._lock:
+            state = self._state
+            if state is None or state[0] != stamp:
+                resolved = self._resolve()
+                if state is not None and state[1].solver.name != resolved.solver.name:
+                    log.info("plan %s: now %r (was %r)", self.problem.key(),
+                             resolved.solver.name, state[1].solver.name)
+                state = self._state = (stamp, resolved)
+            return state[1]
+
+    def _resolve(self) -> _Resolved:
+        handle, problem = self.handle, self.problem
+        policy = Policy.resolve(*self._policy)
+        numerics = env.CHECK_NUMERICS.raw()
+        if numerics not in ("0", "1", "2"):
+            raise ValidationError(env.CHECK_NUMERICS.name, numerics, "expected 0, 1 or 2")
+        name = self.request or handle.best_solver(policy.db_key(problem))
+        if name is None:
+            ranked = ranked_without_benchmark(handle, problem, policy)
+            if not ranked:
+                raise SolverError(f"no solver can run {problem.key()} on {handle.name} "
+                                  "(convsolve.applicable_solvers lists none, or none ranks)")
+            name = ranked[0].solver
+        chosen = resolve_solver(handle, problem, name, policy)
+        invoker = tuned_invoker(handle, chosen, problem) if problem.n else None
+        log.info("plan %s: %r", problem.key(), chosen.name)
+        return _Resolved(chosen, workspace_of(chosen, problem), invoker, numerics)
+
+    def run(self, *, x: cl.Buffer | None, w: cl.Buffer, y: cl.Buffer | None,
+            scratch: cl.Buffer | None = None, scale: cl.Buffer | None = None,
+            bias: cl.Buffer | None = None, z: cl.Buffer | None = None, alpha: float = 1.0,
+            beta: float = 0.0, z_scale: float = 1.0,
+            activation: Activation | str | None = None) -> list[cl.Event]:
+        """Enqueue the plan's solver on these buffers (forward-sense roles, as find and run
+        take them) and return its events; nothing waits.  ``scratch`` as run's; the epilogue's
+        values as find's."""
+        buffers = check_buffers(self.problem, x, w, y, self.handle)
+        if self.problem.epilogue is not None or scale is not None or bias is not None \
+                or z is not None or activation is not None \
+                or (alpha, beta, z_scale) != (1.0, 0.0, 1.0):
+            buffers = buffers.with_epilogue_args(fusion.epilogue_args(
+                self.problem, buffers, self.handle, scale=scale, bias=bias, z=z, alpha=alpha,
+                beta=beta, z_scale=z_scale, activation=activation))
+        return self.enqueue(buffers, scratch)
+
+    def enqueue(self, buffers: Buffers, scratch: cl.Buffer | None = None) -> list[cl.Event]:
+        """run() after its checks: ``buffers`` are checked Buffers carrying their epilogue
+        values (the numpy API's own, made for the problem, come here directly)."""
+        resolved, handle, problem = self._current(), self.handle, self.problem
+        if problem.n == 0:
+            if problem.direction is not Direction.BACKWARD_WEIGHTS:
+                return []
+            if problem.epilogue is not None:   # alpha * (the sum over an empty batch) + beta * w
+                finish = fusion.EpiloguePass(handle, problem)
+                return [finish(buffers.w, buffers.w, buffers.epilogue_args._replace(alpha=0.0))]
+            return [cl.enqueue_fill_buffer(handle.queue, buffers.w, b"\0\0\0\0", 0,
+                                           problem.w.nbytes)]
+        needed, name = resolved.workspace, resolved.solver.name
+        if scratch is None:
+            scratch = handle.scratch(needed, name)
+        else:
+            check_scratch(scratch, needed, name, handle)
+        events = resolved.invoker(buffers, scratch if needed else None)  # type: ignore[misc]
+        if resolved.numerics != "0":
+            cl.wait_for_events(events)
+            check_numerics(handle, problem, buffers, name, strict=resolved.numerics == "2")
+        return events
+
+
+def plan(handle: Handle, problem: Problem, solver: str | None = None, *,
+         max_tolerance: float | None = None, deterministic: bool | None = None) -> Plan:
+    """The handle's plan for ``problem`` and ``solver`` under the policy (Plan), made on first
+    use and kept in the handle; convsolve.run uses the same plans."""
+    check_handle(handle)
+    key = (solver, check_problem(problem), max_tolerance, deterministic)
+    return handle.kept_plan(key, lambda: Plan(handle, problem, solver,
+                                              max_tolerance=max_tolerance,
+                                              deterministic=deterministic))
+
+
+def run(handle: Handle, problem: Problem, solver: str, *, x: cl.Buffer | None, w: cl.Buffer,
+        y: cl.Buffer | None, scratch: cl.Buffer | None = None, max_tolerance: float | None = None,
+        deterministic: bool | None = None, scale: cl.Buffer | None = None,
+        bias: cl.Buffer | None = None, z: cl.Buffer | None = None, alpha: float = 1.0,
+        beta: float = 0.0, z_scale: float = 1.0,
+        activation: Activation | str | None = None) -> list[cl.Event]:
+    """Enqueue ``solver`` (a name, or a family find has ranked) on ``problem``; returns its events.
+
+    Nothing waits: synchronise with ``handle.queue.finish()`` or the events.  ``scratch`` is a
+    buffer of at least the solver's workspace bytes, or None to use one the handle keeps.  The
+    call runs the handle's Plan for its arguments (convsolve.plan), made on the first call, so
+    repeated calls cost little more than the enqueue.  ``max_tolerance`` and ``deterministic``
+    are find's numerical policy (policy.py): a family resolves to its best solver that the
+    policy admits, and a named solver it leaves out is refused.  A problem with an epilogue
+    takes its values as find does (``scale``, ``bias``, ``z``, ``alpha``, ``beta``,
+    ``z_scale``, ``activation``); ``solver`` may then name a solver's unfused variant,
+    ``<name>/unfused``.
+    """
+    check_handle(handle)
+    check_solver_argument(solver)
+    chosen = plan(handle, problem, solver, max_tolerance=max_tolerance,
+                  deterministic=deterministic)
+    return chosen.run(x=x, w=w, y=y, scratch=scratch, scale=scale, bias=bias, z=z, alpha=alpha,
+                      beta=beta, z_scale=z_scale, activation=activation)
