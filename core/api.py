@@ -1,4 +1,5 @@
 """The numpy API: convolutions on host arrays, following the find mode or a named solver."""
+import functools
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -24,6 +25,9 @@ from .solvers.registry import registry
 #: (name, a[, b[, g]]), a convsolve.Activation, or None (identity).
 ActivationLike = str | int | Sequence[str | float] | Activation | None
 
+#: The epilogue's scalars at the values that leave the bare convolution.
+_DEFAULTS = {"alpha": 1.0, "beta": 0.0, "z_scale": 1.0}
+
 _default_handle: Handle | None = None
 _default_lock = threading.Lock()
 
@@ -35,6 +39,25 @@ def default_handle() -> Handle:
         if _default_handle is None:
             _default_handle = Handle()
         return _default_handle
+
+
+def _plain(value: object) -> bool:
+    """Whether ``value`` is an int (not a bool or numpy's), or tuples of them: arguments that
+    equal only arguments of the same meaning, so they may key a cache."""
+    return type(value) is int or (type(value) is tuple and all(map(_plain, value)))
+
+
+@functools.lru_cache(maxsize=512)
+def _known_problem(*args: Any) -> Problem:
+    return Problem.conv2d(*args)
+
+
+def _problem(*args: Any) -> Problem:
+    """Problem.conv2d(*args), kept for plain arguments: a call on a known shape skips the 15 us
+    of checks (a failed check is not kept)."""
+    if all(map(_plain, args[:6])) and all(type(a) in (str, Direction) for a in args[6:]):
+        return _known_problem(*args)
+    return Problem.conv2d(*args)
 
 
 def _host_array(name: str, array: ArrayLike) -> np.ndarray:
@@ -66,6 +89,10 @@ def _epilogue(problem: Problem, values: Mapping[str, Any],
     the defaults: the bare convolution), and ``values`` with their host arrays checked;
     ``prior`` is the output's prior contents (needed when beta != 0)."""
     values = {name: value for name, value in values.items() if value is not None}
+    if all(type(values[name]) in (int, float) and values[name] == default
+           for name, default in _DEFAULTS.items() if name in values) \
+            and set(values) <= set(_DEFAULTS):
+        return problem, {}   # the bare convolution (the common case, checked quickly)
     for name in ("alpha", "beta", "z_scale"):
         if name in values:
             values[name] = finite(name, values[name])
@@ -116,8 +143,10 @@ def _solve(problem: Problem, handle: Handle | None, solver: str | None,
     buffers[out_name] = (_buffer(handle, flags.READ_WRITE, prior)  # type: ignore[arg-type]
                          if blend else cl.Buffer(handle.context, flags.READ_WRITE, out_desc.nbytes))
     tensors = Buffers(buffers.get("x"), buffers["w"], buffers.get("y"))
-    parts = {name: buffers.get(name) for name in ("scale", "bias", "z")}
-    tensors = tensors.with_epilogue_args(epilogue_args(problem, tensors, handle, **parts, **values))
+    if problem.epilogue is not None:
+        parts = {name: buffers.get(name) for name in ("scale", "bias", "z")}
+        tensors = tensors.with_epilogue_args(epilogue_args(problem, tensors, handle, **parts,
+                                                           **values))
     _plan(handle, problem, solver, buffers, values, policy).enqueue(tensors)   # checked once
     return read_output(handle, problem, buffers)
 
@@ -159,7 +188,7 @@ def conv2d(x: ArrayLike, w: ArrayLike, stride: IntPair = 1, padding: Padding = 0
     every function here takes them.
     """
     x, w = _host_array("x", x), _host_array("w", w)
-    problem = Problem.conv2d(x.shape, w.shape, stride, padding, dilation, groups)
+    problem = _problem(x.shape, w.shape, stride, padding, dilation, groups)
     values = {"bias": bias, "scale": scale, "z": z, "alpha": alpha, "beta": beta,
               "z_scale": z_scale, "activation": activation}
     return _solve(problem, handle, solver, {"x": x, "w": w}, _policy(max_tolerance, deterministic),
@@ -175,7 +204,7 @@ def conv2d_backward_data(dy: ArrayLike, w: ArrayLike, x_shape: Shape, stride: In
     """Gradient of the forward convolution with respect to its input, of shape ``x_shape``:
     alpha * dx + beta * the prior ``dx`` (read only when beta != 0)."""
     dy, w = _host_array("dy", dy), _host_array("w", w)
-    problem = Problem.conv2d(x_shape, w.shape, stride, padding, dilation, groups,
+    problem = _problem(x_shape, w.shape, stride, padding, dilation, groups,
                              Direction.BACKWARD_DATA)
     _check_shape("dy", dy, problem.y.shape)
     return _solve(problem, handle, solver, {"y": dy, "w": w},
@@ -191,7 +220,7 @@ def conv2d_backward_weights(dy: ArrayLike, x: ArrayLike, w_shape: Shape, stride:
     """Gradient of the forward convolution with respect to its weights, of shape ``w_shape``:
     alpha * dw + beta * the prior ``dw`` (read only when beta != 0)."""
     dy, x = _host_array("dy", dy), _host_array("x", x)
-    problem = Problem.conv2d(x.shape, w_shape, stride, padding, dilation, groups,
+    problem = _problem(x.shape, w_shape, stride, padding, dilation, groups,
                              Direction.BACKWARD_WEIGHTS)
     _check_shape("dy", dy, problem.y.shape)
     return _solve(problem, handle, solver, {"x": x, "y": dy},

@@ -267,3 +267,23 @@ def test_find_db_hits_respect_the_given_scratch(handle, monkeypatch):
             handle, problem, **buffers, scratch=small, mode=mode)}
     kept = {r.solver for r in FindDb().lookup(handle.db_key, problem.key())}
     assert "fake.Good" in kept   # what it did not measure again stays recorded
+
+
+def test_a_known_problem_finds_once_and_keeps_its_checks(handle, monkeypatch):
+    """The numpy functions find on a problem's first call only, then run its plan; the shapes'
+    cache never admits what the checks refuse (True is not a stride, though True == 1)."""
+    calls = []
+    real = convsolve.api.find
+    monkeypatch.setattr(convsolve.api, "find", lambda *a, **k: calls.append(1) or real(*a, **k))
+    problem = Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3), padding=1)
+    host = random_tensors(problem)
+    for _ in range(3):
+        y = convsolve.conv2d(host["x"], host["w"], padding=1, handle=handle)
+        assert np.allclose(y, reference.forward(problem, host["x"], host["w"]), atol=1e-5)
+    assert calls == [1]
+    with pytest.raises(ValidationError, match="stride"):
+        convsolve.conv2d(host["x"], host["w"], stride=True, padding=1, handle=handle)
+    with pytest.raises(ValidationError, match="padding"):
+        convsolve.conv2d(host["x"], host["w"], padding=(True, 1), handle=handle)
+    with pytest.raises(ValidationError, match="alpha"):
+        convsolve.conv2d(host["x"], host["w"], padding=1, alpha=True, handle=handle)
