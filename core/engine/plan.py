@@ -70,6 +70,7 @@ class Plan:
         self.handle, self.problem = check_handle(handle), check_problem(problem)
         self.request = None if solver is None else check_solver_argument(solver)
         self._policy = (max_tolerance, deterministic)
+        self._bare = problem.epilogue is None
         Policy.resolve(max_tolerance, deterministic)   # a bad argument is refused now
         self._lock = threading.Lock()
         self._state: tuple[Hashable, _Resolved] | None = None
@@ -130,9 +131,8 @@ class Plan:
         take them) and return its events; nothing waits.  ``scratch`` as run's; the epilogue's
         values as find's."""
         buffers = check_buffers(self.problem, x, w, y, self.handle)
-        if self.problem.epilogue is not None or scale is not None or bias is not None \
-                or z is not None or activation is not None \
-                or (alpha, beta, z_scale) != (1.0, 0.0, 1.0):
+        if not self._bare or scale is not None or bias is not None or z is not None \
+                or activation is not None or (alpha, beta, z_scale) != (1.0, 0.0, 1.0):
             buffers = buffers.with_epilogue_args(fusion.epilogue_args(
                 self.problem, buffers, self.handle, scale=scale, bias=bias, z=z, alpha=alpha,
                 beta=beta, z_scale=z_scale, activation=activation))
@@ -141,8 +141,9 @@ class Plan:
     def enqueue(self, buffers: Buffers, scratch: cl.Buffer | None = None) -> list[cl.Event]:
         """run() after its checks: ``buffers`` are checked Buffers carrying their epilogue
         values (the numpy API's own, made for the problem, come here directly)."""
-        resolved, handle, problem = self._current(), self.handle, self.problem
-        if problem.n == 0:
+        resolved, handle = self._current(), self.handle
+        if resolved.invoker is None:   # a zero batch
+            problem = self.problem
             if problem.direction is not Direction.BACKWARD_WEIGHTS:
                 return []
             if problem.epilogue is not None:   # alpha * (the sum over an empty batch) + beta * w
@@ -150,15 +151,16 @@ class Plan:
                 return [finish(buffers.w, buffers.w, buffers.epilogue_args._replace(alpha=0.0))]
             return [cl.enqueue_fill_buffer(handle.queue, buffers.w, b"\0\0\0\0", 0,
                                            problem.w.nbytes)]
-        needed, name = resolved.workspace, resolved.solver.name
-        if scratch is None:
-            scratch = handle.scratch(needed, name)
-        else:
-            check_scratch(scratch, needed, name, handle)
-        events = resolved.invoker(buffers, scratch if needed else None)  # type: ignore[misc]
+        needed = resolved.workspace
+        if scratch is not None:
+            check_scratch(scratch, needed, resolved.solver.name, handle)
+        elif needed:
+            scratch = handle.scratch(needed, resolved.solver.name)
+        events = resolved.invoker(buffers, scratch if needed else None)
         if resolved.numerics != "0":
             cl.wait_for_events(events)
-            check_numerics(handle, problem, buffers, name, strict=resolved.numerics == "2")
+            check_numerics(handle, self.problem, buffers, resolved.solver.name,
+                           strict=resolved.numerics == "2")
         return events
 
 
