@@ -352,12 +352,15 @@ class Handle:
         find-db key under the call's policy."""
         solutions = list(solutions)
         with self._lock:
-            self.ranking_generation += 1   # a family may now mean another solver
-            if solutions:
-                self._first[key] = solutions[0].solver
-            best = self._best.setdefault(key, {})
+            best = dict(self._best.get(key, {}))
             for solution in sorted(solutions, key=lambda s: s.time_ms, reverse=True):
                 best[solution.family] = solution.solver
+            first = solutions[0].solver if solutions else self._first.get(key)
+            if best != self._best.get(key) or first != self._first.get(key):
+                self.ranking_generation += 1   # plans may now mean another solver
+                self._best[key] = best
+                if first is not None:
+                    self._first[key] = first
 
     def best_of_family(self, key: str, family: str) -> str | None:
         """The name of ``family``'s fastest solver for the problem of find-db key ``key`` as find

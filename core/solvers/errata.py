@@ -160,10 +160,17 @@ def load(path, source):
     return entries
 
 
+_active = [None, None, ()]   # the shipped file's entries, the user file's, both
+
+
 def active():
-    """The entries in force: the shipped file's, then CONVSOLVE_ERRATA's."""
+    """The entries in force: the shipped file's, then CONVSOLVE_ERRATA's; the same tuple object
+    while neither file changed (Registry.candidates keeps its answers while it is)."""
     user = load(env.ERRATA.raw(), env.ERRATA.name) if env.ERRATA.is_set() else ()
-    return load(str(SHIPPED), "the shipped errata file") + user
+    shipped = load(str(SHIPPED), "the shipped errata file")
+    if _active[0] is not shipped or _active[1] is not user:
+        _active[:] = [shipped, user, shipped + user]
+    return _active[2]
 
 
 def exclusion(entries, solver_name, problem, device=None):

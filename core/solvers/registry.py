@@ -39,6 +39,10 @@ class PluginInfo:
     solver_errors: dict = field(default_factory=dict)  # refused solver (or object) -> reason
 
 
+#: Problems whose candidates a Registry keeps (then it forgets them all and starts again).
+CANDIDATES_KEPT = 4096
+
+
 class Registry:
     """The loaded plugins and their validated solvers, with enable/disable switches applied on use."""
 
@@ -46,6 +50,8 @@ class Registry:
         self.manager = manager
         self.plugins = plugins      # [PluginInfo]
         self.solvers = solvers      # {name: solver}, in load order
+        # (problem, policy, device, env.generation()) -> (errata entries, applicable, skipped)
+        self._candidates = {}
 
     def get(self, name):
         """The installed solver called ``name``, or a SolverError listing what is installed."""
@@ -93,8 +99,19 @@ class Registry:
         """(solvers that are on, admitted by the numerical ``policy`` (None: the environment's),
         applicable to ``problem`` and excluded by no erratum (errata.py) on the device named
         ``device`` (None: entries for a device do not match), {solver name: why not} for the
-        rest)."""
+        rest).  Kept per problem while no watched variable (env.generation) and no errata file
+        changed (is_applicable is pure), so a find-db hit asks no solver again."""
         policy, entries = policy or Policy.resolve(), errata.active()
+        key = (problem, policy, device, env.generation())
+        kept = self._candidates.get(key)
+        if kept is None or kept[0] is not entries:
+            if len(self._candidates) >= CANDIDATES_KEPT:
+                self._candidates.clear()
+            kept = self._candidates[key] = (entries, *self._find_candidates(
+                problem, policy, entries, device))
+        return list(kept[1]), dict(kept[2])
+
+    def _find_candidates(self, problem, policy, entries, device):
         on, skipped = self.enabled_solvers()
         skipped = {name: f"disabled by {switch}" for name, switch in skipped.items()}
         skipped.update({f"{p.name}.*": f"plugin not loaded: disabled by {p.blocked_by}"

@@ -172,3 +172,13 @@ def test_the_generation_moves_only_when_a_watched_variable_changes(monkeypatch):
     assert second == first + 1 and env.generation() == second
     monkeypatch.setenv("CONVSOLVE_LOG_LEVEL", "debug")
     assert env.generation() == second
+
+
+def test_a_find_that_ranks_as_before_leaves_the_plans_alone(handle, host):
+    """A find-db hit that ranks the problem as the last find did moves no counter, so plans
+    (and run's) keep what they resolved: find then run in a loop stays at enqueue speed."""
+    buffers = device_buffers(handle, host)
+    find(handle, PROBLEM, **buffers)
+    before = handle.ranking_generation
+    find(handle, PROBLEM, **buffers)
+    assert handle.ranking_generation == before

@@ -234,6 +234,24 @@ def test_candidates_moves_an_excluded_solver_to_skipped_naming_file_and_entry(us
     assert registry().candidates(PROBLEM, device="AMD EPYC 9V74")[0] != []
 
 
+def test_kept_candidates_follow_an_edited_file_and_are_the_callers_own(tmp_path, monkeypatch):
+    """Registry.candidates keeps its answer per problem, yet an edit of the errata file in use
+    (same path, new content) reaches the next call, and what a caller does to the lists it got
+    does not change what the next caller gets."""
+    path = write(tmp_path, [])
+    monkeypatch.setenv("CONVSOLVE_ERRATA", str(path))
+    applicable, skipped = registry().candidates(PROBLEM)
+    assert [s.name for s in applicable] == ["direct.NaiveFwd"]
+    applicable.clear()
+    skipped["direct.NaiveFwd"] = "a caller's note"
+    assert [s.name for s in registry().candidates(PROBLEM)[0]] == ["direct.NaiveFwd"]
+    assert "direct.NaiveFwd" not in registry().candidates(PROBLEM)[1]
+    path.write_text(json.dumps([entry(reason="edited in")]))
+    os.utime(path, ns=(1, 1))   # a new stamp even within the file system's clock tick
+    applicable, skipped = registry().candidates(PROBLEM)
+    assert applicable == [] and skipped["direct.NaiveFwd"].endswith("#0: edited in")
+
+
 def test_a_solver_that_is_not_applicable_says_so_not_the_erratum(user_errata, monkeypatch):
     import cs_wrong
     monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_wrong")
