@@ -48,8 +48,9 @@ def _identity(stat):
 
 
 def _keep(path, stat):
-    """A read-only connection on the file at ``path`` (``stat`` taken before it opened)."""
-    conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True,
+    """A read-only connection on the file at ``path`` (``stat`` taken before it opened); it never
+    waits for a lock (busy: no stamp, and the read itself waits as store.py says)."""
+    conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True, timeout=0,
                            check_same_thread=False, isolation_level=None)
     _kept[path] = conn, _identity(stat), next(_opened)
     while len(_kept) > MAX_KEPT:
