@@ -77,7 +77,8 @@ def _system_records(path):
 
 
 class FindDb(SqliteDb):
-    """The user db over the system db; open one per use, it holds no connection between calls.
+    """The user db over the system db; open one per use, it holds no connection between calls
+    (lookups are memoised per process: memo.py).
 
     Every public method works or raises ``convsolve.DatabaseError``, whose first line names the
     file, what failed, why and what to do.
@@ -121,14 +122,13 @@ class FindDb(SqliteDb):
     def lookup(self, device, problem_key):
         """The records for a problem on a device, fastest first and failures last: the user db's,
         else the system db's."""
-        rows = self._run(lambda conn: conn.execute(
-            f"SELECT solver, family, time_ms, workspace, failure FROM {_TABLE}"
-            " WHERE device = ? AND problem = ? ORDER BY failure IS NOT NULL, time_ms",
-            (device, problem_key)).fetchall(), write=False, empty=[])
-        if rows:
-            return [Record(solver, family, time_ms, workspace, "user", failure)
-                    for solver, family, time_ms, workspace, failure in rows]
-        return self._system_lookup(device, problem_key)
+        records = self._read(("lookup", device, problem_key), lambda conn: tuple(
+            Record(solver, family, time_ms, workspace, "user", failure)
+            for solver, family, time_ms, workspace, failure in conn.execute(
+                f"SELECT solver, family, time_ms, workspace, failure FROM {_TABLE}"
+                " WHERE device = ? AND problem = ? ORDER BY failure IS NOT NULL, time_ms",
+                (device, problem_key))))
+        return list(records) if records else self._system_lookup(device, problem_key)
 
     def _system_lookup(self, device, problem_key):
         system = _system_records(self.system_path).get((device, problem_key), [])

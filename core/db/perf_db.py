@@ -79,7 +79,8 @@ def _fastest(trials):
 
 class PerfDb(SqliteDb):
     """The user perf-db over the system one; open one per use, it holds no connection between
-    calls.  Every public method works or raises ``convsolve.DatabaseError`` (but tuned and keep).
+    calls (its reads but rows() are memoised per process: memo.py).  Every public method works or
+    raises ``convsolve.DatabaseError`` (but tuned, winners and keep).
     """
 
     name, table, path_var = "perf-db", _TABLE, env.PERF_DB_PATH
@@ -96,17 +97,24 @@ class PerfDb(SqliteDb):
     def trials(self, device, problem_key, solver):
         """The user db's trials of ``solver`` for a problem on a device, fastest first and
         failures last."""
-        rows = self._run(lambda conn: conn.execute(
+        return _ordered(Trial(json.loads(config), time_ms, failure)
+                        for config, time_ms, failure in self._rows_of(device, problem_key, solver))
+
+    def _rows_of(self, device, problem_key, solver):
+        """(config, time_ms, failure) of each user-db trial of ``solver`` for a problem."""
+        return self._read(("trials", device, problem_key, solver), lambda conn: tuple(conn.execute(
             f"SELECT config, time_ms, failure FROM {_TABLE}"
             " WHERE device = ? AND problem = ? AND solver = ?",
-            (device, problem_key, solver)).fetchall(), write=False, empty=[])
-        return _ordered(Trial(json.loads(config), time_ms, failure)
-                        for config, time_ms, failure in rows)
+            (device, problem_key, solver)).fetchall()))
 
     def best(self, device, problem_key, solver):
         """The user db's fastest trial that did not fail, else the system db's, else None."""
-        return (_fastest(self.trials(device, problem_key, solver))
-                or self._system_best(device, problem_key, solver))
+        timed = [row for row in self._rows_of(device, problem_key, solver)
+                 if row[2] is None and row[1] is not None]
+        if not timed:   # min() below takes the first fastest, as _fastest(trials()) does
+            return self._system_best(device, problem_key, solver)
+        config, time_ms, _ = min(timed, key=lambda row: row[1])
+        return Trial(json.loads(config), time_ms)
 
     def _system_best(self, device, problem_key, solver):
         table = system_table(self.system_path, "perf", _system_trial, "system perf-db")
@@ -126,13 +134,14 @@ class PerfDb(SqliteDb):
         most frequent winner first, at most ``limit``: a search times them early, as they are
         likely good and already built.  Warns and answers [] when the db cannot be read."""
         def read(conn):
-            return conn.execute(
+            return tuple(conn.execute(
                 f"SELECT config, COUNT(*) AS wins FROM (SELECT problem, config, MIN(time_ms)"
                 f" FROM {_TABLE} WHERE device = ? AND solver = ? AND failure IS NULL"
                 f" AND time_ms IS NOT NULL GROUP BY problem) GROUP BY config"
-                f" ORDER BY wins DESC LIMIT ?", (device, solver, limit)).fetchall()
+                f" ORDER BY wins DESC LIMIT ?", (device, solver, limit)).fetchall())
         try:
-            return [json.loads(config) for config, _ in self._run(read, write=False, empty=[])]
+            rows = self._read(("winners", device, solver, limit), read)
+            return [json.loads(config) for config, _ in rows]
         except DatabaseError as exc:
             log.warning("%s; no earlier winners are tried first", exc)
             return []

@@ -1,12 +1,16 @@
 """What the dbs share: one table in a user SQLite file, and the JSON-lines format of system dbs.
 
 ``SqliteDb`` is one table in one file (WAL), open per call, never holding a connection between
-calls.  Every write is one transaction, so a crash or a concurrent writer never leaves half a
+calls (but the memo's read-only one, below).  Every write is one transaction, so a crash or a concurrent writer never leaves half a
 record, and a call waits at most ``BUSY_TIMEOUT_S`` (3 s) for each lock another process holds.
 A db whose file or directory is read-only still answers reads.  One that is corrupt or truncated
 is renamed to ``<name>.corrupt-<time>-<pid>`` and rebuilt empty, under an exclusive lock on
 ``<name>.lock`` and only if it is still corrupt then.  Every failure is a ``DatabaseError`` whose
-one line names the file, what failed, why and what to do.
+one line names the file, what failed, why and what to do.  A subclass's reads go through the
+process's memo (memo.py: a repeated read is a dictionary lookup while no one commits to the
+file, seen by ``PRAGMA data_version`` on the one read-only connection the memo keeps per file);
+a write drops this process's memo of its file and checkpoints after its commit, so that the
+WAL the memo's connection keeps never hides a record from an immutable reader.
 
 The JSON-lines format: an optional header line ``{"format": "convsolve-db", "version": 1}``, then
 one JSON object per line, ``"db": "find"`` (the default) or ``"perf"``, with device, problem,
@@ -30,6 +34,7 @@ except ImportError:   # not POSIX: set-asides are not serialised across processe
     fcntl = None
 
 from ..errors import DatabaseError
+from . import memo
 
 log = logging.getLogger("convsolve")
 
@@ -225,6 +230,7 @@ class SqliteDb:
                     self.name, path, reason, aside)
         with self._check_lock:
             self._checked.discard(path)
+        memo.forget(path)
         return True
 
     def _error(self, exc, write):
@@ -267,9 +273,26 @@ class SqliteDb:
                 self._set_aside(exc)   # moved, or found rebuilt by another process: try again
         raise AssertionError("unreachable")
 
-    def _write(self, body):
-        """``body(conn)`` in one transaction on a writable connection; its result."""
-        return self._run(lambda conn: transaction(conn, lambda: body(conn)), write=True)
+    def _write(self, body, write=True, empty=None):
+        """``body(conn)`` in one transaction on a writable connection (not ``write``: clear() of
+        a missing file, ``empty`` where none can be made), then a passive checkpoint; its result.
+        Drops this process's memo of the file after, whatever happened."""
+        def committed(conn):
+            result = transaction(conn, lambda: body(conn))
+            with contextlib.suppress(sqlite3.Error):   # committed: a later one copies it
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            return result
+        try:
+            return self._run(committed, write, empty)
+        finally:
+            memo.forget(self.user_path)
+
+    def _read(self, key, action):
+        """``action(conn)``'s answer to a read (immutable, e.g. a tuple of tuples or of frozen
+        records: the memo hands out the same object each time), from this process's memo while
+        the file is unchanged; ``()`` where there is no db."""
+        return memo.read(self.user_path, (self.table, *key),
+                         lambda: self._run(action, write=False, empty=()))
 
     # }}}
 
@@ -322,8 +345,8 @@ class SqliteDb:
 
     def clear(self):
         """Delete every user-db record; returns how many there were."""
-        return self._run(lambda conn: conn.execute(f"DELETE FROM {self.table}").rowcount,
-                         write=not self._absent(), empty=0)
+        return self._write(lambda conn: conn.execute(f"DELETE FROM {self.table}").rowcount,
+                           write=not self._absent(), empty=0)
 
     def _absent(self):
         """Whether there is no db file (so clearing it has nothing to do, even where read-only)."""

@@ -343,11 +343,13 @@ def _each_call(path):
 
 
 def _stored(path, hold_open=False):
-    """A db with one record at ``path``; with ``hold_open``, a live connection (returned) that
-    keeps the record in the WAL, beside root-owned -wal and -shm, not yet in the db file."""
+    """A db with one record at ``path``; with ``hold_open``, a live connection (returned) whose
+    read transaction keeps the record in the WAL (the write's checkpoint cannot copy it past
+    that reader), beside root-owned -wal and -shm, not yet in the db file."""
     Notes(path).rows()
-    holder = sqlite3.connect(path) if hold_open else None
+    holder = sqlite3.connect(path, isolation_level=None) if hold_open else None
     if holder:
+        holder.execute("BEGIN")
         holder.execute("SELECT count(*) FROM sqlite_master").fetchall()
     Notes(path).merge([_row("a.X", 2.0)])
     return holder
