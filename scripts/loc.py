@@ -41,7 +41,10 @@ ROOT = Path(__file__).resolve().parents[1]
 #: (bench/corpus.py and bench/collect.py, about 190 lines), the cli's from 1,050 to 1,220 for
 #: `convsolve heuristics` (collect, fit with its install and refit, eval: cli/heuristics.py, 160
 #: lines) and the engine's from 1,500 to 1,560 for budgeted find and the learned ranking's place
-#: in immediate mode (find._budget, solutions.predicted_ranking: about 50 lines).
+#: in immediate mode (find._budget, solutions.predicted_ranking: about 50 lines).  The bench's
+#: went from 1,000 to 1,180 for `bench --first-pass` (issue 26's first iteration on an unseen
+#: batch: bench/first_pass.py, priming, per-mode fresh processes and compile counts, ~150 lines,
+#: and its flags and report in command.py, ~30).
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench")
 BUDGETS = {
@@ -54,7 +57,7 @@ BUDGETS = {
     "core/engine": {"python": 1560, "opencl": 0},
     "core/testing": {"python": 760, "opencl": 0},
     "core/cli": {"python": 1220, "opencl": 0},
-    "core/bench": {"python": 1000, "opencl": 60},
+    "core/bench": {"python": 1180, "opencl": 60},
 }
 PLUGIN_BUDGET = {"python": 1200, "opencl": 1500}   # each plugin
 MODULE_BUDGET = 400
