@@ -20,7 +20,7 @@ from ..engine.plan import run
 from ..epilogue import Epilogue
 from ..errors import ConvsolveError, ValidationError
 from ..problem import Direction, Problem
-from . import hot_loop, overhead, torch_peer
+from . import first_pass, hot_loop, overhead, torch_peer
 from .peak import measure_peak
 from .report import (
     format_overhead,
@@ -283,6 +283,28 @@ def run_overhead(suite, layers, directions, batch):
             "date": datetime.datetime.now().isoformat(timespec="seconds")}
 
 
+def run_first_pass(args, suite, layers, directions, batch):
+    """The report of --first-pass: the forward pass at ``batch`` on an unseen batch, per mode."""
+    if directions != [Direction.FORWARD]:
+        raise ValidationError("--directions", args.directions, "--first-pass times the numpy "
+                              "API's forward conv2d: fwd only")
+    batch = batch if batch is not None else suite.get("batch", 8)
+    prime_batch = args.prime_batch if args.prime_batch is not None else batch + 1
+    if batch < 1 or prime_batch < 1 or prime_batch == batch:
+        raise ValidationError("--prime-batch", prime_batch, f"must be a batch of 1 or more other "
+                              f"than --batch {batch} (at least 1): the pass's batch is unseen")
+
+    def at(n):
+        return [{"name": layer["name"], "count": layer["count"],
+                 "problem": layer_problem(layer, n, Direction.FORWARD).key()} for _, layer in layers]
+    report = first_pass.measure(at(batch), at(prime_batch), first_pass.parse_modes(args.modes),
+                                args.repeat)
+    return {"kind": "first-pass", "suite": suite["name"], "batch": batch,
+            "prime_batch": prime_batch, "passes": args.repeat,
+            "layers_total": sum(layer["count"] for _, layer in layers),
+            "date": datetime.datetime.now().isoformat(timespec="seconds"), **report}
+
+
 def cmd_bench(args):
     """Run the bench command described by the parsed ``args``; returns the exit status."""
     if args.plot:
@@ -299,12 +321,16 @@ def cmd_bench(args):
         batch = args.batch
         if batch is None and not all("n" in layer for _, layer in layers):
             batch = suite.get("batch", 8)
-        if args.overhead:
+        if args.first_pass:
+            report = run_first_pass(args, suite, layers, directions, batch)
+        elif args.overhead:
             report = run_overhead(suite, layers, directions, batch)
         else:
             report = run_suite(args, suite, layers, directions, batch)
     if args.json:
         print(json.dumps(report, indent=1))
+    elif report.get("kind") == "first-pass":
+        print(first_pass.format_first_pass(report, args.markdown))
     elif "calls" in report:
         print(format_overhead(report, args.markdown))
     else:
@@ -341,6 +367,16 @@ def add_parser(subparsers):
     flag("--peak", type=float, default=None, help="use this GFLOP/s as the peak, not a measurement")
     flag("--overhead", action="store_true",
          help="measure find overhead (cold, warm in a fresh process) and run()'s cost instead")
+    flag("--first-pass", action="store_true",
+         help="time the forward pass through the numpy API at a batch the find-db has never "
+              "seen, in fresh processes per find mode (warm and cold kernel cache), against "
+              "its steady state; --repeat steady passes")
+    flag("--modes", default=f"{first_pass.DEFAULT},FAST,DYNAMIC_HYBRID",
+         help="--first-pass: comma list of find modes, 'default' being the numpy API's own "
+              "(default,FAST,DYNAMIC_HYBRID)")
+    flag("--prime-batch", type=int, default=None,
+         help="--first-pass: the batch the priming process warms the kernel caches at "
+              "(--batch + 1)")
     flag("--json", action="store_true", help="print the report as JSON")
     flag("--markdown", action="store_true", help="print Markdown tables")
     flag("--render", metavar="REPORT.json", help="print (or plot) a report saved with --json")

@@ -35,7 +35,7 @@ CALLS = 50
 MIN_CALLS = 5
 
 
-def _child_env(directory):
+def child_env(directory):
     """os.environ with every cache and db of convsolve and of the driver under ``directory``."""
     environ = dict(os.environ)
     environ.update({"CONVSOLVE_CACHE_DIR": str(directory / "cache"),
@@ -51,7 +51,7 @@ def _child(key, directory):
     """The JSON report of one fresh process finding, compiling and running ``key``."""
     begin = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "convsolve.bench.overhead", key],
-                         env=_child_env(directory), capture_output=True, text=True,
+                         env=child_env(directory), capture_output=True, text=True,
                          timeout=3600, check=False)
     if out.returncode:
         raise RuntimeError(f"find-overhead child for {key} failed: {out.stderr.strip()[-2000:]}")
