@@ -63,14 +63,15 @@ def one_pass(handle, sequence):
 
 
 def _side(sample, calls):
-    """A side's figures from its rounds' samples ({'ms', 'host_ms', 'passes'[, 'kernel_ms']})."""
+    """A side's figures from its rounds' samples ({'ms', 'host_ms', 'passes'[, 'kernel_ms']}),
+    with each round's pass ms (their spread shows the load)."""
     def median(field):
         values = [s[field] for s in sample if s.get(field) is not None]
         return statistics.median(values) if values else None
     host_ms = median("host_ms")
     return {"pass_ms": median("ms"), "host_ms": host_ms, "kernel_ms": median("kernel_ms"),
             "host_us_per_call": host_ms * 1e3 / calls if host_ms is not None else None,
-            "passes": sum(s["passes"] for s in sample)}
+            "passes": sum(s["passes"] for s in sample), "round_ms": [s["ms"] for s in sample]}
 
 
 def time_pipeline(handle, sequence, peers, rows, repeat, settle_s):

@@ -30,6 +30,7 @@ def test_pipeline_tiny_json(isolated, monkeypatch, capsys, bench_main):
     assert result["calls"] == sum(layer["count"] for layer in result["layers"]) == 4
     assert result["plans"] == result["distinct"] == len({id(p) for p in calls}) == 3
     assert len(calls) % 4 == 0 and len(calls) >= 4 * ours["passes"] >= 4 * 2 * 3
+    assert len(ours["round_ms"]) == 2 and min(ours["round_ms"]) <= ours["pass_ms"]
     assert all(layer["solver"] == layer["find_solver"] for layer in result["layers"])
     assert ours["kernel_ms"] > 0 and ours["host_us_per_call"] > 0
     assert ours["pass_ms"] >= ours["host_ms"] == pytest.approx(ours["host_us_per_call"] * 4e-3)
