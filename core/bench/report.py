@@ -1,7 +1,7 @@
 """Rendering `convsolve bench` reports: text or Markdown tables, and the per-layer GFLOP/s plot."""
 import numpy as np
 
-from ..errors import ConvsolveError
+from ..errors import ConvsolveError, ValidationError
 from ..problem import Direction, Problem
 from ..text import table
 
@@ -128,6 +128,37 @@ def format_overhead(report, markdown=False):
          f"get_solutions repeated on a find-db hit (200 calls): {hot or '-'}")])
 
 
+def format_pipeline(report, markdown=False):
+    """The tables of a ``bench --pipeline`` report: per direction a row for convsolve's pass and
+    one for each torch configuration's."""
+    load = "; ".join(" ".join(f"{v:.2f}" for v in sample) for sample in report["load"])
+    batch = report["batch"] if report["batch"] is not None else "per entry"
+    lines = [(f"pipeline of suite {report['suite']} ({report['source']}), batch {batch}, "
+              f"{report['rounds']} rounds"), f"device: {report['device']}",
+             f"torch: {report['torch'] or 'not compared (--compare torch)'}",
+             f"load average (1, 5, 15 min) at start; at end: {load}"]
+    if markdown:
+        lines = [f"- {line}" for line in lines]
+    headers = ("side", "pass ms", "host ms", "host us/call", "kernel ms", "passes", "speedup")
+    for result in report["results"]:
+        lines.append(f"\n{'#### ' if markdown else ''}{Direction.parse(result['direction']).label}"
+                     f": {result['calls']} calls a pass, {result['distinct']} layers, "
+                     f"{result['plans']} plans\n")
+        sides = [("convsolve", result["convsolve"], None), *(
+            (label, side, result["ratio"][label]) for label, side in result["torch"].items())]
+        rows = [(label, _fmt(side["pass_ms"], 3), _fmt(side["host_ms"], 3),
+                 _fmt(side["host_us_per_call"], 1), _fmt(side["kernel_ms"], 3), side["passes"],
+                 _fmt(ratio, 3)) for label, side, ratio in sides]
+        lines.append(table(rows, headers, markdown, ("side",)))
+    lines.append("\npass ms: a pass's wall time, every call enqueued back to back then one finish "
+                 "(torch: its calls, then a synchronize on a GPU), the median pass of back-to-back "
+                 "passes, median over the rounds; host ms: the enqueue loop before the finish "
+                 "(torch: until its last call returned, on a GPU only); kernel ms: the sum of "
+                 "the calls' profiling-event times; speedup = torch pass ms / convsolve pass ms "
+                 "(> 1: convsolve faster)")
+    return "\n".join(lines)
+
+
 def need_matplotlib():
     """Raise a ConvsolveError saying how to install matplotlib when it is missing."""
     try:
@@ -140,6 +171,8 @@ def need_matplotlib():
 
 def plot(report, path):
     """Per-layer bars of GFLOP/s, convsolve beside torch, one panel per direction, to ``path``."""
+    if report.get("pipeline"):
+        raise ValidationError("--plot", path, "a --pipeline report has no per-layer times")
     need_matplotlib()
     import matplotlib
     matplotlib.use("Agg")

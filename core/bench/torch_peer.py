@@ -1,7 +1,8 @@
 """The PyTorch peer of `convsolve bench`: the same convolutions timed by torch in worker processes.
 
 A worker is a child process (``python -m convsolve.bench.torch_peer``) that answers one JSON request
-per line on stdin.  The bench drives it one sample at a time, so torch never runs beside
+per line on stdin (a convolution's setup and samples; for --pipeline a pass of many, built
+and then sampled by name).  The bench drives it one sample at a time, so torch never runs beside
 convsolve and the two sides interleave; on the CPU a sample is a hot loop (hot_loop.HotLoop),
 as a framework calls, not one call after the pause in which torch's threads fell asleep.
 Workers exist because glibc's malloc thresholds
@@ -12,8 +13,10 @@ ones on every call: the fair figure) and one with them unset (what a user gets b
 import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
+import time
 
 from ..errors import ConvsolveError
 from ..problem import Direction, Problem
@@ -85,6 +88,18 @@ class Peer:
         """Milliseconds per call of the set-up convolution: one sample (see the worker's side)."""
         return self.ask({"op": "time"})["ms"]
 
+    def setup_pipeline(self, name, layers, channels_last=False):
+        """Build in the worker the pass ``name``: ``layers`` ([(problem key, count)]) each
+        called count times in order, on tensors in NCHW or channels_last; warm it up."""
+        return self.ask({"op": "pipeline", "name": name, "layers": [list(l) for l in layers],
+                         "channels_last": channels_last})
+
+    def sample_pipeline(self, name):
+        """{'ms', 'host_ms', 'passes'}: the median pass of one hot-loop sample of the pass
+        ``name``, its median host time until the last call returned (None on the CPU, where a
+        call returns when it is done) and how many passes were timed."""
+        return self.ask({"op": "pass", "name": name})
+
     def close(self):
         if self.proc.poll() is None:
             self.proc.stdin.close()
@@ -105,6 +120,18 @@ def start_peers(handle_is_gpu):
     return peers, (f"torch {peers[0].info['torch']} on the CPU, {peers[0].info['threads']} threads"
                    f"; 'torch' with {' '.join(f'{k}={v}' for k, v in MALLOC_FAIR.items())}, "
                    "'torch-default' without")
+
+
+def start_for(compare, handle_is_gpu):
+    """([Peer], note) for --compare ``compare`` ('torch' or None): start_peers' workers, or none
+    and a note that says why, also printed on stderr when torch was asked for but cannot run."""
+    if compare != "torch":
+        return [], None
+    peers, note = start_peers(handle_is_gpu)
+    if peers:
+        return peers, note
+    print(f"convsolve bench: no torch comparison: {note}", file=sys.stderr)
+    return [], f"not compared: {note}"
 
 
 # {{{ the worker side (runs in the child process)
@@ -152,12 +179,15 @@ def epilogue_call(torch, problem, device, tensors, conv_args):
     return eager, "eager conv2d and in-place ops"
 
 
-def _convolution(torch, problem, device):
+def _convolution(torch, problem, device, memory_format=None):
     """(A zero-argument function computing ``problem`` with torch on fresh random tensors,
-    what it calls)."""
+    what it calls); x, w and y in ``memory_format`` (torch.channels_last) when one is given."""
     stride, padding, dilation, groups = torch_args(problem)
-    x, w, dy = (torch.randn(desc.shape, device=device, dtype=torch.float32)
-                for desc in (problem.x, problem.w, problem.y))
+
+    def random(desc):
+        made = torch.randn(desc.shape, device=device, dtype=torch.float32)
+        return made if memory_format is None else made.contiguous(memory_format=memory_format)
+    x, w, dy = (random(desc) for desc in (problem.x, problem.w, problem.y))
     F, grad = torch.nn.functional, torch.nn.grad
     if problem.epilogue is not None:
         k = problem.y.shape[1]
@@ -180,6 +210,29 @@ def _dropping(fn):
     def call():
         fn()
     return call
+
+
+def _warm(fn):
+    """``fn`` after WARMUP untimed calls."""
+    for _ in range(WARMUP):
+        fn()
+    return fn
+
+
+def _pipeline_pass(torch, device, calls):
+    """A zero-argument function calling each of ``calls`` in order, each output let go at once
+    (as _dropping), then on a GPU synchronizing; it returns the host ms until the last call
+    returned, before the synchronize (None on the CPU)."""
+    def one_pass():
+        begin = time.perf_counter()
+        for call in calls:
+            call()
+        if device != "cuda":
+            return None
+        launched = time.perf_counter()
+        torch.cuda.synchronize()
+        return (launched - begin) * 1e3
+    return one_pass
 
 
 def _serve(stdin, stdout):
@@ -214,13 +267,27 @@ def _serve(stdin, stdout):
             elif request["op"] == "setup":
                 state.pop("fn", None)
                 state.pop("loop", None)
-                state["fn"], op = _convolution(torch, Problem.from_key(request["problem"]),
-                                               state["device"])
-                for _ in range(WARMUP):
-                    state["fn"]()
+                fn, op = _convolution(torch, Problem.from_key(request["problem"]),
+                                      state["device"])
+                state["fn"] = _warm(fn)
                 if state["device"] != "cuda":
                     state["loop"] = hot_loop.HotLoop(_dropping(state["fn"]))
                 answer = {"ok": True, "op": op}
+            elif request["op"] == "pipeline":
+                layout = torch.channels_last if request["channels_last"] else None
+                state.setdefault("passes", {}).pop(request["name"], None)   # its memory first
+                calls = []
+                for key, count in request["layers"]:
+                    fn, op = _convolution(torch, Problem.from_key(key), state["device"], layout)
+                    calls += [_warm(fn)] * count
+                state["passes"][request["name"]] = hot_loop.HotLoop(
+                    _pipeline_pass(torch, state["device"], calls))
+                answer = {"ok": True, "op": op}
+            elif request["op"] == "pass":
+                timed = state["passes"][request["name"]].sample()
+                hosts = [host for _, host in timed if host is not None]
+                answer = {"ms": hot_loop.median_ms(timed), "passes": len(timed),
+                          "host_ms": statistics.median(hosts) if hosts else None}
             else:
                 answer = {"ms": timed()}
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it

@@ -71,23 +71,27 @@ def test_torch_epilogue_is_the_same_computation(parts):
     assert np.abs(call().numpy() - expected).max() < 1e-5 * max(1.0, np.abs(expected).max())
 
 
-def _serve_fake_torch(monkeypatch, conv2d, samples=3):
-    """The answers of a CPU worker whose torch is fake (conv2d the given function) to hello,
-    setup of a small forward problem, and ``samples`` time requests, each after a 5 ms pause
-    (the bench's, while the other side runs)."""
+def _serve_fake_torch(monkeypatch, conv2d, samples=3, setup=None,
+                      randn=lambda *args, **kwargs: None):
+    """The answers of a CPU worker whose torch is fake (conv2d and randn the given functions) to
+    hello, ``setup`` (default: the setup of a small forward problem), and ``samples`` time
+    requests (pass requests when ``setup`` is a pipeline's), each after a 5 ms pause (the
+    bench's, while the other side runs)."""
     space = types.SimpleNamespace
     monkeypatch.setitem(sys.modules, "torch", space(
-        __version__="fake", float32="float32", randn=lambda *args, **kwargs: None,
+        __version__="fake", float32="float32", randn=randn, channels_last="channels_last",
         get_num_threads=lambda: 2, cuda=space(is_available=lambda: False),
         nn=space(functional=space(conv2d=conv2d), grad=None)))
     problem = Problem.conv2d((2, 4, 8, 8), (8, 4, 3, 3), padding=1)
+    setup = setup or {"op": "setup", "problem": problem.key()}
+    sample = {"op": "pass", "name": setup["name"]} if "name" in setup else {"op": "time"}
 
     def requests():
         yield json.dumps({"op": "hello", "device": "cpu"})
-        yield json.dumps({"op": "setup", "problem": problem.key()})
+        yield json.dumps(setup)
         for _ in range(samples):
             time.sleep(0.005)
-            yield json.dumps({"op": "time"})
+            yield json.dumps(sample)
     out = io.StringIO()
     torch_peer._serve(requests(), out)
     return [json.loads(line) for line in out.getvalue().splitlines()]
@@ -123,3 +127,32 @@ def test_worker_lets_each_output_go_before_the_next_call(monkeypatch):
             live["now"] -= 1
     answers = _serve_fake_torch(monkeypatch, lambda *args: Output(), samples=2)
     assert len(answers) == 4 and live["most"] <= 2
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_worker_pipeline_pass_calls_each_layer_count_times(monkeypatch, channels_last):
+    """A pipeline pass calls each layer count times in order, on tensors in the layout asked
+    for; its sample is the median of back-to-back passes, with no host time on the CPU."""
+    order, layouts = [], []
+
+    class Tensor:
+        def __init__(self, shape):
+            self.shape = shape
+
+        def contiguous(self, memory_format):
+            layouts.append(memory_format)
+            return self
+    keys = [Problem.conv2d((1, c, 6, 6), (4, c, 3, 3), padding=1).key() for c in (2, 3)]
+    answers = _serve_fake_torch(
+        monkeypatch, lambda x, *args: order.append(x.shape[1]), samples=2,
+        randn=lambda shape, **kwargs: Tensor(shape),
+        setup={"op": "pipeline", "name": "p", "layers": [[keys[0], 2], [keys[1], 1]],
+               "channels_last": channels_last})
+    assert answers[1] == {"ok": True, "op": "conv2d"}
+    assert layouts == (["channels_last"] * 6 if channels_last else [])
+    assert order[:2 * torch_peer.WARMUP] == [2] * torch_peer.WARMUP + [3] * torch_peer.WARMUP
+    passes = order[2 * torch_peer.WARMUP:]
+    assert passes and passes == [2, 2, 3] * (len(passes) // 3)
+    for answer in answers[2:]:
+        assert answer["ms"] > 0 and answer["host_ms"] is None
+        assert answer["passes"] >= hot_loop.MIN_CALLS
