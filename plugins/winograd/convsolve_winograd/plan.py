@@ -189,13 +189,35 @@ def _data_kernel(handle, name, m, lanes, **epilogue):
     return handle.build(KERNELS / f"{name}.cl", name, {"WINO_M": m, "TT": lanes, **epilogue})
 
 
-#: The tunables the GEMMs read (the transforms read TT).
+#: The tunables the GEMMs read (the transforms read TT): the vector kernels' (wino_gemm.cl,
+#: wino_gemm_wrw.cl) and the local-memory kernel's (wino_gemm_local.cl; config GEMM = "local").
 GEMM_TUNABLES = ("TM", "VW", "NV", "MR")
+LOCAL_TUNABLES = ("BM", "BN", "BK", "RM", "RN")
 
 
-def _gemm_kernel(handle, name, config):
-    """The GEMM ``name`` (kernels/<name>.cl) built with the config's register tile."""
-    return handle.build(KERNELS / f"{name}.cl", name, {k: config[k] for k in GEMM_TUNABLES})
+def _gemm(handle, config, wrw, vector_group):
+    """The GEMM of ``config`` (wino_gemm or wino_gemm_wrw: the vector kernel, or with GEMM =
+    "local" its local-memory form; configs without GEMM, the CPU's, take the vector kernel),
+    and how to enqueue it over ``rows`` x ``cols`` of each of ``batches`` products."""
+    name = "wino_gemm_wrw" if wrw else "wino_gemm"
+    if config.get("GEMM", "vector") == "vector":
+        kernel = handle.build(KERNELS / f"{name}.cl", name,
+                              {k: config[k] for k in GEMM_TUNABLES})
+        tn, tm = config["VW"] * config["NV"], config["TM"] * config["MR"]
+
+        def launch(queue, rows, cols, batches):
+            return _launch(queue, kernel, ceil_div(cols, tn) * ceil_div(rows, tm) * batches,
+                           vector_group)
+        return kernel, launch
+    kernel = handle.build(KERNELS / "wino_gemm_local.cl", f"{name}_local",
+                          {"WRW": int(wrw), **{k: config[k] for k in LOCAL_TUNABLES}})
+    group = (config["BN"] // config["RN"], config["BM"] // config["RM"], 1)
+
+    def launch(queue, rows, cols, batches):
+        grid = (ceil_div(cols, config["BN"]) * group[0], ceil_div(rows, config["BM"]) * group[1],
+                batches)
+        return cl.enqueue_nd_range_kernel(queue, kernel, grid, group)
+    return kernel, launch
 
 
 def _epilogue_values(problem, buffers):
@@ -216,9 +238,8 @@ def build(problem, handle, m, config):
     filt = _data_kernel(handle, "wino_filter", m, lanes)
     inp = _data_kernel(handle, "wino_input", m, config["TT"])
     out = _data_kernel(handle, "wino_output", m, config["TT"], **problem.epilogue_defines())
-    gemm = _gemm_kernel(handle, "wino_gemm", config)
-    tn, tt = config["VW"] * config["NV"], config["TT"]
-    row_groups = ceil_div(geo.rows, config["TM"] * config["MR"])
+    gemm, gemm_launch = _gemm(handle, config, False, gemm_local)
+    tt = config["TT"]
     (ci, hi, wi), (co, ho, wo) = geo.in_shape, geo.out_shape
     v, mm, u = 0, geo.positions * ci * geo.pitch, geo.row_count * geo.pitch
     flip = int(geo.direction is Direction.BACKWARD_DATA)
@@ -240,8 +261,7 @@ def build(problem, handle, m, config):
             gemm.set_args(scratch, np.int32(u), np.int32(geo.plane), scratch, np.int32(v), scratch,
                           *_i32(mm, geo.rows, geo.depth, geo.groups, tiles, geo.pitch,
                                 geo.positions))
-            events.append(_launch(queue, gemm, ceil_div(tiles, tn) * row_groups * geo.positions
-                                  * geo.groups, gemm_local))
+            events.append(gemm_launch(queue, geo.rows, tiles, geo.positions * geo.groups))
             out.set_args(scratch, np.int32(mm), dst,
                          *_i32(co, ho, wo, geo.tiles_h, geo.tiles_w, r0, rows, geo.pitch),
                          *_epilogue_values(problem, buffers))
@@ -255,14 +275,12 @@ def _build_wrw(problem, geo, handle, config, local, gemm_local):
     the epilogue, in the one kernel that writes dw)."""
     grad = _data_kernel(handle, "wino_grad", geo.m, config["TT"])
     inp = _data_kernel(handle, "wino_input", geo.m, config["TT"])
-    gemm = _gemm_kernel(handle, "wino_gemm_wrw", config)
+    gemm, gemm_launch = _gemm(handle, config, True, gemm_local)
     lanes = config["VW"]     # filters per work-item: the GEMM's vector width
     final = _data_kernel(handle, "wino_filter_out", geo.m, lanes, **problem.epilogue_defines())
     (c, h, w), (k, oh, ow) = geo.in_shape, geo.out_shape
     chunk = geo.chunk_rows * geo.tiles_w
     xt, et = geo.fixed_floats, geo.fixed_floats + geo.positions * chunk * geo.x_row
-    tn = config["VW"] * config["NV"]
-    blocks = ceil_div(geo.depth, tn) * ceil_div(geo.rows, config["TM"] * config["MR"])
     runs = ceil_div(geo.tiles_w, config["TT"])
     queue = handle.queue
 
@@ -282,8 +300,7 @@ def _build_wrw(problem, geo, handle, config, local, gemm_local):
                           *_i32(xt, geo.x_row, tiles * geo.x_row), scratch,
                           *_i32(0, geo.plane, geo.rows, geo.depth, geo.cg_pad, geo.groups,
                                 tiles, geo.positions, int(index > 0)))
-            events.append(_launch(queue, gemm, blocks * geo.positions * geo.groups,
-                                  gemm_local))
+            events.append(gemm_launch(queue, geo.rows, geo.depth, geo.positions * geo.groups))
         final.set_args(scratch, *_i32(0, geo.plane), buffers.w,
                        *_i32(k, geo.depth, geo.cg_pad), *_epilogue_values(problem, buffers))
         events.append(_launch(queue, final, k * ceil_div(geo.depth, lanes), local))
