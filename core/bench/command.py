@@ -20,11 +20,7 @@ from ..engine.plan import run
 from ..epilogue import Epilogue
 from ..errors import ConvsolveError, ValidationError
 from ..problem import Direction, Problem
-<<<<<<< HEAD
-from . import first_pass, hot_loop, overhead, torch_peer
-=======
-from . import hot_loop, overhead, pipeline, torch_peer
->>>>>>> h3
+from . import first_pass, hot_loop, overhead, pipeline, torch_peer
 from .peak import measure_peak
 from .report import (
     format_overhead,
@@ -326,29 +322,23 @@ def cmd_bench(args):
         batch = args.batch
         if batch is None and not all("n" in layer for _, layer in layers):
             batch = suite.get("batch", 8)
-<<<<<<< HEAD
         if args.first_pass:
             report = run_first_pass(args, suite, layers, directions, batch)
-=======
-        if args.pipeline:
+        elif args.pipeline:
             problems = {d: [(i, layer, layer_problem(layer, batch, d)) for i, layer in layers]
                         for d in directions}
             report = pipeline.run_pipeline(args, suite, problems, batch, SETTLE_S,
                                            Progress(len(layers) * len(directions)))
->>>>>>> h3
         elif args.overhead:
             report = run_overhead(suite, layers, directions, batch)
         else:
             report = run_suite(args, suite, layers, directions, batch)
     if args.json:
         print(json.dumps(report, indent=1))
-<<<<<<< HEAD
     elif report.get("kind") == "first-pass":
         print(first_pass.format_first_pass(report, args.markdown))
-=======
     elif report.get("pipeline"):
         print(format_pipeline(report, args.markdown))
->>>>>>> h3
     elif "calls" in report:
         print(format_overhead(report, args.markdown))
     else:
@@ -385,7 +375,6 @@ def add_parser(subparsers):
     flag("--peak", type=float, default=None, help="use this GFLOP/s as the peak, not a measurement")
     flag("--overhead", action="store_true",
          help="measure find overhead (cold, warm in a fresh process) and run()'s cost instead")
-<<<<<<< HEAD
     flag("--first-pass", action="store_true",
          help="time the forward pass through the numpy API at a batch the find-db has never "
               "seen, in fresh processes per find mode (warm and cold kernel cache), against "
@@ -396,11 +385,9 @@ def add_parser(subparsers):
     flag("--prime-batch", type=int, default=None,
          help="--first-pass: the batch the priming process warms the kernel caches at "
               "(--batch + 1)")
-=======
     flag("--pipeline", action="store_true",
          help="time passes of the suite's layers (each count times) enqueued back to back "
               "through plans, one finish a pass, against torch doing the same (--repeat rounds)")
->>>>>>> h3
     flag("--json", action="store_true", help="print the report as JSON")
     flag("--markdown", action="store_true", help="print Markdown tables")
     flag("--render", metavar="REPORT.json", help="print (or plot) a report saved with --json")
