@@ -12,9 +12,10 @@ step() {   # NAME LIMIT_S ARGS...
     timeout "$limit" "$@" > "$out/$name.txt" 2>&1
     echo "exit code $?" >> "$out/$name.txt"
 }
+
 step inference 60 python3 scripts/bench_heuristics.py --solvers 17 --trees 150 --depth 6
 step immediate 90 python3 scripts/bench_immediate.py
-step explain 120 python3 -m convsolve explain -n 32 -c 128 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1
-step pipeline1 200 python3 -m convsolve bench --suite resnet50 --batch 1 --pipeline --compare torch --repeat 3
-step pipeline32 160 python3 -m convsolve bench --suite resnet50 --batch 32 --pipeline --compare torch --repeat 3
+step explain 120 python3 -m convsolve.cli explain -n 32 -c 128 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1
+step pipeline1 200 python3 -m convsolve.bench --suite resnet50 --batch 1 --pipeline --compare torch --repeat 3
+step pipeline32 160 python3 -m convsolve.bench --suite resnet50 --batch 32 --pipeline --compare torch --repeat 3
 tail -n 30 "$out"/*.txt
