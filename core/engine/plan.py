@@ -110,14 +110,20 @@ class Plan:
         numerics = env.CHECK_NUMERICS.raw()
         if numerics not in ("0", "1", "2"):
             raise ValidationError(env.CHECK_NUMERICS.name, numerics, "expected 0, 1 or 2")
-        name = self.request or handle.best_solver(policy.db_key(problem))
-        if name is None:
+        chosen = None if self.request is None else resolve_solver(handle, problem,
+                                                                  self.request, policy)
+        best = handle.best_solver(policy.db_key(problem)) if chosen is None else None
+        if best is not None:
+            try:
+                chosen = resolve_solver(handle, problem, best, policy)
+            except SolverError as exc:   # turned off since find ranked it: the next best
+                log.info("plan %s: find's pick cannot run now (%s)", problem.key(), exc)
+        if chosen is None:
             ranked = ranked_without_benchmark(handle, problem, policy)
             if not ranked:
                 raise SolverError(f"no solver can run {problem.key()} on {handle.name} "
                                   "(convsolve.applicable_solvers lists none, or none ranks)")
-            name = ranked[0].solver
-        chosen = resolve_solver(handle, problem, name, policy)
+            chosen = resolve_solver(handle, problem, ranked[0].solver, policy)
         invoker = tuned_invoker(handle, chosen, problem) if problem.n else None
         log.info("plan %s: %r", problem.key(), chosen.name)
         return _Resolved(chosen, workspace_of(chosen, problem), invoker, numerics)

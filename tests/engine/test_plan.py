@@ -113,6 +113,10 @@ def test_a_find_that_re_ranks_the_problem_moves_a_plan_of_no_solver(handle, host
     assert chosen.solver == ranked[0].solver
     cl.wait_for_events(chosen.run(**buffers))
     assert _correct(handle, PROBLEM, buffers, host)
+    monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", ranked[0].solver)   # find's pick turned off
+    assert chosen.solver not in (ranked[0].solver, "")
+    cl.wait_for_events(chosen.run(**buffers))
+    assert _correct(handle, PROBLEM, buffers, host)
 
 
 def test_threads_sharing_a_plan_each_get_their_own_output(handle):
