@@ -211,12 +211,7 @@ def run_suite(args, suite, layers, directions, batch):
     handle = Handle()
     is_gpu = handle.is_gpu
     peak = _peak(handle, args.peak)
-    peers, torch_note = [], None
-    if args.compare == "torch":
-        peers, torch_note = torch_peer.start_peers(is_gpu)
-        if not peers:
-            print(f"convsolve bench: no torch comparison: {torch_note}", file=sys.stderr)
-            torch_note = f"not compared: {torch_note}"
+    peers, torch_note = torch_peer.start_for(args.compare, is_gpu)
     report = {"suite": suite["name"], "source": suite.get("source", args.suite),
               "device": handle.name, "is_gpu": is_gpu, "compare_wall": not is_gpu,
               "batch": batch, "peak": peak, "torch": torch_note, "load": [os.getloadavg()],
