@@ -7,11 +7,32 @@ docgen.env_markdown() makes of VARS (``convsolve env --markdown``); a test keeps
 import fnmatch
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import ValidationError
 
 FAMILIES = ("gemm", "direct", "winograd", "fft", "implicit_gemm")
+
+
+# os.environ's own mapping of encoded names to encoded values where it has one (CPython on
+# POSIX; os.environ reads and writes it, so monkeypatch's changes are seen, a C-level putenv is
+# not, as with os.environ): a read costs 0.15 us, os.environ.get 1.5 us (AVX-512 Xeon,
+# 2026-12-03), and the hot path reads a dozen variables a call.
+_ENCODED = os.name == "posix" and isinstance(getattr(os.environ, "_data", None), dict)
+_ENVIRON = os.environ._data if _ENCODED else os.environ   # type: ignore[attr-defined]
+
+
+def _key(name):
+    """``name`` as _ENVIRON's key: encoded where _ENVIRON is os.environ's own mapping."""
+    return os.fsencode(name) if _ENCODED else name
+
+
+def _value(key):
+    """The variable's stripped text ('' when unset) from its _key."""
+    value = _ENVIRON.get(key)
+    if value is None:
+        return ""
+    return (os.fsdecode(value) if _ENCODED else value).strip()
 
 
 @dataclass(frozen=True)
@@ -21,15 +42,18 @@ class Var:
     name: str
     default: str
     doc: str
+    key: object = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "key", _key(self.name))
 
     def raw(self):
         """The stripped value, or the default when unset or empty."""
-        value = os.environ.get(self.name, "").strip()
-        return value or self.default
+        return _value(self.key) or self.default
 
     def is_set(self):
         """Whether the variable holds a value (not unset, not empty)."""
-        return bool(os.environ.get(self.name, "").strip())
+        return bool(_value(self.key))
 
 
 VARS = {}
@@ -280,13 +304,7 @@ def disabled_by(solver_name, family):
 _WATCHED = tuple(var.name for var in (
     DISABLE_PLUGIN_AUTOLOAD, PLUGINS, STRICT_PLUGINS, DISABLE_SOLVERS, ALLOW_REDUCED_PRECISION,
     MAX_TOLERANCE, DETERMINISTIC, ERRATA, CHECK_NUMERICS, *FAMILY_SWITCHES.values()))
-# os.environ's own mapping of encoded names to values where it has one (CPython on POSIX):
-# reading it costs 0.5 us for these variables, os.environ.get 10 us (AVX-512 Xeon, 2026-12-03).
-_ENVIRON = getattr(os.environ, "_data", None)
-if os.name == "posix" and isinstance(_ENVIRON, dict):
-    _WATCHED_KEYS: tuple = tuple(map(os.fsencode, _WATCHED))
-else:
-    _ENVIRON, _WATCHED_KEYS = os.environ, _WATCHED
+_WATCHED_KEYS = tuple(map(_key, _WATCHED))
 _seen: list = [None, 0]   # the watched values last seen, the generation
 
 

@@ -338,6 +338,8 @@ class Problem:
 
     def with_epilogue(self, epilogue: Epilogue | None) -> Problem:
         """The same problem whose output carries ``epilogue`` (an Epilogue; None: bare)."""
+        if epilogue is None and self._epilogue is None:
+            return self   # keeps the cached hash and key
         return Problem(self.direction, self.x, self.w, self.y, self.conv, epilogue)
 
     # }}}
@@ -346,12 +348,18 @@ class Problem:
 
     def key(self) -> str:
         """Stable, readable key naming every field, e.g. 'fwd-n8-c64-h56-w56-k64-y3-x3-p1.1-q1.1-u1-v1-l1-j1-g1-float32-NCHW', and an epilogue's parts after it ('-epi.bias.relu')."""
+        try:   # cached as the hash is: find and get_solutions key every call
+            return self.__dict__["_key"]
+        except KeyError:
+            pass
         (pt, pb), (pl, pr) = self.conv.pads
         (u, v), (l, j) = self.conv.strides, self.conv.dilations
         tail = f"-{self._epilogue.key()}" if self._epilogue is not None else ""
-        return (f"{self.direction.value}-n{self.n}-c{self.c}-h{self.in_h}-w{self.in_w}"
-                f"-k{self.k}-y{self.fil_h}-x{self.fil_w}-p{pt}.{pb}-q{pl}.{pr}"
-                f"-u{u}-v{v}-l{l}-j{j}-g{self.groups}-{self.dtype}-{self.x.layout}{tail}")
+        key = self.__dict__["_key"] = (
+            f"{self.direction.value}-n{self.n}-c{self.c}-h{self.in_h}-w{self.in_w}"
+            f"-k{self.k}-y{self.fil_h}-x{self.fil_w}-p{pt}.{pb}-q{pl}.{pr}"
+            f"-u{u}-v{v}-l{l}-j{j}-g{self.groups}-{self.dtype}-{self.x.layout}{tail}")
+        return key
 
     @classmethod
     def from_key(cls, key: str) -> Problem:

@@ -7,6 +7,7 @@ shipped in the package) answers for problems the user db has not seen.  Solvers 
 build or run are recorded too (with the reason), so that a later find knows which solvers it has
 already tried.
 """
+import functools
 import logging
 import sqlite3
 import time
@@ -40,20 +41,32 @@ class Record:
     failure: str = None    # why find could not time it (failed to build or run), else None
 
 
-def user_db_path():
-    """Path of the user db: CONVSOLVE_USER_DB_PATH, else in platformdirs' user data dir."""
-    override = env.USER_DB_PATH.raw()
-    if override:
-        return Path(override)
+@functools.lru_cache(maxsize=8)
+def _path(text):
+    return Path(text)
+
+
+@functools.cache
+def _default_user_db_path():
     return Path(platformdirs.user_data_dir("convsolve")) / f"find_db_v{SCHEMA_VERSION}.sqlite"
+
+
+@functools.cache
+def _packaged_system_db_path():
+    return Path(str(resources.files("convsolve.db") / "system_db.jsonl"))
+
+
+def user_db_path():
+    """Path of the user db: CONVSOLVE_USER_DB_PATH, else in platformdirs' user data dir (each
+    path made once a process: a find-db hit's whole budget is tens of microseconds)."""
+    override = env.USER_DB_PATH.raw()
+    return _path(override) if override else _default_user_db_path()
 
 
 def system_db_path():
     """Path of the read-only system db: CONVSOLVE_SYSTEM_DB_PATH, else the packaged one."""
     override = env.SYSTEM_DB_PATH.raw()
-    if override:
-        return Path(override)
-    return Path(str(resources.files("convsolve.db") / "system_db.jsonl"))
+    return _path(override) if override else _packaged_system_db_path()
 
 
 def line_row(row):
@@ -94,7 +107,7 @@ class FindDb(SqliteDb):
 
     def __init__(self, user_path=None, system_path=None):
         super().__init__(user_path or user_db_path())
-        self.system_path = Path(system_path) if system_path else system_db_path()
+        self.system_path = _path(str(system_path)) if system_path else system_db_path()
 
     def _create(self, conn):
         """Create the table, copying the records of a schema-2 db (same file, or the default

@@ -108,7 +108,7 @@ class SqliteDb:
     _check_lock = threading.Lock()
 
     def __init__(self, user_path):
-        self.user_path = Path(user_path)
+        self.user_path = user_path if isinstance(user_path, Path) else Path(user_path)
 
     # {{{ sqlite plumbing
 

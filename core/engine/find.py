@@ -1,5 +1,6 @@
 """find: benchmark the applicable solvers of a problem, rank them and record them in the find-db."""
 import enum
+import functools
 import logging
 import os
 from dataclasses import dataclass, field
@@ -78,11 +79,17 @@ def _parse_enum(cls, value, var, field):
     if isinstance(value, cls):
         return value
     text = str(var.raw() if value is None else value).strip().upper()
-    for member in cls:
-        if text in (member.name, str(member.value)):
-            return member
-    raise ValidationError(field, value if value is not None else text,
-                          "expected " + ", ".join(f"{m.name} ({m.value})" for m in cls))
+    member = _members(cls).get(text)
+    if member is None:
+        raise ValidationError(field, value if value is not None else text,
+                              "expected " + ", ".join(f"{m.name} ({m.value})" for m in cls))
+    return member
+
+
+@functools.cache
+def _members(cls):
+    """{name or number as text: member} of an enum of find's."""
+    return {text: m for m in cls for text in (m.name, str(m.value))}
 
 
 def _scratch(handle, scratch, needs, allocate=True):
@@ -380,7 +387,7 @@ class _State:
     consult: bool         # whether the find-db may answer
     tune: bool            # whether tunable candidates are searched first
     retune: bool          # whether configs in the user perf-db are searched again
-    budget: Budget
+    budget: Budget | None   # the tuning budget; None: CONVSOLVE_TUNING_*'s, read when tuning
     failed: dict = field(default_factory=dict)   # solver name -> why it failed, to record
     predicted: list = field(default_factory=list)   # Solutions a budgeted find did not time
 
@@ -401,7 +408,7 @@ class _State:
         if scratch is not None:   # a caller's buffer bounds db answers as it bounds benchmarks
             known = [s for s in known if s.workspace <= scratch.size]
         return cls(db, key, applicable, solvers, skipped, recorded, known, consult, tune,
-                   enforce is FindEnforce.SEARCH_DB_UPDATE, Budget.from_env())
+                   enforce is FindEnforce.SEARCH_DB_UPDATE, None)
 
 
 def _answer_from_db(handle, problem, mode, state, buffers, scratch, policy):
@@ -431,7 +438,8 @@ def _measure(handle, problem, state, buffers, scratch, verify):
     if state.tune and not env.flag(env.DEBUG_COMPILE_ONLY):   # an epilogue's: the bare problem's
         tunable = list({getattr(s, "solver", s).name: getattr(s, "solver", s)
                         for s in state.solvers}.values())
-        tune_solvers(handle, problem, tunable, buffers, scratch, state.budget, state.retune)
+        tune_solvers(handle, problem, tunable, buffers, scratch,
+                     state.budget or Budget.from_env(), state.retune)
     try:
         return benchmark(handle, problem, state.solvers, buffers, scratch, state.skipped,
                          state.failed, verify)

@@ -160,3 +160,15 @@ def test_reduced_precision_needs_permission(monkeypatch):
     assert "numerical policy" in skipped["fake.Good"]
     monkeypatch.setenv("CONVSOLVE_ALLOW_REDUCED_PRECISION", "1")
     assert "fake.Good" in convsolve.applicable_solvers(PROBLEM)
+
+
+def test_registry_is_kept_until_a_loading_switch_changes(monkeypatch):
+    """registry() answers the same Registry while no watched variable moves, and loads again
+    (without the family) as soon as a family switch is set, even right after an answer."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct")
+    first = convsolve.registry()
+    assert convsolve.registry() is first and "direct.NaiveFwd" in first.solvers
+    monkeypatch.setenv("CONVSOLVE_DEBUG_CONV_DIRECT", "0")
+    assert convsolve.registry().solvers == {}
+    monkeypatch.delenv("CONVSOLVE_DEBUG_CONV_DIRECT")
+    assert "direct.NaiveFwd" in convsolve.registry().solvers
