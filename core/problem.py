@@ -222,6 +222,11 @@ class Problem:
                                                    self.conv, self._epilogue))
             return value
 
+    def __getstate__(self) -> dict:
+        """The fields without the cached hash and key: a string's hash differs between
+        processes, so a pickled Problem (a Dask job's) must compute its own."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_key")}
+
     @classmethod
     def conv2d(cls, x_shape: Shape, w_shape: Shape, stride: IntPair = 1, padding: Padding = 0,
                dilation: IntPair = 1, groups: int = 1,

@@ -1,4 +1,6 @@
 """Problem model: shapes, keys, defines, and every validation error naming its field."""
+import pickle
+
 import numpy as np
 import pytest
 from convsolve import Direction, Problem, TensorDesc, ValidationError
@@ -134,3 +136,12 @@ def test_unhashable_dtype_or_layout_is_a_validation_error(dtype, layout, field):
     with pytest.raises(ValidationError) as info:
         TensorDesc.make("t", (1, 1, 1, 1), dtype, layout)
     assert info.value.field == field
+
+
+def test_a_pickled_problem_leaves_its_cached_hash_and_key_behind():
+    """Pickling keeps the fields only: a string's hash differs between processes."""
+    problem = Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3), padding=1)
+    hash(problem), problem.key()
+    copy = pickle.loads(pickle.dumps(problem))
+    assert "_hash" not in copy.__dict__ and "_key" not in copy.__dict__
+    assert copy == problem and hash(copy) == hash(problem) and copy.key() == problem.key()
