@@ -41,7 +41,7 @@ __kernel void col2im(const __global real *restrict col, __global real *restrict 
     const int iw0 = (get_global_id(0) % wb) * COL2IM_TW;
     const int cl = get_global_id(1);
     const int b = get_global_id(2); /* n_local * G + g */
-    if (ih >= H)
+    if (ih >= H || cl >= C / G)
         return;
     const int nw = min(COL2IM_TW, W - iw0);
     const int cg = C / G;
