@@ -154,10 +154,16 @@ class Forest:
             child[low:high] += (start[level + 1] - 2 * low) - (start[-1] if high == start[-1]
                                                                 else 0)
         self.child = child.astype(np.int32)
-        splits, self.split_of = np.unique(np.stack([feature, threshold]), axis=1,
-                                          return_inverse=True)
-        self.split_of = self.split_of.ravel().astype(np.int32)
-        self.split_feature, self.split_threshold = splits[0].astype(np.int32), splits[1]
+        # the distinct (feature, threshold) pairs, sorted, and each node's: np.unique(axis=1)
+        # gives the same in 100 ms for 15 ensembles of 150 trees of depth 6, this in 10
+        order = np.lexsort((threshold, feature))
+        feature, threshold = feature[order], threshold[order]
+        new = np.ones(len(order), dtype=bool)
+        new[1:] = (feature[1:] != feature[:-1]) | (threshold[1:] != threshold[:-1])
+        self.split_of = np.empty(len(order), dtype=np.int32)
+        self.split_of[order] = np.cumsum(new) - 1
+        self.split_feature = feature[new].astype(np.int32)
+        self.split_threshold = threshold[new]
         self.roots = np.arange(trees, dtype=np.int32)
         self.leaf = np.concatenate([e.leaf.ravel() for e in ensembles])
         counts = np.array([len(e.leaf) for e in ensembles])
