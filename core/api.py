@@ -11,14 +11,16 @@ from numpy.typing import ArrayLike
 from .device.handle import Handle
 from .device.tensors import read_output
 from .engine.bias_grad import backward_bias, dy_desc
-from .engine.find import find
+from .engine.find import FindMode, find
 from .engine.fusion import epilogue_args
 from .engine.plan import Plan, plan
 from .engine.run import check_device_limits, check_handle, check_problem, check_tensors_fit
+from .engine.solutions import ranked_without_benchmark
 from .epilogue import Activation, Epilogue, finite
 from .errors import ValidationError
 from .hookspecs import Buffers
 from .problem import Direction, IntPair, Padding, Problem, Shape, TensorDesc, split_output_padding
+from .solvers.policy import Policy
 from .solvers.registry import registry
 
 #: An activation as the numpy API takes it: a name (or MIOpen's name or mode number), a tuple
@@ -159,6 +161,10 @@ def _plan(handle: Handle, problem: Problem, solver: str | None, buffers: Mapping
         return plan(handle, problem, solver, **policy)
 
     def found() -> Plan:
+        if FindMode.parse() in (FindMode.HYBRID, FindMode.DYNAMIC_HYBRID):
+            ranked = ranked_without_benchmark(handle, problem, Policy.resolve(**policy))
+            if ranked and ranked[0].source in ("find-db", "predicted"):   # not a WTI guess
+                return Plan(handle, problem, None, online=True, **policy)
         find(handle, problem, **buffers, **values, request_count=1, **policy)
         return Plan(handle, problem, None, **policy)
     return handle.kept_plan(("find", problem, *policy.values()), found)

@@ -52,17 +52,20 @@ ROOT = Path(__file__).resolve().parents[1]
 #: for the memo of user-db reads (issue 27 item 3: db/memo.py, 68 lines, 18 in store, perf_db);
 #: then the door's to 1,495, the solvers' to 535 and the db's to 705 for a find-db hit within
 #: 50 us (issue 27): variables read through os.environ's own mapping, problem keys and db paths
-#: made once, the registry kept per env.generation (about 15 lines).
+#: made once, the registry kept per env.generation (about 15 lines); then the engine's to 1,760
+#: and the door's to 1,500 for find on the calls that follow (issue 26's first pass: the
+#: numpy API's online plans time the model's unsure picks on their own calls; engine/trials.py,
+#: 59 lines, and 50 in plan.py for the trial call and its fallbacks, 5 in the numpy API).
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench")
 BUDGETS = {
-    "core (door)": {"python": 1495, "opencl": 0},
+    "core (door)": {"python": 1500, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 280},
     "core/solvers": {"python": 535, "opencl": 0},
     "core/device": {"python": 460, "opencl": 0},
     "core/db": {"python": 705, "opencl": 0},
     "core/heuristics": {"python": 850, "opencl": 0},
-    "core/engine": {"python": 1640, "opencl": 0},
+    "core/engine": {"python": 1760, "opencl": 0},
     "core/testing": {"python": 760, "opencl": 0},
     "core/cli": {"python": 1220, "opencl": 0},
     "core/bench": {"python": 1400, "opencl": 60},

@@ -24,12 +24,10 @@ from . import fusion, worker
 from .parallel import Overdue, call_all
 from .run import check_buffers, check_device_limits, check_handle, check_scratch
 from .search import Budget, search, tuned_invoker
-from .solutions import Solution, predicted_ranking, usable_records
+from .solutions import PREDICTED, Solution, predicted_ranking, usable_records
 
 log = logging.getLogger("convsolve")
 
-#: The find-db's note on a solver a budgeted find ranked by prediction and did not time.
-PREDICTED = "predicted, not timed (budgeted find)"
 
 #: A candidate whose first timed run is this many times slower than the best so far is sampled
 #: no further.

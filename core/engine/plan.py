@@ -23,7 +23,8 @@ import pyopencl as cl
 from .. import env
 from ..device.handle import Handle
 from ..epilogue import Activation
-from ..errors import SolverError, ValidationError
+from ..errors import ConvsolveError, NumericsError, SolverError, ValidationError
+from ..heuristics import ranking
 from ..hookspecs import Buffers, Invoker, Solver
 from ..problem import Direction, Problem
 from ..solvers.calls import workspace_of
@@ -39,7 +40,8 @@ from .run import (
     resolve_solver,
 )
 from .search import tuned_invoker
-from .solutions import ranked_without_benchmark
+from .solutions import Solution, ranked_without_benchmark
+from .trials import Trials, record
 from .verify import check_numerics
 
 log = logging.getLogger("convsolve")
@@ -47,12 +49,14 @@ log = logging.getLogger("convsolve")
 
 class _Resolved(NamedTuple):
     """What a plan resolved: the solver, its workspace bytes, its invoker (None for a zero
-    batch) and the CONVSOLVE_CHECK_NUMERICS level it runs under."""
+    batch), the CONVSOLVE_CHECK_NUMERICS level it runs under, and the candidates an online
+    plan times on its next calls (trials.py; None: none)."""
 
     solver: Solver
     workspace: int
     invoker: Invoker | None
     numerics: str
+    trials: Trials | None = None
 
 
 class Plan:
@@ -66,9 +70,11 @@ class Plan:
     """
 
     def __init__(self, handle: Handle, problem: Problem, solver: str | None = None, *,
-                 max_tolerance: float | None = None, deterministic: bool | None = None) -> None:
+                 max_tolerance: float | None = None, deterministic: bool | None = None,
+                 online: bool = False) -> None:
         self.handle, self.problem = check_handle(handle), check_problem(problem)
         self.request = None if solver is None else check_solver_argument(solver)
+        self.online = online and solver is None   # time the model's unsure picks (trials.py)
         self._policy = (max_tolerance, deterministic)
         self._bare = problem.epilogue is None
         Policy.resolve(max_tolerance, deterministic)   # a bad argument is refused now
@@ -118,15 +124,34 @@ class Plan:
                 chosen = resolve_solver(handle, problem, best, policy)
             except SolverError as exc:   # turned off since find ranked it: the next best
                 log.info("plan %s: find's pick cannot run now (%s)", problem.key(), exc)
+        trials = None
         if chosen is None:
             ranked = ranked_without_benchmark(handle, problem, policy)
             if not ranked:
                 raise SolverError(f"no solver can run {problem.key()} on {handle.name} "
                                   "(convsolve.applicable_solvers lists none, or none ranks)")
             chosen = resolve_solver(handle, problem, ranked[0].solver, policy)
+            if self.online and problem.n and ranked[0].source == "predicted" and not (
+                    problem.epilogue and problem.epilogue.blend):   # a retry would reread y
+                trials = self._trials(ranked, policy)
         invoker = tuned_invoker(handle, chosen, problem) if problem.n else None
         log.info("plan %s: %r", problem.key(), chosen.name)
-        return _Resolved(chosen, workspace_of(chosen, problem), invoker, numerics)
+        return _Resolved(chosen, workspace_of(chosen, problem), invoker, numerics, trials)
+
+    def _trials(self, ranked: list[Solution], policy: Policy) -> Trials | None:
+        """The model's unsure top picks (its auto budget: 2 or 3) built for trials; None when
+        it is sure of one.  A candidate that does not build is left out."""
+        model = ranking.model_for(self.handle.device)
+        count = model[0].auto_count({s.solver: s.time_ms for s in ranked}) if model else 1
+        candidates = {}
+        for solution in ranked[:count] if count > 1 else ():
+            try:
+                solver = resolve_solver(self.handle, self.problem, solution.solver, policy)
+                candidates[solver.name] = (solver, workspace_of(solver, self.problem),
+                                           tuned_invoker(self.handle, solver, self.problem))
+            except ConvsolveError as exc:
+                log.info("plan %s: %r not tried: %s", self.problem.key(), solution.solver, exc)
+        return Trials(candidates, ranked) if len(candidates) > 1 else None
 
     def run(self, *, x: cl.Buffer | None, w: cl.Buffer, y: cl.Buffer | None,
             scratch: cl.Buffer | None = None, scale: cl.Buffer | None = None,
@@ -157,16 +182,51 @@ class Plan:
                 return [finish(buffers.w, buffers.w, buffers.epilogue_args._replace(alpha=0.0))]
             return [cl.enqueue_fill_buffer(handle.queue, buffers.w, b"\0\0\0\0", 0,
                                            problem.w.nbytes)]
-        needed = resolved.workspace
+        if resolved.trials is not None:
+            return self._trial(resolved, buffers, scratch)
+        return self._call(resolved.solver.name, resolved.workspace, resolved.invoker,
+                          resolved.numerics, buffers, scratch)
+
+    def _call(self, name: str, needed: int, invoker: Invoker, numerics: str, buffers: Buffers,
+              scratch: cl.Buffer | None) -> list[cl.Event]:
+        handle = self.handle
         if scratch is not None:
-            check_scratch(scratch, needed, resolved.solver.name, handle)
+            check_scratch(scratch, needed, name, handle)
         elif needed:
-            scratch = handle.scratch(needed, resolved.solver.name)
-        events = resolved.invoker(buffers, scratch if needed else None)
-        if resolved.numerics != "0":
+            scratch = handle.scratch(needed, name)
+        events = invoker(buffers, scratch if needed else None)
+        if numerics != "0":
             cl.wait_for_events(events)
-            check_numerics(handle, self.problem, buffers, resolved.solver.name,
-                           strict=resolved.numerics == "2")
+            check_numerics(handle, self.problem, buffers, name, strict=numerics == "2")
+        return events
+
+    def _trial(self, resolved: _Resolved, buffers: Buffers,
+               scratch: cl.Buffer | None) -> list[cl.Event]:
+        """A call of an online plan: the next candidate's, timed; once all are timed, the
+        fastest recorded and the plan resolved again to it (trials.py)."""
+        trials = resolved.trials
+        timed = trials.results()
+        if timed is not None:
+            with self._lock:
+                if self._state is not None and self._state[1] is resolved:
+                    self._state = None   # the winner from the handle's ranking next
+                    record(self.handle, Policy.resolve(*self._policy).db_key(self.problem),
+                           trials, timed)
+            return self.enqueue(buffers, scratch)
+        picked = trials.next()
+        if picked is None:   # the last calls still run: the plan's own pick meanwhile
+            return self._call(resolved.solver.name, resolved.workspace, resolved.invoker,
+                              resolved.numerics, buffers, scratch)
+        name, _, needed, invoker = picked
+        try:   # a caller's scratch too small for it is a ValidationError: left out too
+            events = self._call(name, needed, invoker, resolved.numerics, buffers, scratch)
+        except NumericsError as exc:   # it wrote the output: the caller hears of it
+            trials.drop(name, str(exc))
+            raise
+        except (ConvsolveError, cl.Error) as exc:
+            trials.drop(name, str(exc))
+            return self._trial(resolved, buffers, scratch)
+        trials.ran(name, events)
         return events
 
 

@@ -20,6 +20,8 @@ log = logging.getLogger("convsolve")
 
 #: Estimated time of a fallback solution is this many ms divided by its WTI (MIOpen's convention).
 FALLBACK_TIME_SCALE_MS = 10.0
+#: The find-db's note on a solver ranked by prediction and not timed (budgeted find, trials).
+PREDICTED = "predicted, not timed (budgeted find)"
 
 
 @dataclass(frozen=True)

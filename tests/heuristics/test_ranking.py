@@ -1,13 +1,19 @@
 """Immediate mode's ranking: the model chosen along the device's keys, unseen solvers placed by
-WTI, a broken model file reported once and WTI used, budgeted find timing exactly k."""
+WTI, a broken model file reported once and WTI used, budgeted find timing exactly k, and find on
+the calls that follow (engine/trials.py): the numpy API's first call runs the model's pick
+without benchmarking, its next calls time the unsure top candidates in turn, and once all are
+timed the find-db holds them (the rest as predicted) and the plan runs the fastest."""
+import dataclasses
 import json
 import logging
 
 import convsolve
+import numpy as np
 import pytest
-from convsolve import Problem
+from convsolve import Problem, reference
 from convsolve.db.find_db import FindDb
-from convsolve.engine.find import PREDICTED
+from convsolve.engine import trials
+from convsolve.engine.solutions import PREDICTED
 from convsolve.heuristics import gbdt, ranking
 from convsolve.heuristics.data import Dataset, Record
 from convsolve.heuristics.features import DeviceFacts
@@ -112,3 +118,92 @@ def test_bad_limit_is_named(fresh, handle, monkeypatch):
     monkeypatch.setenv("CONVSOLVE_FIND_LIMIT", "many")
     with pytest.raises(convsolve.ValidationError, match="CONVSOLVE_FIND_LIMIT"):
         convsolve.find(handle, problem, **bufs)
+
+
+# {{{ find on the calls that follow
+
+@pytest.fixture
+def unsure_model(monkeypatch, tmp_path):
+    """The synthetic three-solver model of test_ranking, made to time its top 3 (a wide auto
+    margin), with the installed families' solvers."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "gemm,direct,implicit_gemm,fft,winograd")
+    ranking.forget()
+    monkeypatch.setattr(ranking, "user_dir", lambda: tmp_path / "user")
+    path = _model(tmp_path)
+    dataclasses.replace(RankingModel.load(path), auto_margin=50.0).save(path)
+    monkeypatch.setenv("CONVSOLVE_HEURISTICS", str(path))
+    yield
+    ranking.forget()
+
+
+def _tensors(seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(PROBLEM.x.shape).astype(np.float32),
+            rng.standard_normal(PROBLEM.w.shape).astype(np.float32))
+
+
+def _records(handle):
+    return {r.solver: r for r in FindDb().records(handle.db_key, PROBLEM.key())}
+
+
+def test_the_first_call_benchmarks_nothing_and_the_next_calls_time_the_top_three(
+        unsure_model, handle, monkeypatch):
+    x, w = _tensors()
+    expected = reference.compute(PROBLEM, x=x, w=w, y=None)
+    ran = []
+    original = trials.Trials.ran
+    monkeypatch.setattr(trials.Trials, "ran",
+                        lambda self, name, events: (ran.append(name), original(self, name, events)))
+    calls = len(COSTS) * trials.TRIAL_CALLS
+    for call in range(calls):
+        y = convsolve.conv2d(x, w, padding=1, handle=handle)
+        np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)   # every call's own work
+        assert _records(handle) == {}, f"recorded after call {call + 1} of {calls}"
+    assert ran == list(COSTS) * trials.TRIAL_CALLS   # the model's order, in turn
+    np.testing.assert_allclose(convsolve.conv2d(x, w, padding=1, handle=handle), expected,
+                               rtol=1e-4, atol=1e-4)
+    records = _records(handle)
+    timed = {name for name, r in records.items() if r.failure is None}
+    assert timed == set(COSTS) and all(records[n].time_ms > 0 for n in timed)
+    assert {r.failure for n, r in records.items() if n not in timed} == {PREDICTED}
+    fastest = min(timed, key=lambda n: records[n].time_ms)
+    assert handle.best_solver(PROBLEM.key()) == fastest
+    assert len(ran) == calls   # no more trials once recorded
+    convsolve.conv2d(x, w, padding=1, handle=handle)
+    assert len(ran) == calls
+
+
+def test_a_candidate_that_fails_is_left_out_and_the_call_still_answers(unsure_model, handle,
+                                                                       monkeypatch):
+    x, w = _tensors(1)
+    expected = reference.compute(PROBLEM, x=x, w=w, y=None)
+    second = list(COSTS)[1]
+    original = trials.Trials.next
+
+    def failing_next(self):
+        picked = original(self)
+        if picked is not None and picked[0] == second:
+            def broken(buffers, scratch):
+                raise convsolve.ConvsolveError("kernel launch failed")
+            return (*picked[:3], broken)
+        return picked
+    monkeypatch.setattr(trials.Trials, "next", failing_next)
+    for _ in range(len(COSTS) * trials.TRIAL_CALLS + 1):
+        np.testing.assert_allclose(convsolve.conv2d(x, w, padding=1, handle=handle), expected,
+                                   rtol=1e-4, atol=1e-4)
+    records = _records(handle)
+    assert {n for n, r in records.items() if r.failure is None} == set(COSTS) - {second}
+    assert records[second].failure == PREDICTED
+
+
+@pytest.mark.parametrize("mode, recorded_after_one", [("FAST", False), ("NORMAL", True)])
+def test_other_find_modes_keep_their_meaning(unsure_model, handle, monkeypatch, mode,
+                                             recorded_after_one):
+    """FAST never times; NORMAL benchmarks every candidate on the first call, as find does."""
+    monkeypatch.setenv("CONVSOLVE_FIND_MODE", mode)
+    x, w = _tensors(2)
+    for _ in range(len(COSTS) * trials.TRIAL_CALLS + 1):
+        convsolve.conv2d(x, w, padding=1, handle=handle)
+        assert bool(_records(handle)) is recorded_after_one
+
+# }}}
