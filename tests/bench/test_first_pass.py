@@ -30,6 +30,8 @@ def test_first_pass(isolated, capsys, bench_main):
         assert run["programs"] == (0 if run["cache"] == "warm" else sum(
             row["programs"] for row in run["layers"])) and run["first_ms"] > 0
         assert run["ratio"] == pytest.approx(run["first_ms"] / run["steady_ms"])
+        assert run["settling"] == first_pass.SETTLE_CALLS   # layer 1 runs once a pass
+        assert run["settling_extra_ms"] is not None
         assert run["dynamic_layers"] == 2 and all(row["solver"] and "work_groups" in row
                                                   for row in run["layers"])
     assert all(run["programs"] > 0 for run in runs if run["cache"] == "cold")
