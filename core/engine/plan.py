@@ -139,18 +139,12 @@ class Plan:
         return _Resolved(chosen, workspace_of(chosen, problem), invoker, numerics, trials)
 
     def _trials(self, ranked: list[Solution], policy: Policy) -> Trials | None:
-        """The model's unsure top picks (its auto budget: 2 or 3) built for trials; None when
-        it is sure of one.  A candidate that does not build is left out."""
+        """Trials of the model's unsure top picks (its auto budget: 2 or 3), each built at its
+        first trial call; None when the model is sure of one."""
         model = ranking.model_for(self.handle.device)
         count = model[0].auto_count({s.solver: s.time_ms for s in ranked}) if model else 1
-        candidates = {}
-        for solution in ranked[:count] if count > 1 else ():
-            try:
-                solver = resolve_solver(self.handle, self.problem, solution.solver, policy)
-                candidates[solver.name] = (solver, workspace_of(solver, self.problem),
-                                           tuned_invoker(self.handle, solver, self.problem))
-            except ConvsolveError as exc:
-                log.info("plan %s: %r not tried: %s", self.problem.key(), solution.solver, exc)
+        candidates = {s.solver: resolve_solver(self.handle, self.problem, s.solver, policy)
+                      for s in (ranked[:count] if count > 1 else ())}
         return Trials(candidates, ranked) if len(candidates) > 1 else None
 
     def run(self, *, x: cl.Buffer | None, w: cl.Buffer, y: cl.Buffer | None,
@@ -217,9 +211,11 @@ class Plan:
         if picked is None:   # the last calls still run: the plan's own pick meanwhile
             return self._call(resolved.solver.name, resolved.workspace, resolved.invoker,
                               resolved.numerics, buffers, scratch)
-        name, _, needed, invoker = picked
-        try:   # a caller's scratch too small for it is a ValidationError: left out too
-            events = self._call(name, needed, invoker, resolved.numerics, buffers, scratch)
+        name, solver = picked
+        try:   # a build that fails, or a caller's scratch too small for it: left out too
+            events = self._call(name, workspace_of(solver, self.problem),
+                                tuned_invoker(self.handle, solver, self.problem),
+                                resolved.numerics, buffers, scratch)
         except NumericsError as exc:   # it wrote the output: the caller hears of it
             trials.drop(name, str(exc))
             raise

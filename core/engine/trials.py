@@ -27,8 +27,8 @@ TRIAL_CALLS = 2
 
 
 class Trials:
-    """The candidates (name -> (solver, workspace, invoker)) a plan times on its calls, in
-    turn, and what they measured; thread-safe."""
+    """The candidates (name -> solver) a plan times on its calls, in turn, and what they
+    measured; thread-safe."""
 
     def __init__(self, candidates, ranked):
         self.candidates = dict(candidates)
@@ -39,15 +39,15 @@ class Trials:
         self._lock = threading.Lock()
 
     def next(self):
-        """(name, solver, workspace, invoker) of the candidate the next call runs, or None when
-        every one has run its calls."""
+        """(name, solver) of the candidate the next call runs, or None when every one has run
+        its calls."""
         with self._lock:
             while self._order and self._order[0] not in self.candidates:
                 self._order.pop(0)
             if not self._order:
                 return None
             name = self._order.pop(0)
-            return (name, *self.candidates[name])
+            return name, self.candidates[name]
 
     def ran(self, name, events):
         """Note that a call of ``name`` enqueued ``events``."""
@@ -75,7 +75,7 @@ class Trials:
             if self._order or still:
                 return None
             by_name = {s.solver: s for s in self.ranked}
-            timed = [Solution(name, by_name[name].family, min(times), self.candidates[name][1],
+            timed = [Solution(name, by_name[name].family, min(times), by_name[name].workspace,
                               "benchmark") for name, times in self._times.items() if times]
             return sorted(timed, key=lambda s: s.time_ms)
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from convsolve import Problem, reference
 from convsolve.db.find_db import FindDb
+from convsolve.engine import plan as plan_module
 from convsolve.engine import trials
 from convsolve.engine.solutions import PREDICTED
 from convsolve.heuristics import gbdt, ranking
@@ -178,16 +179,13 @@ def test_a_candidate_that_fails_is_left_out_and_the_call_still_answers(unsure_mo
     x, w = _tensors(1)
     expected = reference.compute(PROBLEM, x=x, w=w, y=None)
     second = list(COSTS)[1]
-    original = trials.Trials.next
+    original = plan_module.tuned_invoker
 
-    def failing_next(self):
-        picked = original(self)
-        if picked is not None and picked[0] == second:
-            def broken(buffers, scratch):
-                raise convsolve.ConvsolveError("kernel launch failed")
-            return (*picked[:3], broken)
-        return picked
-    monkeypatch.setattr(trials.Trials, "next", failing_next)
+    def failing_build(handle, solver, problem):
+        if solver.name == second:
+            raise convsolve.BuildError("kernel build failed")
+        return original(handle, solver, problem)
+    monkeypatch.setattr(plan_module, "tuned_invoker", failing_build)
     for _ in range(len(COSTS) * trials.TRIAL_CALLS + 1):
         np.testing.assert_allclose(convsolve.conv2d(x, w, padding=1, handle=handle), expected,
                                    rtol=1e-4, atol=1e-4)
