@@ -1,4 +1,5 @@
-"""The numpy API: convolutions on host arrays, following the find mode or a named solver."""
+"""The numpy API: convolutions on host arrays or pyopencl arrays, following the find mode or a
+named solver."""
 import functools
 import threading
 from collections.abc import Mapping, Sequence
@@ -6,10 +7,11 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.array as cl_array
 from numpy.typing import ArrayLike
 
 from .device.handle import Handle
-from .device.tensors import read_output
+from .device.tensors import array_buffer, pad_planes, read_output
 from .engine.bias_grad import backward_bias, dy_desc
 from .engine.find import find
 from .engine.fusion import epilogue_args
@@ -24,6 +26,12 @@ from .solvers.registry import registry
 #: An activation as the numpy API takes it: a name (or MIOpen's name or mode number), a tuple
 #: (name, a[, b[, g]]), a convsolve.Activation, or None (identity).
 ActivationLike = str | int | Sequence[str | float] | Activation | None
+
+#: A tensor as the numpy API takes it: anything numpy makes a float32 array of without a cast,
+#: or a pyopencl Array on the handle's context (the result is then one, left on the device).
+TensorLike = ArrayLike | cl_array.Array
+#: What the numpy API returns: a host array, or a pyopencl Array when given one.
+Tensor = np.ndarray | cl_array.Array
 
 #: The epilogue's scalars at the values that leave the bare convolution.
 _DEFAULTS = {"alpha": 1.0, "beta": 0.0, "z_scale": 1.0}
@@ -60,9 +68,14 @@ def _problem(*args: Any) -> Problem:
     return Problem.conv2d(*args)
 
 
-def _host_array(name: str, array: ArrayLike) -> np.ndarray:
+def _host_array(name: str, array: TensorLike) -> Tensor:
     """``array`` as a float32 ndarray, other dtypes refused, not cast; a view stays a view, so
-    that shapes and sizes are checked before anything is copied (_buffer copies)."""
+    that shapes and sizes are checked before anything is copied (_buffer copies).  A pyopencl
+    Array stays one (its dtype checked here, the rest by tensors.array_buffer)."""
+    if isinstance(array, cl_array.Array):
+        if array.dtype != np.float32:
+            raise ValidationError(f"{name}.dtype", str(array.dtype), "expected float32")
+        return array
     try:
         array = np.asarray(array)
     except (ValueError, TypeError) as exc:   # ragged nested sequences, objects numpy refuses
@@ -72,19 +85,35 @@ def _host_array(name: str, array: ArrayLike) -> np.ndarray:
     return array
 
 
-def _buffer(handle: Handle, flags: int, array: np.ndarray) -> cl.Buffer:
-    """A device buffer with ``array``'s contents (made C-contiguous first, a copy for a view)."""
+def _buffer(handle: Handle, flags: int, name: str, array: Tensor) -> cl.Buffer:
+    """A device buffer with ``array``'s contents (made C-contiguous first, a copy for a view);
+    a pyopencl Array's own buffer (tensors.array_buffer checks it)."""
+    if isinstance(array, cl_array.Array):
+        return array_buffer(name, array, array.shape, handle)
     return cl.Buffer(handle.context, flags | cl.mem_flags.COPY_HOST_PTR,
                      hostbuf=np.ascontiguousarray(array))
 
 
-def _check_shape(name: str, array: np.ndarray, shape: Sequence[int]) -> None:
-    if array.shape != tuple(shape):
+def _device_copy(handle: Handle, name: str, array: Tensor) -> cl_array.Array:
+    """A pyopencl Array on the handle's queue holding a copy of ``array`` (host or device)."""
+    if isinstance(array, cl_array.Array):
+        array_buffer(name, array, array.shape, handle)   # checked: of the handle's context
+        return array.copy(queue=handle.queue)
+    return cl_array.to_device(handle.queue, np.ascontiguousarray(array))
+
+
+def _on_host(array: Any) -> np.ndarray:
+    """``array`` itself, or a pyopencl Array's host copy (waits)."""
+    return array.get() if isinstance(array, cl_array.Array) else array
+
+
+def _check_shape(name: str, array: Tensor, shape: Sequence[int]) -> None:
+    if tuple(array.shape) != tuple(shape):
         raise ValidationError(f"{name}.shape", array.shape, f"the problem needs {tuple(shape)}")
 
 
 def _epilogue(problem: Problem, values: Mapping[str, Any],
-              prior: np.ndarray | None) -> tuple[Problem, dict[str, Any]]:
+              prior: Tensor | None) -> tuple[Problem, dict[str, Any]]:
     """``problem`` with the epilogue the numpy arguments ``values`` ask for (None when they are
     the defaults: the bare convolution), and ``values`` with their host arrays checked;
     ``prior`` is the output's prior contents (needed when beta != 0)."""
@@ -114,11 +143,13 @@ def _epilogue(problem: Problem, values: Mapping[str, Any],
 
 
 def _solve(problem: Problem, handle: Handle | None, solver: str | None,
-           host: Mapping[str, np.ndarray], policy: Mapping[str, Any],
-           values: Mapping[str, Any] | None = None, prior: ArrayLike | None = None) -> np.ndarray:
-    """Compute ``problem``'s output from the host arrays in ``host`` (forward-sense names);
+           host: Mapping[str, Tensor], policy: Mapping[str, Any],
+           values: Mapping[str, Any] | None = None, prior: TensorLike | None = None) -> Tensor:
+    """Compute ``problem``'s output from the arrays in ``host`` (forward-sense names);
     ``policy`` holds max_tolerance and deterministic, as find and run take them; ``values`` the
-    epilogue's (alpha, beta, ..., its arrays), ``prior`` the output's prior contents."""
+    epilogue's (alpha, beta, ..., its arrays), ``prior`` the output's prior contents.  Given a
+    pyopencl Array among them, the output is a pyopencl Array on the handle's queue, not waited
+    for (its event is the call's last); else a host array."""
     out_name = problem.direction.output
     out_desc = getattr(problem, out_name)
     if prior is not None:
@@ -128,26 +159,38 @@ def _solve(problem: Problem, handle: Handle | None, solver: str | None,
     if solver is not None and not isinstance(solver, str):
         raise ValidationError("solver", solver, "expected a solver or family name, or None")
     blend = problem.epilogue is not None and problem.epilogue.blend
+    arrays = {**host, **{name: values.pop(name) for name in ("scale", "bias", "z")
+                         if name in values}}
+    device = any(isinstance(a, cl_array.Array) for a in [prior, *arrays.values()])
     if problem.n == 0:  # nothing reaches OpenCL: empty outputs, and zero weight gradients
-        return (values["beta"] * prior).astype(np.float32) if blend else np.zeros(
+        empty = (values["beta"] * _on_host(prior)).astype(np.float32) if blend else np.zeros(
             out_desc.shape, np.float32)
+        return _device_copy(check_handle(handle or default_handle()), out_name,
+                            empty) if device else empty
     handle = check_handle(handle or default_handle())
     check_device_limits(handle, problem)
     flags = cl.mem_flags
-    arrays = {**host, **{name: values.pop(name) for name in ("scale", "bias", "z")
-                         if name in values}}
     # Any: mypy would hold the buffers' type to every keyword of find and run (**buffers)
-    buffers: dict[str, Any] = {name: _buffer(handle, flags.READ_ONLY, array)
+    buffers: dict[str, Any] = {name: _buffer(handle, flags.READ_ONLY, name, array)
                                for name, array in arrays.items()}
-    # the ignore: with blend, _epilogue made sure that prior is given (mypy cannot tell)
-    buffers[out_name] = (_buffer(handle, flags.READ_WRITE, prior)  # type: ignore[arg-type]
-                         if blend else cl.Buffer(handle.context, flags.READ_WRITE, out_desc.nbytes))
+    target = None   # the output's pyopencl Array, given device inputs
+    if device:
+        target = (_device_copy(handle, out_name, prior) if blend  # type: ignore[arg-type]
+                  else cl_array.empty(handle.queue, out_desc.shape, np.float32))
+        buffers[out_name] = target.base_data
+    else:   # the ignore: with blend, _epilogue made sure that prior is given (mypy cannot tell)
+        buffers[out_name] = (_buffer(handle, flags.READ_WRITE, out_name,
+                                     prior) if blend  # type: ignore[arg-type]
+                             else cl.Buffer(handle.context, flags.READ_WRITE, out_desc.nbytes))
     tensors = Buffers(buffers.get("x"), buffers["w"], buffers.get("y"))
     if problem.epilogue is not None:
         parts = {name: buffers.get(name) for name in ("scale", "bias", "z")}
         tensors = tensors.with_epilogue_args(epilogue_args(problem, tensors, handle, **parts,
                                                            **values))
     _plan(handle, problem, solver, buffers, values, policy).enqueue(tensors)   # checked once
+    if target is not None:
+        target.add_event(cl.enqueue_marker(handle.queue))
+        return target
     return read_output(handle, problem, buffers)
 
 
@@ -168,12 +211,12 @@ def _policy(max_tolerance: float | None, deterministic: bool | None) -> dict[str
     return {"max_tolerance": max_tolerance, "deterministic": deterministic}
 
 
-def conv2d(x: ArrayLike, w: ArrayLike, stride: IntPair = 1, padding: Padding = 0,
-           dilation: IntPair = 1, groups: int = 1, *, bias: ArrayLike | None = None,
-           scale: ArrayLike | None = None, z: ArrayLike | None = None, alpha: float = 1.0,
+def conv2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: Padding = 0,
+           dilation: IntPair = 1, groups: int = 1, *, bias: TensorLike | None = None,
+           scale: TensorLike | None = None, z: TensorLike | None = None, alpha: float = 1.0,
            beta: float = 0.0, z_scale: float = 1.0, activation: ActivationLike = None,
-           y: ArrayLike | None = None, solver: str | None = None, handle: Handle | None = None,
-           max_tolerance: float | None = None, deterministic: bool | None = None) -> np.ndarray:
+           y: TensorLike | None = None, solver: str | None = None, handle: Handle | None = None,
+           max_tolerance: float | None = None, deterministic: bool | None = None) -> Tensor:
     """Forward convolution of NCHW ``x`` with KCRS ``w``, with its epilogue; returns
 
         act(alpha * conv(x, w) * scale[k] + bias[k] + z_scale * z) + beta * y
@@ -195,12 +238,12 @@ def conv2d(x: ArrayLike, w: ArrayLike, stride: IntPair = 1, padding: Padding = 0
                   values, y)
 
 
-def conv2d_backward_data(dy: ArrayLike, w: ArrayLike, x_shape: Shape, stride: IntPair = 1,
+def conv2d_backward_data(dy: TensorLike, w: TensorLike, x_shape: Shape, stride: IntPair = 1,
                          padding: Padding = 0, dilation: IntPair = 1, groups: int = 1, *,
-                         alpha: float = 1.0, beta: float = 0.0, dx: ArrayLike | None = None,
+                         alpha: float = 1.0, beta: float = 0.0, dx: TensorLike | None = None,
                          solver: str | None = None, handle: Handle | None = None,
                          max_tolerance: float | None = None,
-                         deterministic: bool | None = None) -> np.ndarray:
+                         deterministic: bool | None = None) -> Tensor:
     """Gradient of the forward convolution with respect to its input, of shape ``x_shape``:
     alpha * dx + beta * the prior ``dx`` (read only when beta != 0)."""
     dy, w = _host_array("dy", dy), _host_array("w", w)
@@ -211,12 +254,12 @@ def conv2d_backward_data(dy: ArrayLike, w: ArrayLike, x_shape: Shape, stride: In
                   _policy(max_tolerance, deterministic), {"alpha": alpha, "beta": beta}, dx)
 
 
-def conv2d_backward_weights(dy: ArrayLike, x: ArrayLike, w_shape: Shape, stride: IntPair = 1,
+def conv2d_backward_weights(dy: TensorLike, x: TensorLike, w_shape: Shape, stride: IntPair = 1,
                             padding: Padding = 0, dilation: IntPair = 1, groups: int = 1, *,
-                            alpha: float = 1.0, beta: float = 0.0, dw: ArrayLike | None = None,
+                            alpha: float = 1.0, beta: float = 0.0, dw: TensorLike | None = None,
                             solver: str | None = None, handle: Handle | None = None,
                             max_tolerance: float | None = None,
-                            deterministic: bool | None = None) -> np.ndarray:
+                            deterministic: bool | None = None) -> Tensor:
     """Gradient of the forward convolution with respect to its weights, of shape ``w_shape``:
     alpha * dw + beta * the prior ``dw`` (read only when beta != 0)."""
     dy, x = _host_array("dy", dy), _host_array("x", x)
@@ -227,9 +270,9 @@ def conv2d_backward_weights(dy: ArrayLike, x: ArrayLike, w_shape: Shape, stride:
                   _policy(max_tolerance, deterministic), {"alpha": alpha, "beta": beta}, dw)
 
 
-def conv2d_backward_bias(dy: ArrayLike, alpha: float = 1.0, beta: float = 0.0,
-                         db: ArrayLike | None = None, *,
-                         handle: Handle | None = None) -> np.ndarray:
+def conv2d_backward_bias(dy: TensorLike, alpha: float = 1.0, beta: float = 0.0,
+                         db: TensorLike | None = None, *,
+                         handle: Handle | None = None) -> Tensor:
     """Gradient of a convolution's bias: alpha * dy summed over images and pixels + beta * the
     prior ``db`` (read only when beta != 0); deterministic, a tree reduction (bias_grad.py)."""
     dy = _host_array("dy", dy)
@@ -242,33 +285,46 @@ def conv2d_backward_bias(dy: ArrayLike, alpha: float = 1.0, beta: float = 0.0,
             raise ValidationError("db", None, f"beta={beta} blends db's prior contents: pass them")
         prior = _host_array("db", db)
         _check_shape("db", prior, dy.shape[1:2])
+    device = isinstance(dy, cl_array.Array) or isinstance(prior, cl_array.Array)
     if dy.size == 0 or dy.shape[1] == 0:
-        return ((beta * prior).astype(np.float32) if prior is not None
-                else np.zeros(dy.shape[1], np.float32))
+        empty = ((beta * _on_host(prior)).astype(np.float32) if prior is not None
+                 else np.zeros(dy.shape[1], np.float32))
+        return _device_copy(check_handle(handle or default_handle()), "db",
+                            empty) if device else empty
     desc = dy_desc(dy.shape)
     handle = check_handle(handle or default_handle())
     check_tensors_fit(handle, {"dy": desc, "db": TensorDesc(desc.shape[1:2])})
     flags = cl.mem_flags
-    dy_buffer = _buffer(handle, flags.READ_ONLY, dy)
+    dy_buffer = _buffer(handle, flags.READ_ONLY, "dy", dy)
+    if device:
+        target = (_device_copy(handle, "db", prior) if prior is not None
+                  else cl_array.zeros(handle.queue, dy.shape[1:2], np.float32))
+        backward_bias(handle, desc, dy=dy_buffer, db=target.base_data, alpha=alpha, beta=beta)
+        target.add_event(cl.enqueue_marker(handle.queue))
+        return target
     out = prior.copy() if prior is not None else np.zeros(dy.shape[1], np.float32)
-    db_buffer = _buffer(handle, flags.READ_WRITE, out)
+    db_buffer = _buffer(handle, flags.READ_WRITE, "db", out)
     backward_bias(handle, desc, dy=dy_buffer, db=db_buffer, alpha=alpha, beta=beta)
     cl.enqueue_copy(handle.queue, out, db_buffer)
     return out
 
 
-def conv_transpose2d(x: ArrayLike, w: ArrayLike, stride: IntPair = 1, padding: IntPair = 0,
+def conv_transpose2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: IntPair = 0,
                      output_padding: IntPair = 0, groups: int = 1, dilation: IntPair = 1, *,
                      solver: str | None = None, handle: Handle | None = None,
                      max_tolerance: float | None = None,
-                     deterministic: bool | None = None) -> np.ndarray:
+                     deterministic: bool | None = None) -> Tensor:
     """Transposed convolution of NCHW ``x`` with ``w`` of shape (C_in, C_out/groups, kH, kW), as
     PyTorch's conv_transpose2d; computed as the backward-data of the convolution it transposes."""
     x, w = _host_array("x", x), _host_array("w", w)
     reach, zeros = split_output_padding(output_padding, padding, stride, dilation)
     problem = Problem.conv_transpose2d(x.shape, w.shape, stride, padding, reach, groups, dilation)
     y = _solve(problem, handle, solver, {"y": x, "w": w}, _policy(max_tolerance, deterministic))
-    return np.pad(y, ((0, 0), (0, 0), (0, zeros[0]), (0, zeros[1]))) if any(zeros) else y
+    if not any(zeros):
+        return y
+    if isinstance(y, cl_array.Array):
+        return pad_planes(y, zeros)
+    return np.pad(y, ((0, 0), (0, 0), (0, zeros[0]), (0, zeros[1])))
 
 
 def applicable_solvers(problem: Problem, handle: Handle | None = None) -> list[str]:

@@ -50,16 +50,21 @@ ROOT = Path(__file__).resolve().parents[1]
 #: bench/first_pass.py, ~150 lines) and `bench --pipeline` (issue 27 item 4: bench/pipeline.py,
 #: the torch worker's pipeline pass, its table and flag, ~190 lines); the db's from 650 to 700
 #: for the memo of user-db reads (issue 27 item 3: db/memo.py, 68 lines, 18 in store, perf_db).
+#: Issue 30 (pyopencl Arrays wherever buffers go): the door's to 1,530 for the numpy API's
+#: device path (Arrays in, an Array out, on the device: ~40 lines in api.py), the device's to
+#: 500 for tensors.py's checks of an Array and its padding on the device (~33) and the engine's
+#: to 1,655 for run's and the epilogue's checks taking Arrays (+5) and find's, run's and
+#: Plan.run's signatures typed for them (+8).
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench")
 BUDGETS = {
-    "core (door)": {"python": 1490, "opencl": 0},
+    "core (door)": {"python": 1530, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 280},
     "core/solvers": {"python": 530, "opencl": 0},
-    "core/device": {"python": 460, "opencl": 0},
+    "core/device": {"python": 500, "opencl": 0},
     "core/db": {"python": 700, "opencl": 0},
     "core/heuristics": {"python": 850, "opencl": 0},
-    "core/engine": {"python": 1640, "opencl": 0},
+    "core/engine": {"python": 1655, "opencl": 0},
     "core/testing": {"python": 760, "opencl": 0},
     "core/cli": {"python": 1220, "opencl": 0},
     "core/bench": {"python": 1400, "opencl": 60},
