@@ -11,7 +11,7 @@ import pyopencl.array as cl_array
 from numpy.typing import ArrayLike
 
 from .device.handle import Handle
-from .device.tensors import array_buffer, pad_planes, read_output
+from .device.tensors import HostOutput, array_buffer, host_buffer, pad_planes
 from .engine.bias_grad import backward_bias, dy_desc
 from .engine.find import find
 from .engine.fusion import epilogue_args
@@ -85,13 +85,31 @@ def _host_array(name: str, array: TensorLike) -> Tensor:
     return array
 
 
-def _buffer(handle: Handle, flags: int, name: str, array: Tensor) -> cl.Buffer:
-    """A device buffer with ``array``'s contents (made C-contiguous first, a copy for a view);
-    a pyopencl Array's own buffer (tensors.array_buffer checks it)."""
+def _buffer(handle: Handle, name: str, array: Tensor) -> cl.Buffer:
+    """A read-only device buffer with ``array``'s contents: a host array's copy or the array
+    itself (tensors.host_buffer), a pyopencl Array's own buffer (tensors.array_buffer)."""
     if isinstance(array, cl_array.Array):
         return array_buffer(name, array, array.shape, handle)
-    return cl.Buffer(handle.context, flags | cl.mem_flags.COPY_HOST_PTR,
-                     hostbuf=np.ascontiguousarray(array))
+    return host_buffer(handle, array)
+
+
+def _check_out(out: Any, shape: Sequence[int], device: bool,
+               inputs: Sequence[Any]) -> np.ndarray:
+    """``out`` checked to take the output: a writeable float32 host array of ``shape`` sharing
+    no memory with ``inputs`` (the output's prior contents may be ``out`` itself)."""
+    if device:
+        raise ValidationError("out", type(out).__name__, "with pyopencl Arrays the result is a "
+                              "new Array: out= takes host arrays")
+    if not isinstance(out, np.ndarray):
+        raise ValidationError("out", type(out).__name__, "expected a numpy array")
+    if out.dtype != np.float32:
+        raise ValidationError("out.dtype", str(out.dtype), "expected float32")
+    _check_shape("out", out, shape)
+    if not out.flags.writeable:
+        raise ValidationError("out", "a read-only array", "expected a writeable array")
+    if any(np.may_share_memory(out, array) for array in inputs):
+        raise ValidationError("out", "an input's memory", "give the output memory of its own")
+    return out
 
 
 def _device_copy(handle: Handle, name: str, array: Tensor) -> cl_array.Array:
@@ -144,12 +162,14 @@ def _epilogue(problem: Problem, values: Mapping[str, Any],
 
 def _solve(problem: Problem, handle: Handle | None, solver: str | None,
            host: Mapping[str, Tensor], policy: Mapping[str, Any],
-           values: Mapping[str, Any] | None = None, prior: TensorLike | None = None) -> Tensor:
+           values: Mapping[str, Any] | None = None, prior: TensorLike | None = None,
+           out: Any = None) -> Tensor:
     """Compute ``problem``'s output from the arrays in ``host`` (forward-sense names);
     ``policy`` holds max_tolerance and deterministic, as find and run take them; ``values`` the
     epilogue's (alpha, beta, ..., its arrays), ``prior`` the output's prior contents.  Given a
     pyopencl Array among them, the output is a pyopencl Array on the handle's queue, not waited
-    for (its event is the call's last); else a host array."""
+    for (its event is the call's last); else a host array: ``out``, written in place, or a new
+    one (tensors.HostOutput: zero-copy where the device shares host memory)."""
     out_name = problem.direction.output
     out_desc = getattr(problem, out_name)
     if prior is not None:
@@ -162,26 +182,29 @@ def _solve(problem: Problem, handle: Handle | None, solver: str | None,
     arrays = {**host, **{name: values.pop(name) for name in ("scale", "bias", "z")
                          if name in values}}
     device = any(isinstance(a, cl_array.Array) for a in [prior, *arrays.values()])
+    if out is not None:
+        out = _check_out(out, out_desc.shape, device, list(arrays.values()))
     if problem.n == 0:  # nothing reaches OpenCL: empty outputs, and zero weight gradients
         empty = (values["beta"] * _on_host(prior)).astype(np.float32) if blend else np.zeros(
             out_desc.shape, np.float32)
+        if out is not None:
+            out[...] = empty
+            return out
         return _device_copy(check_handle(handle or default_handle()), out_name,
                             empty) if device else empty
     handle = check_handle(handle or default_handle())
     check_device_limits(handle, problem)
-    flags = cl.mem_flags
     # Any: mypy would hold the buffers' type to every keyword of find and run (**buffers)
-    buffers: dict[str, Any] = {name: _buffer(handle, flags.READ_ONLY, name, array)
+    buffers: dict[str, Any] = {name: _buffer(handle, name, array)
                                for name, array in arrays.items()}
-    target = None   # the output's pyopencl Array, given device inputs
+    target, output = None, None   # the output: a pyopencl Array given device inputs, else host
     if device:
         target = (_device_copy(handle, out_name, prior) if blend  # type: ignore[arg-type]
                   else cl_array.empty(handle.queue, out_desc.shape, np.float32))
         buffers[out_name] = target.base_data
-    else:   # the ignore: with blend, _epilogue made sure that prior is given (mypy cannot tell)
-        buffers[out_name] = (_buffer(handle, flags.READ_WRITE, out_name,
-                                     prior) if blend  # type: ignore[arg-type]
-                             else cl.Buffer(handle.context, flags.READ_WRITE, out_desc.nbytes))
+    else:
+        output = HostOutput(handle, out_desc.shape, out, prior if blend else None)
+        buffers[out_name] = output.buffer
     tensors = Buffers(buffers.get("x"), buffers["w"], buffers.get("y"))
     if problem.epilogue is not None:
         parts = {name: buffers.get(name) for name in ("scale", "bias", "z")}
@@ -191,7 +214,7 @@ def _solve(problem: Problem, handle: Handle | None, solver: str | None,
     if target is not None:
         target.add_event(cl.enqueue_marker(handle.queue))
         return target
-    return read_output(handle, problem, buffers)
+    return output.read()  # type: ignore[union-attr]
 
 
 def _plan(handle: Handle, problem: Problem, solver: str | None, buffers: Mapping[str, Any],
@@ -215,8 +238,9 @@ def conv2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: Padding =
            dilation: IntPair = 1, groups: int = 1, *, bias: TensorLike | None = None,
            scale: TensorLike | None = None, z: TensorLike | None = None, alpha: float = 1.0,
            beta: float = 0.0, z_scale: float = 1.0, activation: ActivationLike = None,
-           y: TensorLike | None = None, solver: str | None = None, handle: Handle | None = None,
-           max_tolerance: float | None = None, deterministic: bool | None = None) -> Tensor:
+           y: TensorLike | None = None, out: np.ndarray | None = None, solver: str | None = None,
+           handle: Handle | None = None, max_tolerance: float | None = None,
+           deterministic: bool | None = None) -> Tensor:
     """Forward convolution of NCHW ``x`` with KCRS ``w``, with its epilogue; returns
 
         act(alpha * conv(x, w) * scale[k] + bias[k] + z_scale * z) + beta * y
@@ -228,20 +252,23 @@ def conv2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: Padding =
     MIOpen's ``"LEAKYRELU"``, ...), a tuple (name, a, b, g) or a convsolve.Activation
     (docs/epilogues.md has the table).  ``solver=None`` follows the find mode; a solver name forces
     it.  ``max_tolerance`` and ``deterministic`` are the numerical policy (convsolve.find's);
-    every function here takes them.
+    every function here takes them, and ``out``: a float32 host array of the output's shape that
+    the result is written into and returned as (``out`` may be the prior output ``y``).
+    Given pyopencl Arrays, the result is a pyopencl Array (README.md, "Using it").
     """
     x, w = _host_array("x", x), _host_array("w", w)
     problem = _problem(x.shape, w.shape, stride, padding, dilation, groups)
     values = {"bias": bias, "scale": scale, "z": z, "alpha": alpha, "beta": beta,
               "z_scale": z_scale, "activation": activation}
     return _solve(problem, handle, solver, {"x": x, "w": w}, _policy(max_tolerance, deterministic),
-                  values, y)
+                  values, y, out)
 
 
 def conv2d_backward_data(dy: TensorLike, w: TensorLike, x_shape: Shape, stride: IntPair = 1,
                          padding: Padding = 0, dilation: IntPair = 1, groups: int = 1, *,
                          alpha: float = 1.0, beta: float = 0.0, dx: TensorLike | None = None,
-                         solver: str | None = None, handle: Handle | None = None,
+                         out: np.ndarray | None = None, solver: str | None = None,
+                         handle: Handle | None = None,
                          max_tolerance: float | None = None,
                          deterministic: bool | None = None) -> Tensor:
     """Gradient of the forward convolution with respect to its input, of shape ``x_shape``:
@@ -251,13 +278,14 @@ def conv2d_backward_data(dy: TensorLike, w: TensorLike, x_shape: Shape, stride: 
                              Direction.BACKWARD_DATA)
     _check_shape("dy", dy, problem.y.shape)
     return _solve(problem, handle, solver, {"y": dy, "w": w},
-                  _policy(max_tolerance, deterministic), {"alpha": alpha, "beta": beta}, dx)
+                  _policy(max_tolerance, deterministic), {"alpha": alpha, "beta": beta}, dx, out)
 
 
 def conv2d_backward_weights(dy: TensorLike, x: TensorLike, w_shape: Shape, stride: IntPair = 1,
                             padding: Padding = 0, dilation: IntPair = 1, groups: int = 1, *,
                             alpha: float = 1.0, beta: float = 0.0, dw: TensorLike | None = None,
-                            solver: str | None = None, handle: Handle | None = None,
+                            out: np.ndarray | None = None, solver: str | None = None,
+                            handle: Handle | None = None,
                             max_tolerance: float | None = None,
                             deterministic: bool | None = None) -> Tensor:
     """Gradient of the forward convolution with respect to its weights, of shape ``w_shape``:
@@ -267,11 +295,11 @@ def conv2d_backward_weights(dy: TensorLike, x: TensorLike, w_shape: Shape, strid
                              Direction.BACKWARD_WEIGHTS)
     _check_shape("dy", dy, problem.y.shape)
     return _solve(problem, handle, solver, {"x": x, "y": dy},
-                  _policy(max_tolerance, deterministic), {"alpha": alpha, "beta": beta}, dw)
+                  _policy(max_tolerance, deterministic), {"alpha": alpha, "beta": beta}, dw, out)
 
 
 def conv2d_backward_bias(dy: TensorLike, alpha: float = 1.0, beta: float = 0.0,
-                         db: TensorLike | None = None, *,
+                         db: TensorLike | None = None, *, out: np.ndarray | None = None,
                          handle: Handle | None = None) -> Tensor:
     """Gradient of a convolution's bias: alpha * dy summed over images and pixels + beta * the
     prior ``db`` (read only when beta != 0); deterministic, a tree reduction (bias_grad.py)."""
@@ -286,42 +314,50 @@ def conv2d_backward_bias(dy: TensorLike, alpha: float = 1.0, beta: float = 0.0,
         prior = _host_array("db", db)
         _check_shape("db", prior, dy.shape[1:2])
     device = isinstance(dy, cl_array.Array) or isinstance(prior, cl_array.Array)
+    if out is not None:
+        out = _check_out(out, dy.shape[1:2], device, [dy])
     if dy.size == 0 or dy.shape[1] == 0:
         empty = ((beta * _on_host(prior)).astype(np.float32) if prior is not None
                  else np.zeros(dy.shape[1], np.float32))
+        if out is not None:
+            out[...] = empty
+            return out
         return _device_copy(check_handle(handle or default_handle()), "db",
                             empty) if device else empty
     desc = dy_desc(dy.shape)
     handle = check_handle(handle or default_handle())
     check_tensors_fit(handle, {"dy": desc, "db": TensorDesc(desc.shape[1:2])})
-    flags = cl.mem_flags
-    dy_buffer = _buffer(handle, flags.READ_ONLY, "dy", dy)
+    dy_buffer = _buffer(handle, "dy", dy)
     if device:
         target = (_device_copy(handle, "db", prior) if prior is not None
                   else cl_array.zeros(handle.queue, dy.shape[1:2], np.float32))
         backward_bias(handle, desc, dy=dy_buffer, db=target.base_data, alpha=alpha, beta=beta)
         target.add_event(cl.enqueue_marker(handle.queue))
         return target
-    out = prior.copy() if prior is not None else np.zeros(dy.shape[1], np.float32)
-    db_buffer = _buffer(handle, flags.READ_WRITE, "db", out)
-    backward_bias(handle, desc, dy=dy_buffer, db=db_buffer, alpha=alpha, beta=beta)
-    cl.enqueue_copy(handle.queue, out, db_buffer)
-    return out
+    output = HostOutput(handle, dy.shape[1:2], out, prior)
+    backward_bias(handle, desc, dy=dy_buffer, db=output.buffer, alpha=alpha, beta=beta)
+    return output.read()
 
 
 def conv_transpose2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: IntPair = 0,
                      output_padding: IntPair = 0, groups: int = 1, dilation: IntPair = 1, *,
-                     solver: str | None = None, handle: Handle | None = None,
-                     max_tolerance: float | None = None,
+                     out: np.ndarray | None = None, solver: str | None = None,
+                     handle: Handle | None = None, max_tolerance: float | None = None,
                      deterministic: bool | None = None) -> Tensor:
     """Transposed convolution of NCHW ``x`` with ``w`` of shape (C_in, C_out/groups, kH, kW), as
     PyTorch's conv_transpose2d; computed as the backward-data of the convolution it transposes."""
     x, w = _host_array("x", x), _host_array("w", w)
     reach, zeros = split_output_padding(output_padding, padding, stride, dilation)
     problem = Problem.conv_transpose2d(x.shape, w.shape, stride, padding, reach, groups, dilation)
-    y = _solve(problem, handle, solver, {"y": x, "w": w}, _policy(max_tolerance, deterministic))
-    if not any(zeros):
-        return y
+    rows, cols = problem.x.shape[2:]
+    if out is not None:   # the solver writes its top-left part, the zeros are set here
+        _check_out(out, (*problem.x.shape[:2], rows + zeros[0], cols + zeros[1]),
+                   any(isinstance(a, cl_array.Array) for a in (x, w)), [x, w])
+        out[..., rows:, :], out[..., :rows, cols:] = 0, 0
+    y = _solve(problem, handle, solver, {"y": x, "w": w}, _policy(max_tolerance, deterministic),
+               out=None if out is None else out[..., :rows, :cols])
+    if not any(zeros) or out is not None:
+        return out if out is not None else y
     if isinstance(y, cl_array.Array):
         return pad_planes(y, zeros)
     return np.pad(y, ((0, 0), (0, 0), (0, zeros[0]), (0, zeros[1])))

@@ -53,18 +53,20 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Issue 30 (pyopencl Arrays wherever buffers go): the door's to 1,530 for the numpy API's
 #: device path (Arrays in, an Array out, on the device: ~40 lines in api.py), the device's to
 #: 500 for tensors.py's checks of an Array and its padding on the device (~33) and the engine's
-#: to 1,655 for run's and the epilogue's checks taking Arrays (+5) and find's, run's and
-#: Plan.run's signatures typed for them (+8).
+#: to 1,645 for run's and the epilogue's checks taking Arrays (+5) and find's, run's and
+#: Plan.run's signatures typed for them (+8); then (zero-copy host arrays) the door's to 1,580
+#: for out= and its checks (~30 lines in api.py, 6 in env.py) and the device's to 545 for
+#: wrapping host arrays and writing the output in place (tensors.HostOutput, ~45).
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench")
 BUDGETS = {
-    "core (door)": {"python": 1530, "opencl": 0},
+    "core (door)": {"python": 1580, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 280},
     "core/solvers": {"python": 530, "opencl": 0},
-    "core/device": {"python": 500, "opencl": 0},
+    "core/device": {"python": 545, "opencl": 0},
     "core/db": {"python": 700, "opencl": 0},
     "core/heuristics": {"python": 850, "opencl": 0},
-    "core/engine": {"python": 1655, "opencl": 0},
+    "core/engine": {"python": 1645, "opencl": 0},
     "core/testing": {"python": 760, "opencl": 0},
     "core/cli": {"python": 1220, "opencl": 0},
     "core/bench": {"python": 1400, "opencl": 60},

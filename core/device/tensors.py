@@ -4,6 +4,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
+from .. import env
 from ..errors import ValidationError
 
 
@@ -35,6 +36,87 @@ def device_buffers(handle, host):
     flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
     return {name: cl.Buffer(handle.context, flags, hostbuf=array) if array.size else None
             for name, array in host.items()}
+
+
+# {{{ host arrays: wrapped where the device shares host memory, else copied
+
+#: Host arrays are wrapped only at addresses that are multiples of this many bytes: float16, the
+#: widest vector a float32 kernel may load through a pointer, is 64 bytes.  PoCL wraps any
+#: address, and the shipped kernels (vloadn) ran as fast on 16-byte aligned wrapped arrays
+#: (ResNet-50 layers 0-4 at batch 8: copy / wrap 1.03-2.19 at 16 bytes, 1.40-2.25 at 64), but a
+#: plugin's kernel taking float16 pointers would fault on them.  Wrapping was never slower than
+#: copying, measured (scripts/zero_copy.py): even below 1 MB (MobileNet-v2 at batch 1,
+#: 0.96-1.05), 1.3-1.7x faster above.
+WRAP_ALIGN = 64
+
+
+def wraps(handle, array):
+    """Whether the host ``array`` is wrapped (USE_HOST_PTR) rather than copied: the device shares
+    host memory, CONVSOLVE_ZERO_COPY allows it, and the array is non-empty, float32,
+    C-contiguous and 64-byte aligned (WRAP_ALIGN)."""
+    return bool(array.size and array.dtype == np.float32 and array.flags.c_contiguous
+                and array.ctypes.data % WRAP_ALIGN == 0 and handle.device.host_unified_memory
+                and env.flag(env.ZERO_COPY))
+
+
+def aligned_empty(shape):
+    """An uninitialised float32 host array of ``shape`` at a WRAP_ALIGN-aligned address."""
+    size = int(np.prod(shape))
+    raw = np.empty(size + WRAP_ALIGN // 4, np.float32)
+    start = (-raw.ctypes.data % WRAP_ALIGN) // 4
+    return raw[start:start + size].reshape(shape)
+
+
+def host_buffer(handle, array):
+    """A read-only device buffer holding the host ``array``: the array itself where wraps()
+    (no copy: the caller keeps it unchanged until the call's kernels are done), else a copy (a
+    view made C-contiguous first)."""
+    flags = cl.mem_flags
+    if wraps(handle, array):
+        return cl.Buffer(handle.context, flags.READ_ONLY | flags.USE_HOST_PTR, hostbuf=array)
+    return cl.Buffer(handle.context, flags.READ_ONLY | flags.COPY_HOST_PTR,
+                     hostbuf=np.ascontiguousarray(array))
+
+
+class HostOutput:
+    """The host array a call returns and the device buffer its kernels write: ``out`` (else a
+    new aligned array) wrapped where wraps() allows, else a device buffer read back into it.
+    ``prior`` (the output's prior contents, for beta) is copied in first unless it is ``out``.
+    """
+
+    def __init__(self, handle, shape, out=None, prior=None):
+        self.queue, flags = handle.queue, cl.mem_flags
+        if out is None:
+            out = aligned_empty(shape)
+        if prior is not None and not (out.ctypes.data == prior.ctypes.data
+                                      and out.strides == prior.strides):
+            np.copyto(out, prior)
+        self.array, self.wrapped = out, wraps(handle, out)
+        if self.wrapped:
+            self.buffer = cl.Buffer(handle.context, flags.READ_WRITE | flags.USE_HOST_PTR,
+                                    hostbuf=out)
+        elif prior is not None:
+            self.buffer = cl.Buffer(handle.context, flags.READ_WRITE | flags.COPY_HOST_PTR,
+                                    hostbuf=np.ascontiguousarray(out))
+        else:
+            self.buffer = cl.Buffer(handle.context, flags.READ_WRITE, out.nbytes)
+
+    def read(self):
+        """The output array once the queue's kernels are done (waits): a wrapped array mapped
+        and unmapped (which makes the device's writes visible), else a copy read back."""
+        if self.wrapped:
+            mapped, _ = cl.enqueue_map_buffer(self.queue, self.buffer, cl.map_flags.READ, 0,
+                                              self.array.shape, np.float32)
+            mapped.base.release(self.queue)
+        elif self.array.flags.c_contiguous:
+            cl.enqueue_copy(self.queue, self.array, self.buffer)
+        else:
+            dense = np.empty(self.array.shape, np.float32)
+            cl.enqueue_copy(self.queue, dense, self.buffer)
+            self.array[...] = dense
+        return self.array
+
+# }}}
 
 
 def read_tensor(handle, desc, buffer):
