@@ -57,8 +57,11 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Plan.run's signatures typed for them (+8); then (zero-copy host arrays) the door's to 1,580
 #: for out= and its checks (~30 lines in api.py, 6 in env.py) and the device's to 545 for
 #: wrapping host arrays and writing the output in place (tensors.HostOutput, ~45).
+#: convsolve.torch (issue 30: autograd Functions, modules and replace_convs for PyTorch on
+#: the CPU; the optional extra convsolve[torch]) is a wing of its own, core/torch, at 200 lines:
+#: it grows with PyTorch's API, not with the core's, so its budget is kept apart.
 #: Raising one is a decision a commit states and explains.
-WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench")
+WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "torch")
 BUDGETS = {
     "core (door)": {"python": 1580, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 280},
@@ -70,6 +73,7 @@ BUDGETS = {
     "core/testing": {"python": 760, "opencl": 0},
     "core/cli": {"python": 1220, "opencl": 0},
     "core/bench": {"python": 1400, "opencl": 60},
+    "core/torch": {"python": 200, "opencl": 0},
 }
 PLUGIN_BUDGET = {"python": 1200, "opencl": 1500}   # each plugin
 MODULE_BUDGET = 400
