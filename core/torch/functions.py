@@ -1,6 +1,7 @@
 """Autograd Functions: PyTorch's conv2d and conv_transpose2d (bias, activation) computed by
 convsolve in every direction, on CPU float32 tensors shared with numpy (no copy)."""
 import torch
+from torch.autograd.function import once_differentiable
 
 from .. import api
 from ..epilogue import Activation
@@ -67,6 +68,7 @@ class Conv2dFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         x, weight, y = ctx.saved_tensors
         derivative = _DERIVATIVES[ctx.activation.mode]
@@ -103,6 +105,7 @@ class ConvTranspose2dFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
         stride, padding, dilation, groups = ctx.geometry

@@ -108,6 +108,16 @@ def test_bad_tensors_are_refused_by_field():
         assert info.value.field == field
 
 
+def test_gradients_of_gradients_are_refused():
+    """The backward passes are once differentiable: a second derivative is a clear error, not a
+    wrong answer."""
+    x, w = _inputs((1, 2, 4, 4), (2, 2, 3, 3))
+    (dx,) = torch.autograd.grad(ct.conv2d(x, w, padding=1).square().sum(), (x,),
+                                create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        dx.sum().backward()
+
+
 def test_the_core_never_imports_torch():
     """import convsolve and a numpy call leave torch unimported (convsolve.torch is opt-in)."""
     code = ("import sys, numpy as np, convsolve\n"

@@ -93,8 +93,20 @@ def test_replace_convs_counts_the_other_refusals():
     rest."""
     model = nn.Sequential(nn.Conv2d(1, 1, 3, padding_mode="circular", padding=1),
                           nn.Conv2d(1, 1, 3, padding_mode="reflect", padding=1))
-    with pytest.raises(ValidationError, match=r"0\.padding_mode.*1 more convolutions"):
+    with pytest.raises(ValidationError) as info:
         ct.replace_convs(model)
+    assert str(info.value) == ("invalid 0.padding_mode='circular': convsolve pads with zeros "
+                               "only; the model is left unchanged (1 more convolutions cannot "
+                               "be served)")
+
+
+def test_modules_refuse_what_they_cannot_serve_when_made():
+    """convsolve.torch.Conv2d with padding_mode='reflect' or float64 parameters is refused when
+    constructed, naming the field."""
+    with pytest.raises(ValidationError, match="Conv2d.padding_mode='reflect'"):
+        ct.Conv2d(1, 1, 3, padding_mode="reflect")
+    with pytest.raises(ValidationError, match="ConvTranspose2d.weight.dtype='torch.float64'"):
+        ct.ConvTranspose2d(1, 1, 3, dtype=torch.float64)
 
 
 def test_a_swapped_module_refuses_a_gpu_input():
