@@ -33,6 +33,10 @@ TensorLike = ArrayLike | cl_array.Array
 #: What the numpy API returns: a host array, or a pyopencl Array when given one.
 Tensor = np.ndarray | cl_array.Array
 
+#: Why another dtype is refused, and the way to float32.
+_FLOAT32_ONLY = ("expected float32: convsolve computes in float32; .astype(numpy.float32) "
+                 "makes a float32 copy (results then carry float32's rounding)")
+
 #: The epilogue's scalars at the values that leave the bare convolution.
 _DEFAULTS = {"alpha": 1.0, "beta": 0.0, "z_scale": 1.0}
 
@@ -72,16 +76,13 @@ def _host_array(name: str, array: TensorLike) -> Tensor:
     """``array`` as a float32 ndarray, other dtypes refused, not cast; a view stays a view, so
     that shapes and sizes are checked before anything is copied (_buffer copies).  A pyopencl
     Array stays one (its dtype checked here, the rest by tensors.array_buffer)."""
-    if isinstance(array, cl_array.Array):
-        if array.dtype != np.float32:
-            raise ValidationError(f"{name}.dtype", str(array.dtype), "expected float32")
-        return array
-    try:
-        array = np.asarray(array)
-    except (ValueError, TypeError) as exc:   # ragged nested sequences, objects numpy refuses
-        raise ValidationError(name, type(array).__name__, f"not an array: {exc}") from None
+    if not isinstance(array, cl_array.Array):
+        try:
+            array = np.asarray(array)
+        except (ValueError, TypeError) as exc:   # ragged nested sequences, objects numpy refuses
+            raise ValidationError(name, type(array).__name__, f"not an array: {exc}") from None
     if array.dtype != np.float32:
-        raise ValidationError(f"{name}.dtype", str(array.dtype), "expected float32")
+        raise ValidationError(f"{name}.dtype", str(array.dtype), _FLOAT32_ONLY)
     return array
 
 
@@ -103,7 +104,7 @@ def _check_out(out: Any, shape: Sequence[int], device: bool,
     if not isinstance(out, np.ndarray):
         raise ValidationError("out", type(out).__name__, "expected a numpy array")
     if out.dtype != np.float32:
-        raise ValidationError("out.dtype", str(out.dtype), "expected float32")
+        raise ValidationError("out.dtype", str(out.dtype), _FLOAT32_ONLY)
     _check_shape("out", out, shape)
     if not out.flags.writeable:
         raise ValidationError("out", "a read-only array", "expected a writeable array")

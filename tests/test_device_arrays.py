@@ -134,6 +134,13 @@ def test_numpy_api_returns_arrays_for_arrays(handle):
         assert np.array_equal(got.get(), expected)
 
 
+def test_float64_is_refused_with_the_way_to_float32(handle):
+    """A float64 host or device array is refused naming its dtype and the cast that serves."""
+    for x in (X.astype(np.float64), cl_array.to_device(handle.queue, X.astype(np.float64))):
+        with pytest.raises(ValidationError, match=r"x\.dtype='float64'.*astype\(numpy"):
+            convsolve.conv2d(x, W, handle=handle)
+
+
 def test_mixed_inputs_and_a_blended_prior_stay_on_the_device(handle):
     """A host weight beside a device input gives a device result; beta blends a device prior
     into a copy (the caller's prior keeps its contents)."""
