@@ -38,9 +38,9 @@ def activation_of(activation):
     return parsed
 
 
-def host(name, tensor):
-    """``tensor``'s memory as a C-contiguous float32 numpy array (no copy for a contiguous CPU
-    tensor); a GPU tensor or another dtype is a ValidationError naming ``name``."""
+def checked(name, tensor):
+    """``tensor``, a float32 CPU torch.Tensor; a GPU tensor, another dtype or no tensor is a
+    ValidationError naming ``name``."""
     if not isinstance(tensor, torch.Tensor):
         raise ValidationError(name, type(tensor).__name__, "expected a torch.Tensor")
     if tensor.device.type != "cpu":
@@ -48,7 +48,13 @@ def host(name, tensor):
     if tensor.dtype != torch.float32:
         raise ValidationError(f"{name}.dtype", str(tensor.dtype), "expected torch.float32 "
                               "(convert with .float())")
-    return tensor.detach().contiguous().numpy()
+    return tensor
+
+
+def host(name, tensor):
+    """The checked ``tensor``'s memory as a C-contiguous float32 numpy array (no copy for a
+    contiguous tensor)."""
+    return checked(name, tensor).detach().contiguous().numpy()
 
 
 class Conv2dFunction(torch.autograd.Function):
@@ -141,3 +147,32 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """torch.nn.functional.conv_transpose2d through convsolve, differentiable."""
     return ConvTranspose2dFunction.apply(input, weight, bias, (stride, padding, dilation, groups),
                                          output_padding)
+
+
+# {{{ 1-D: the 2-D rank on images of height 1
+
+def _row(value, height=1):
+    """A 1-D stride, dilation or padding (an int or a 1-tuple) as the 2-D pair of a row:
+    ``height`` (1 for a stride or dilation, 0 for a padding), then the value."""
+    return (height, value if isinstance(value, int) else value[0])
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
+           activation=None):
+    """torch.nn.functional.conv1d through convsolve: conv2d on images of height 1 (which the
+    2-D rank serves exactly), differentiable, with conv2d's fused ``activation``."""
+    padding = padding if isinstance(padding, str) else _row(padding, 0)
+    rows = [checked(name, t).unsqueeze(2) for name, t in (("input", input), ("weight", weight))]
+    return conv2d(*rows, bias, _row(stride), padding, _row(dilation), groups,
+                  activation).squeeze(2)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """torch.nn.functional.conv_transpose1d through convsolve: conv_transpose2d on images of
+    height 1, differentiable."""
+    rows = [checked(name, t).unsqueeze(2) for name, t in (("input", input), ("weight", weight))]
+    return conv_transpose2d(*rows, bias, _row(stride), _row(padding, 0),
+                            _row(output_padding, 0), groups, _row(dilation)).squeeze(2)
+
+# }}}

@@ -7,10 +7,9 @@ from ..errors import ValidationError
 from . import functions
 
 
-class Conv2d(nn.Conv2d):
-    """torch.nn.Conv2d computed by convsolve (forward, and backward for input, weight and bias),
-    with an optional fused ``activation`` (functions.activation_of lists them); its parameters
-    and state dict are torch.nn.Conv2d's.  CPU float32 tensors, padding_mode 'zeros'."""
+class _Convolution:
+    """What convsolve's Conv1d and Conv2d share: refused when made if convsolve cannot serve
+    them, an optional fused ``activation`` (functions.activation_of lists them), the forward."""
 
     def __init__(self, *args, activation=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -19,13 +18,13 @@ class Conv2d(nn.Conv2d):
 
     def forward(self, input):
         padding = self.padding if isinstance(self.padding, str) else tuple(self.padding)
-        return functions.conv2d(input, self.weight, self.bias, self.stride, padding,
-                                self.dilation, self.groups, getattr(self, "activation", None))
+        return self.function(input, self.weight, self.bias, self.stride, padding, self.dilation,
+                             self.groups, getattr(self, "activation", None))
 
 
-class ConvTranspose2d(nn.ConvTranspose2d):
-    """torch.nn.ConvTranspose2d computed by convsolve (forward and every gradient); its
-    parameters and state dict are torch.nn.ConvTranspose2d's.  CPU float32 tensors."""
+class _Transposed:
+    """What convsolve's ConvTranspose1d and ConvTranspose2d share: the check when made, and
+    the forward (``output_size`` as torch.nn's)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -33,14 +32,41 @@ class ConvTranspose2d(nn.ConvTranspose2d):
 
     def forward(self, input, output_size=None):
         output_padding = self._output_padding(input, output_size, self.stride, self.padding,
-                                              self.kernel_size, 2, self.dilation)
-        return functions.conv_transpose2d(input, self.weight, self.bias, self.stride,
-                                          self.padding, output_padding, self.groups,
-                                          self.dilation)
+                                              self.kernel_size, len(self.stride), self.dilation)
+        return self.function(input, self.weight, self.bias, self.stride, self.padding,
+                             output_padding, self.groups, self.dilation)
+
+
+class Conv2d(_Convolution, nn.Conv2d):
+    """torch.nn.Conv2d computed by convsolve (forward, and backward for input, weight and
+    bias), with an optional fused ``activation``; its parameters and state dict are
+    torch.nn.Conv2d's.  CPU float32 tensors, padding_mode 'zeros'."""
+
+    function = staticmethod(functions.conv2d)
+
+
+class Conv1d(_Convolution, nn.Conv1d):
+    """torch.nn.Conv1d computed by convsolve (functions.conv1d: rows of a 2-D convolution)."""
+
+    function = staticmethod(functions.conv1d)
+
+
+class ConvTranspose2d(_Transposed, nn.ConvTranspose2d):
+    """torch.nn.ConvTranspose2d computed by convsolve (forward and every gradient); its
+    parameters and state dict are torch.nn.ConvTranspose2d's.  CPU float32 tensors."""
+
+    function = staticmethod(functions.conv_transpose2d)
+
+
+class ConvTranspose1d(_Transposed, nn.ConvTranspose1d):
+    """torch.nn.ConvTranspose1d computed by convsolve (functions.conv_transpose1d)."""
+
+    function = staticmethod(functions.conv_transpose1d)
 
 
 #: The torch.nn convolutions replace_convs swaps, and what for.
-REPLACEMENTS = {nn.Conv2d: Conv2d, nn.ConvTranspose2d: ConvTranspose2d}
+REPLACEMENTS = {nn.Conv2d: Conv2d, nn.ConvTranspose2d: ConvTranspose2d, nn.Conv1d: Conv1d,
+                nn.ConvTranspose1d: ConvTranspose1d}
 
 
 def unsupported(module, name):
@@ -66,10 +92,10 @@ def check_module(module, name):
 
 
 def replace_convs(model):
-    """Swap every torch.nn.Conv2d and ConvTranspose2d of ``model`` (itself included) for
-    convsolve's, in place (each module keeps its parameters, buffers and hooks: its class
-    changes); returns the names of the modules swapped.  Subclasses of them and other
-    convolutions (Conv1d, Conv3d) are left as they are.  When some convolution cannot be served
+    """Swap every torch.nn.Conv2d, ConvTranspose2d, Conv1d and ConvTranspose1d of ``model``
+    (itself included) for convsolve's, in place (each module keeps its parameters, buffers and
+    hooks: its class changes); returns the names of the modules swapped.  Subclasses of them
+    and Conv3d are left as they are.  When some convolution cannot be served
     (unsupported()), nothing is swapped: one ValidationError names the first and counts the
     rest."""
     found = [(name or type(module).__name__, module) for name, module in model.named_modules()

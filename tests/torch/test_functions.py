@@ -75,6 +75,26 @@ def test_conv_transpose2d_and_its_gradients_match_pytorch():
         assert _close(got, want)
 
 
+def test_1d_convolutions_and_their_gradients_match_pytorch():
+    """conv1d (strided, dilated, grouped, 'same' too, with an activation) and conv_transpose1d
+    (output padding), rows of the 2-D ones, equal PyTorch's with every gradient."""
+    x, w, b = _inputs((2, 4, 17), (6, 2, 3), (6,))
+    xt, wt, bt = _inputs((2, 4, 9), (4, 3, 4), (3,), seed=1)
+    pairs = [(ct.conv1d(x, w, b, stride=2, padding=1, dilation=2, groups=2, activation="relu"),
+              torch.relu(F.conv1d(x, w, b, stride=2, padding=1, dilation=2, groups=2)), (x, w, b)),
+             (ct.conv1d(x, w[:, :, :2].contiguous(), padding="same", groups=2),
+              F.conv1d(x, w[:, :, :2], padding="same", groups=2), (x, w)),
+             (ct.conv_transpose1d(xt, wt, bt, stride=3, padding=1, output_padding=2),
+              F.conv_transpose1d(xt, wt, bt, stride=3, padding=1, output_padding=2),
+              (xt, wt, bt))]
+    for y, expected, inputs in pairs:
+        assert y.shape == expected.shape and _close(y, expected)
+        grad = torch.randn_like(expected)
+        for got, want in zip(torch.autograd.grad(y, inputs, grad),
+                             torch.autograd.grad(expected, inputs, grad)):
+            assert _close(got, want)
+
+
 @pytest.mark.parametrize("activation", [None, "tanh", "softrelu"])
 def test_gradcheck_in_float32(activation):
     """torch.autograd.gradcheck (finite differences against backward) holds in float32
@@ -101,7 +121,9 @@ def test_bad_tensors_are_refused_by_field():
              (lambda: ct.conv2d(x, w.double()), "weight.dtype"),
              (lambda: ct.conv2d(x, w, torch.zeros(3, dtype=torch.float16)), "bias.dtype"),
              (lambda: ct.conv2d(x, w, activation="abs"), "activation"),
-             (lambda: ct.conv2d(x, w, activation=("leaky_relu", 0.0)), "activation")]
+             (lambda: ct.conv2d(x, w, activation=("leaky_relu", 0.0)), "activation"),
+             (lambda: ct.conv1d(x[:, :, 0].to("meta"), w[:, :, 0]), "input.device"),
+             (lambda: ct.conv_transpose1d(x[:, :, 0], [1.0]), "weight")]
     for call, field in cases:
         with pytest.raises(ValidationError) as info:
             call()

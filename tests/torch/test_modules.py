@@ -70,6 +70,22 @@ def test_replace_convs_swaps_in_place():
     assert ct.replace_convs(model) == []   # already swapped
 
 
+def test_replace_convs_serves_1d_convolutions():
+    """Conv1d and ConvTranspose1d are swapped too and compute what they did (their state
+    dicts load into convsolve's); Conv3d is left alone."""
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Conv1d(3, 6, 5, stride=2, padding="valid"),
+                          nn.ConvTranspose1d(6, 2, 3, stride=2, output_padding=1),
+                          nn.Conv3d(1, 1, 1))
+    x = torch.randn(2, 3, 21)
+    before = model[1](model[0](x))
+    assert ct.replace_convs(model) == ["0", "1"] and type(model[2]) is nn.Conv3d
+    assert _close(model[1](model[0](x)), before)
+    ours = ct.Conv1d(3, 6, 5, stride=2)
+    ours.load_state_dict(model[0].state_dict())
+    assert _close(ours(x), nn.functional.conv1d(x, model[0].weight, model[0].bias, stride=2))
+
+
 @pytest.mark.parametrize("change,field,value", [
     (lambda m: setattr(m.grouped, "padding_mode", "reflect"), "grouped.padding_mode", "reflect"),
     (lambda m: m.stem.to(torch.float64), "stem.weight.dtype", "torch.float64"),
