@@ -1,4 +1,5 @@
-"""The numpy API: convolutions on host arrays, following the find mode or a named solver."""
+"""The numpy API: convolutions on host arrays or pyopencl arrays, following the find mode or a
+named solver."""
 import functools
 import threading
 from collections.abc import Mapping, Sequence
@@ -6,10 +7,11 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.array as cl_array
 from numpy.typing import ArrayLike
 
 from .device.handle import Handle
-from .device.tensors import read_output
+from .device.tensors import HostOutput, array_buffer, host_buffer, pad_planes
 from .engine.bias_grad import backward_bias, dy_desc
 from .engine.find import FindMode, find
 from .engine.fusion import epilogue_args
@@ -26,6 +28,16 @@ from .solvers.registry import registry
 #: An activation as the numpy API takes it: a name (or MIOpen's name or mode number), a tuple
 #: (name, a[, b[, g]]), a convsolve.Activation, or None (identity).
 ActivationLike = str | int | Sequence[str | float] | Activation | None
+
+#: A tensor as the numpy API takes it: anything numpy makes a float32 array of without a cast,
+#: or a pyopencl Array on the handle's context (the result is then one, left on the device).
+TensorLike = ArrayLike | cl_array.Array
+#: What the numpy API returns: a host array, or a pyopencl Array when given one.
+Tensor = np.ndarray | cl_array.Array
+
+#: Why another dtype is refused, and the way to float32.
+_FLOAT32_ONLY = ("expected float32: convsolve computes in float32; .astype(numpy.float32) "
+                 "makes a float32 copy (results then carry float32's rounding)")
 
 #: The epilogue's scalars at the values that leave the bare convolution.
 _DEFAULTS = {"alpha": 1.0, "beta": 0.0, "z_scale": 1.0}
@@ -62,31 +74,67 @@ def _problem(*args: Any) -> Problem:
     return Problem.conv2d(*args)
 
 
-def _host_array(name: str, array: ArrayLike) -> np.ndarray:
+def _host_array(name: str, array: TensorLike) -> Tensor:
     """``array`` as a float32 ndarray, other dtypes refused, not cast; a view stays a view, so
-    that shapes and sizes are checked before anything is copied (_buffer copies)."""
-    try:
-        array = np.asarray(array)
-    except (ValueError, TypeError) as exc:   # ragged nested sequences, objects numpy refuses
-        raise ValidationError(name, type(array).__name__, f"not an array: {exc}") from None
+    that shapes and sizes are checked before anything is copied (_buffer copies).  A pyopencl
+    Array stays one (its dtype checked here, the rest by tensors.array_buffer)."""
+    if not isinstance(array, cl_array.Array):
+        try:
+            array = np.asarray(array)
+        except (ValueError, TypeError) as exc:   # ragged nested sequences, objects numpy refuses
+            raise ValidationError(name, type(array).__name__, f"not an array: {exc}") from None
     if array.dtype != np.float32:
-        raise ValidationError(f"{name}.dtype", str(array.dtype), "expected float32")
+        raise ValidationError(f"{name}.dtype", str(array.dtype), _FLOAT32_ONLY)
     return array
 
 
-def _buffer(handle: Handle, flags: int, array: np.ndarray) -> cl.Buffer:
-    """A device buffer with ``array``'s contents (made C-contiguous first, a copy for a view)."""
-    return cl.Buffer(handle.context, flags | cl.mem_flags.COPY_HOST_PTR,
-                     hostbuf=np.ascontiguousarray(array))
+def _buffer(handle: Handle, name: str, array: Tensor) -> cl.Buffer:
+    """A read-only device buffer with ``array``'s contents: a host array's copy or the array
+    itself (tensors.host_buffer), a pyopencl Array's own buffer (tensors.array_buffer)."""
+    if isinstance(array, cl_array.Array):
+        return array_buffer(name, array, array.shape, handle)
+    return host_buffer(handle, array)
 
 
-def _check_shape(name: str, array: np.ndarray, shape: Sequence[int]) -> None:
-    if array.shape != tuple(shape):
+def _check_out(out: Any, shape: Sequence[int], device: bool,
+               inputs: Sequence[Any]) -> np.ndarray:
+    """``out`` checked to take the output: a writeable float32 host array of ``shape`` sharing
+    no memory with ``inputs`` (the output's prior contents may be ``out`` itself)."""
+    if device:
+        raise ValidationError("out", type(out).__name__, "with pyopencl Arrays the result is a "
+                              "new Array: out= takes host arrays")
+    if not isinstance(out, np.ndarray):
+        raise ValidationError("out", type(out).__name__, "expected a numpy array")
+    if out.dtype != np.float32:
+        raise ValidationError("out.dtype", str(out.dtype), _FLOAT32_ONLY)
+    _check_shape("out", out, shape)
+    if not out.flags.writeable:
+        raise ValidationError("out", "a read-only array", "expected a writeable array")
+    if any(np.may_share_memory(out, array) for array in inputs):
+        raise ValidationError("out", "an input's memory", "give the output memory of its own")
+    return out
+
+
+def _device_copy(handle: Handle, name: str, array: Tensor) -> cl_array.Array:
+    """A pyopencl Array on the handle's queue holding a copy of ``array`` (host or device)."""
+    if isinstance(array, cl_array.Array):
+        array_buffer(name, array, array.shape, handle)   # checked: of the handle's context
+        return array.copy(queue=handle.queue)
+    return cl_array.to_device(handle.queue, np.ascontiguousarray(array))
+
+
+def _on_host(array: Any) -> np.ndarray:
+    """``array`` itself, or a pyopencl Array's host copy (waits)."""
+    return array.get() if isinstance(array, cl_array.Array) else array
+
+
+def _check_shape(name: str, array: Tensor, shape: Sequence[int]) -> None:
+    if tuple(array.shape) != tuple(shape):
         raise ValidationError(f"{name}.shape", array.shape, f"the problem needs {tuple(shape)}")
 
 
 def _epilogue(problem: Problem, values: Mapping[str, Any],
-              prior: np.ndarray | None) -> tuple[Problem, dict[str, Any]]:
+              prior: Tensor | None) -> tuple[Problem, dict[str, Any]]:
     """``problem`` with the epilogue the numpy arguments ``values`` ask for (None when they are
     the defaults: the bare convolution), and ``values`` with their host arrays checked;
     ``prior`` is the output's prior contents (needed when beta != 0)."""
@@ -116,11 +164,15 @@ def _epilogue(problem: Problem, values: Mapping[str, Any],
 
 
 def _solve(problem: Problem, handle: Handle | None, solver: str | None,
-           host: Mapping[str, np.ndarray], policy: Mapping[str, Any],
-           values: Mapping[str, Any] | None = None, prior: ArrayLike | None = None) -> np.ndarray:
-    """Compute ``problem``'s output from the host arrays in ``host`` (forward-sense names);
+           host: Mapping[str, Tensor], policy: Mapping[str, Any],
+           values: Mapping[str, Any] | None = None, prior: TensorLike | None = None,
+           out: Any = None) -> Tensor:
+    """Compute ``problem``'s output from the arrays in ``host`` (forward-sense names);
     ``policy`` holds max_tolerance and deterministic, as find and run take them; ``values`` the
-    epilogue's (alpha, beta, ..., its arrays), ``prior`` the output's prior contents."""
+    epilogue's (alpha, beta, ..., its arrays), ``prior`` the output's prior contents.  Given a
+    pyopencl Array among them, the output is a pyopencl Array on the handle's queue, not waited
+    for (its event is the call's last); else a host array: ``out``, written in place, or a new
+    one (tensors.HostOutput: zero-copy where the device shares host memory)."""
     out_name = problem.direction.output
     out_desc = getattr(problem, out_name)
     if prior is not None:
@@ -130,27 +182,42 @@ def _solve(problem: Problem, handle: Handle | None, solver: str | None,
     if solver is not None and not isinstance(solver, str):
         raise ValidationError("solver", solver, "expected a solver or family name, or None")
     blend = problem.epilogue is not None and problem.epilogue.blend
-    if problem.n == 0:  # nothing reaches OpenCL: empty outputs, and zero weight gradients
-        return (values["beta"] * prior).astype(np.float32) if blend else np.zeros(
-            out_desc.shape, np.float32)
-    handle = check_handle(handle or default_handle())
-    check_device_limits(handle, problem)
-    flags = cl.mem_flags
     arrays = {**host, **{name: values.pop(name) for name in ("scale", "bias", "z")
                          if name in values}}
+    device = any(isinstance(a, cl_array.Array) for a in [prior, *arrays.values()])
+    if out is not None:
+        out = _check_out(out, out_desc.shape, device, list(arrays.values()))
+    if problem.n == 0:  # nothing reaches OpenCL: empty outputs, and zero weight gradients
+        empty = (values["beta"] * _on_host(prior)).astype(np.float32) if blend else np.zeros(
+            out_desc.shape, np.float32)
+        if out is not None:
+            out[...] = empty
+            return out
+        return _device_copy(check_handle(handle or default_handle()), out_name,
+                            empty) if device else empty
+    handle = check_handle(handle or default_handle())
+    check_device_limits(handle, problem)
     # Any: mypy would hold the buffers' type to every keyword of find and run (**buffers)
-    buffers: dict[str, Any] = {name: _buffer(handle, flags.READ_ONLY, array)
+    buffers: dict[str, Any] = {name: _buffer(handle, name, array)
                                for name, array in arrays.items()}
-    # the ignore: with blend, _epilogue made sure that prior is given (mypy cannot tell)
-    buffers[out_name] = (_buffer(handle, flags.READ_WRITE, prior)  # type: ignore[arg-type]
-                         if blend else cl.Buffer(handle.context, flags.READ_WRITE, out_desc.nbytes))
+    target, output = None, None   # the output: a pyopencl Array given device inputs, else host
+    if device:
+        target = (_device_copy(handle, out_name, prior) if blend  # type: ignore[arg-type]
+                  else cl_array.empty(handle.queue, out_desc.shape, np.float32))
+        buffers[out_name] = target.base_data
+    else:
+        output = HostOutput(handle, out_desc.shape, out, prior if blend else None)
+        buffers[out_name] = output.buffer
     tensors = Buffers(buffers.get("x"), buffers["w"], buffers.get("y"))
     if problem.epilogue is not None:
         parts = {name: buffers.get(name) for name in ("scale", "bias", "z")}
         tensors = tensors.with_epilogue_args(epilogue_args(problem, tensors, handle, **parts,
                                                            **values))
     _plan(handle, problem, solver, buffers, values, policy).enqueue(tensors)   # checked once
-    return read_output(handle, problem, buffers)
+    if target is not None:
+        target.add_event(cl.enqueue_marker(handle.queue))
+        return target
+    return output.read()  # type: ignore[union-attr]
 
 
 def _plan(handle: Handle, problem: Problem, solver: str | None, buffers: Mapping[str, Any],
@@ -174,12 +241,13 @@ def _policy(max_tolerance: float | None, deterministic: bool | None) -> dict[str
     return {"max_tolerance": max_tolerance, "deterministic": deterministic}
 
 
-def conv2d(x: ArrayLike, w: ArrayLike, stride: IntPair = 1, padding: Padding = 0,
-           dilation: IntPair = 1, groups: int = 1, *, bias: ArrayLike | None = None,
-           scale: ArrayLike | None = None, z: ArrayLike | None = None, alpha: float = 1.0,
+def conv2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: Padding = 0,
+           dilation: IntPair = 1, groups: int = 1, *, bias: TensorLike | None = None,
+           scale: TensorLike | None = None, z: TensorLike | None = None, alpha: float = 1.0,
            beta: float = 0.0, z_scale: float = 1.0, activation: ActivationLike = None,
-           y: ArrayLike | None = None, solver: str | None = None, handle: Handle | None = None,
-           max_tolerance: float | None = None, deterministic: bool | None = None) -> np.ndarray:
+           y: TensorLike | None = None, out: np.ndarray | None = None, solver: str | None = None,
+           handle: Handle | None = None, max_tolerance: float | None = None,
+           deterministic: bool | None = None) -> Tensor:
     """Forward convolution of NCHW ``x`` with KCRS ``w``, with its epilogue; returns
 
         act(alpha * conv(x, w) * scale[k] + bias[k] + z_scale * z) + beta * y
@@ -191,22 +259,25 @@ def conv2d(x: ArrayLike, w: ArrayLike, stride: IntPair = 1, padding: Padding = 0
     MIOpen's ``"LEAKYRELU"``, ...), a tuple (name, a, b, g) or a convsolve.Activation
     (docs/epilogues.md has the table).  ``solver=None`` follows the find mode; a solver name forces
     it.  ``max_tolerance`` and ``deterministic`` are the numerical policy (convsolve.find's);
-    every function here takes them.
+    every function here takes them, and ``out``: a float32 host array of the output's shape that
+    the result is written into and returned as (``out`` may be the prior output ``y``).
+    Given pyopencl Arrays, the result is a pyopencl Array (README.md, "Using it").
     """
     x, w = _host_array("x", x), _host_array("w", w)
     problem = _problem(x.shape, w.shape, stride, padding, dilation, groups)
     values = {"bias": bias, "scale": scale, "z": z, "alpha": alpha, "beta": beta,
               "z_scale": z_scale, "activation": activation}
     return _solve(problem, handle, solver, {"x": x, "w": w}, _policy(max_tolerance, deterministic),
-                  values, y)
+                  values, y, out)
 
 
-def conv2d_backward_data(dy: ArrayLike, w: ArrayLike, x_shape: Shape, stride: IntPair = 1,
+def conv2d_backward_data(dy: TensorLike, w: TensorLike, x_shape: Shape, stride: IntPair = 1,
                          padding: Padding = 0, dilation: IntPair = 1, groups: int = 1, *,
-                         alpha: float = 1.0, beta: float = 0.0, dx: ArrayLike | None = None,
-                         solver: str | None = None, handle: Handle | None = None,
+                         alpha: float = 1.0, beta: float = 0.0, dx: TensorLike | None = None,
+                         out: np.ndarray | None = None, solver: str | None = None,
+                         handle: Handle | None = None,
                          max_tolerance: float | None = None,
-                         deterministic: bool | None = None) -> np.ndarray:
+                         deterministic: bool | None = None) -> Tensor:
     """Gradient of the forward convolution with respect to its input, of shape ``x_shape``:
     alpha * dx + beta * the prior ``dx`` (read only when beta != 0)."""
     dy, w = _host_array("dy", dy), _host_array("w", w)
@@ -214,15 +285,16 @@ def conv2d_backward_data(dy: ArrayLike, w: ArrayLike, x_shape: Shape, stride: In
                              Direction.BACKWARD_DATA)
     _check_shape("dy", dy, problem.y.shape)
     return _solve(problem, handle, solver, {"y": dy, "w": w},
-                  _policy(max_tolerance, deterministic), {"alpha": alpha, "beta": beta}, dx)
+                  _policy(max_tolerance, deterministic), {"alpha": alpha, "beta": beta}, dx, out)
 
 
-def conv2d_backward_weights(dy: ArrayLike, x: ArrayLike, w_shape: Shape, stride: IntPair = 1,
+def conv2d_backward_weights(dy: TensorLike, x: TensorLike, w_shape: Shape, stride: IntPair = 1,
                             padding: Padding = 0, dilation: IntPair = 1, groups: int = 1, *,
-                            alpha: float = 1.0, beta: float = 0.0, dw: ArrayLike | None = None,
-                            solver: str | None = None, handle: Handle | None = None,
+                            alpha: float = 1.0, beta: float = 0.0, dw: TensorLike | None = None,
+                            out: np.ndarray | None = None, solver: str | None = None,
+                            handle: Handle | None = None,
                             max_tolerance: float | None = None,
-                            deterministic: bool | None = None) -> np.ndarray:
+                            deterministic: bool | None = None) -> Tensor:
     """Gradient of the forward convolution with respect to its weights, of shape ``w_shape``:
     alpha * dw + beta * the prior ``dw`` (read only when beta != 0)."""
     dy, x = _host_array("dy", dy), _host_array("x", x)
@@ -230,12 +302,12 @@ def conv2d_backward_weights(dy: ArrayLike, x: ArrayLike, w_shape: Shape, stride:
                              Direction.BACKWARD_WEIGHTS)
     _check_shape("dy", dy, problem.y.shape)
     return _solve(problem, handle, solver, {"x": x, "y": dy},
-                  _policy(max_tolerance, deterministic), {"alpha": alpha, "beta": beta}, dw)
+                  _policy(max_tolerance, deterministic), {"alpha": alpha, "beta": beta}, dw, out)
 
 
-def conv2d_backward_bias(dy: ArrayLike, alpha: float = 1.0, beta: float = 0.0,
-                         db: ArrayLike | None = None, *,
-                         handle: Handle | None = None) -> np.ndarray:
+def conv2d_backward_bias(dy: TensorLike, alpha: float = 1.0, beta: float = 0.0,
+                         db: TensorLike | None = None, *, out: np.ndarray | None = None,
+                         handle: Handle | None = None) -> Tensor:
     """Gradient of a convolution's bias: alpha * dy summed over images and pixels + beta * the
     prior ``db`` (read only when beta != 0); deterministic, a tree reduction (bias_grad.py)."""
     dy = _host_array("dy", dy)
@@ -248,33 +320,54 @@ def conv2d_backward_bias(dy: ArrayLike, alpha: float = 1.0, beta: float = 0.0,
             raise ValidationError("db", None, f"beta={beta} blends db's prior contents: pass them")
         prior = _host_array("db", db)
         _check_shape("db", prior, dy.shape[1:2])
+    device = isinstance(dy, cl_array.Array) or isinstance(prior, cl_array.Array)
+    if out is not None:
+        out = _check_out(out, dy.shape[1:2], device, [dy])
     if dy.size == 0 or dy.shape[1] == 0:
-        return ((beta * prior).astype(np.float32) if prior is not None
-                else np.zeros(dy.shape[1], np.float32))
+        empty = ((beta * _on_host(prior)).astype(np.float32) if prior is not None
+                 else np.zeros(dy.shape[1], np.float32))
+        if out is not None:
+            out[...] = empty
+            return out
+        return _device_copy(check_handle(handle or default_handle()), "db",
+                            empty) if device else empty
     desc = dy_desc(dy.shape)
     handle = check_handle(handle or default_handle())
     check_tensors_fit(handle, {"dy": desc, "db": TensorDesc(desc.shape[1:2])})
-    flags = cl.mem_flags
-    dy_buffer = _buffer(handle, flags.READ_ONLY, dy)
-    out = prior.copy() if prior is not None else np.zeros(dy.shape[1], np.float32)
-    db_buffer = _buffer(handle, flags.READ_WRITE, out)
-    backward_bias(handle, desc, dy=dy_buffer, db=db_buffer, alpha=alpha, beta=beta)
-    cl.enqueue_copy(handle.queue, out, db_buffer)
-    return out
+    dy_buffer = _buffer(handle, "dy", dy)
+    if device:
+        target = (_device_copy(handle, "db", prior) if prior is not None
+                  else cl_array.zeros(handle.queue, dy.shape[1:2], np.float32))
+        backward_bias(handle, desc, dy=dy_buffer, db=target.base_data, alpha=alpha, beta=beta)
+        target.add_event(cl.enqueue_marker(handle.queue))
+        return target
+    output = HostOutput(handle, dy.shape[1:2], out, prior)
+    backward_bias(handle, desc, dy=dy_buffer, db=output.buffer, alpha=alpha, beta=beta)
+    return output.read()
 
 
-def conv_transpose2d(x: ArrayLike, w: ArrayLike, stride: IntPair = 1, padding: IntPair = 0,
+def conv_transpose2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: IntPair = 0,
                      output_padding: IntPair = 0, groups: int = 1, dilation: IntPair = 1, *,
-                     solver: str | None = None, handle: Handle | None = None,
-                     max_tolerance: float | None = None,
-                     deterministic: bool | None = None) -> np.ndarray:
+                     out: np.ndarray | None = None, solver: str | None = None,
+                     handle: Handle | None = None, max_tolerance: float | None = None,
+                     deterministic: bool | None = None) -> Tensor:
     """Transposed convolution of NCHW ``x`` with ``w`` of shape (C_in, C_out/groups, kH, kW), as
     PyTorch's conv_transpose2d; computed as the backward-data of the convolution it transposes."""
     x, w = _host_array("x", x), _host_array("w", w)
     reach, zeros = split_output_padding(output_padding, padding, stride, dilation)
     problem = Problem.conv_transpose2d(x.shape, w.shape, stride, padding, reach, groups, dilation)
-    y = _solve(problem, handle, solver, {"y": x, "w": w}, _policy(max_tolerance, deterministic))
-    return np.pad(y, ((0, 0), (0, 0), (0, zeros[0]), (0, zeros[1]))) if any(zeros) else y
+    rows, cols = problem.x.shape[2:]
+    if out is not None:   # the solver writes its top-left part, the zeros are set here
+        _check_out(out, (*problem.x.shape[:2], rows + zeros[0], cols + zeros[1]),
+                   any(isinstance(a, cl_array.Array) for a in (x, w)), [x, w])
+        out[..., rows:, :], out[..., :rows, cols:] = 0, 0
+    y = _solve(problem, handle, solver, {"y": x, "w": w}, _policy(max_tolerance, deterministic),
+               out=None if out is None else out[..., :rows, :cols])
+    if not any(zeros) or out is not None:
+        return out if out is not None else y
+    if isinstance(y, cl_array.Array):
+        return pad_planes(y, zeros)
+    return np.pad(y, ((0, 0), (0, 0), (0, zeros[0]), (0, zeros[1])))
 
 
 def applicable_solvers(problem: Problem, handle: Handle | None = None) -> list[str]:

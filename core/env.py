@@ -82,6 +82,12 @@ CACHE_DIR = _declare(
     "POCL_CACHE_DIR). Unset: platformdirs' user cache dir for 'convsolve'.")
 DISABLE_CACHE = _declare(
     "CONVSOLVE_DISABLE_CACHE", "0", "1 turns the on-disk kernel binary cache off.")
+ZERO_COPY = _declare(
+    "CONVSOLVE_ZERO_COPY", "1",
+    "1: on a device that shares host memory (CL_DEVICE_HOST_UNIFIED_MEMORY: PoCL), the numpy "
+    "API wraps C-contiguous float32 host arrays at 64-byte aligned addresses (USE_HOST_PTR) "
+    "instead of copying them, and writes its output in place (its own array, or out=); 0: "
+    "every array is copied in and the output read back.")
 USER_DB_PATH = _declare(
     "CONVSOLVE_USER_DB_PATH", "",
     "Path of the user find-db (SQLite). Unset: find_db_v3.sqlite in platformdirs' user data dir.")

@@ -18,6 +18,7 @@ WINGS = [
     ("heuristics", {"heuristics"}),
     ("engine", {"engine"}),
     ("api", {"api"}),
+    ("torch", {"torch"}),
     ("testing", {"testing"}),
     ("bench", {"bench"}),
     ("cli", {"cli"}),

@@ -11,6 +11,7 @@ from .. import env
 from ..db.find_db import FindDb, Record
 from ..db.perf_db import PerfDb
 from ..device.handle import Handle
+from ..device.tensors import DeviceTensor
 from ..device.timing import RunTimeout, time_invoker
 from ..epilogue import Activation
 from ..errors import ContractError, ConvsolveError, FindError, ValidationError
@@ -244,19 +245,20 @@ def _dynamic_only(problem, solvers, skipped):
     return dynamic
 
 
-def find(handle: Handle, problem: Problem, *, x: cl.Buffer | None, w: cl.Buffer,
-         y: cl.Buffer | None, scratch: cl.Buffer | None = None, request_count: int | None = None,
-         exhaustive: bool = False, mode: FindMode | str | int | None = None,
-         verify: bool | None = None, max_tolerance: float | None = None,
-         deterministic: bool | None = None, scale: cl.Buffer | None = None,
-         bias: cl.Buffer | None = None, z: cl.Buffer | None = None, alpha: float = 1.0,
-         beta: float = 0.0, z_scale: float = 1.0,
-         activation: Activation | str | None = None,
+def find(handle: Handle, problem: Problem, *, x: DeviceTensor | None, w: DeviceTensor,
+         y: DeviceTensor | None, scratch: cl.Buffer | None = None,
+         request_count: int | None = None, exhaustive: bool = False,
+         mode: FindMode | str | int | None = None, verify: bool | None = None,
+         max_tolerance: float | None = None, deterministic: bool | None = None,
+         scale: DeviceTensor | None = None, bias: DeviceTensor | None = None,
+         z: DeviceTensor | None = None, alpha: float = 1.0, beta: float = 0.0,
+         z_scale: float = 1.0, activation: Activation | str | None = None,
          limit: int | str | None = None) -> list[Solution]:
     """Rank the solvers of ``problem``, fastest first, benchmarking as the find mode says.
 
-    Buffers are in forward-sense roles for every direction (backward-data writes ``x``,
-    backward-weights writes ``w``); find runs candidates on them, so the written buffer holds
+    Buffers (pyopencl Buffers, or pyopencl Arrays: float32, the tensor's shape, C-contiguous,
+    of the handle's context) are in forward-sense roles for every direction (backward-data
+    writes ``x``, backward-weights writes ``w``); find runs candidates on them, so the written buffer holds
     some candidate's result afterwards (not under CONVSOLVE_FIND_ISOLATION=process, where a
     worker process times them on tensors of its own).  ``scratch`` is a buffer, or None to let
     find allocate what candidates need (up to CONVSOLVE_WORKSPACE_LIMIT).  A find-db hit that

@@ -11,6 +11,7 @@ residual z that may be the output's buffer), the solver writes into scratch firs
 candidate's workspace counts it, exactly.
 """
 import logging
+import math
 from importlib import resources
 
 import numpy as np
@@ -18,7 +19,7 @@ import pyopencl as cl
 
 from .. import reference
 from ..arith import ceil_div, round_up
-from ..device.tensors import read_tensor
+from ..device.tensors import array_buffer, is_device_array, read_tensor
 from ..epilogue import KERNEL_ARG_DTYPES, Activation, EpilogueArgs, finite
 from ..errors import ContractError, SolverError, ValidationError
 from ..hookspecs import OPTIONAL_SOLVER_ATTRIBUTES
@@ -42,14 +43,22 @@ UNFUSED = "/unfused"
 
 # {{{ run-time values
 
-def _check_buffer(handle, name, buffer, nbytes):
+def _check_buffer(handle, name, buffer, shape):
+    """``buffer`` for the epilogue's tensor ``name`` of ``shape`` as an OpenCL buffer (a
+    pyopencl Array's, checked by tensors.array_buffer), refused when of another type, smaller
+    than the tensor or, given a handle, of another context."""
+    if is_device_array(buffer):
+        return array_buffer(name, buffer, shape, handle)
     if not isinstance(buffer, cl.Buffer):
-        raise ValidationError(name, type(buffer).__name__, "expected a pyopencl.Buffer")
+        raise ValidationError(name, type(buffer).__name__,
+                              "expected a pyopencl.Buffer or pyopencl.array.Array")
+    nbytes = 4 * math.prod(shape)
     if buffer.size < nbytes:
         raise ValidationError(f"{name} buffer size", buffer.size, f"needs {nbytes} bytes")
     if handle is not None and buffer.context != handle.context:
         raise ValidationError(name, "a buffer of another context", f"make it in handle.context "
                                                                    f"({handle.name})")
+    return buffer
 
 
 def _bare(scale, bias, z, alpha, beta, z_scale, activation):
@@ -86,22 +95,22 @@ def epilogue_args(problem, buffers, handle=None, *, scale=None, bias=None, z=Non
                                   "Problem one (Problem.with_epilogue)")
         return None
     wanted = {"scale": structure.scale, "bias": structure.bias, "z": structure.residual}
-    channels = getattr(problem, out).shape[1]
-    sizes = {"scale": 4 * channels, "bias": 4 * channels, "z": getattr(problem, out).nbytes}
+    out_shape = getattr(problem, out).shape
+    shapes = {"scale": out_shape[1:2], "bias": out_shape[1:2], "z": out_shape}
     for name, value in given.items():
-        if wanted[name] and value is None and sizes[name]:
+        if wanted[name] and value is None and math.prod(shapes[name]):
             raise ValidationError(name, None, f"the epilogue {structure.key()!r} needs it")
         if not wanted[name] and value is not None:
             raise ValidationError(name, "a buffer", f"the epilogue {structure.key()!r} has no "
                                   f"{'residual' if name == 'z' else name}")
-        if value is not None and sizes[name]:
-            _check_buffer(handle, name, value, sizes[name])
+        if value is not None and math.prod(shapes[name]):
+            value = given[name] = _check_buffer(handle, name, value, shapes[name])
             if name != "z" and value == getattr(buffers, out):
                 raise ValidationError(name, f"the output {out!r}'s buffer", "give it its own")
     if beta != 0 and not structure.blend:
         raise ValidationError("beta", beta, f"the epilogue {structure.key()!r} has no blend")
     return EpilogueArgs(alpha, beta, z_scale, Activation.parse(activation, structure.activation),
-                        scale, bias, z)
+                        given["scale"], given["bias"], given["z"])
 
 # }}}
 

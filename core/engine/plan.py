@@ -22,6 +22,7 @@ import pyopencl as cl
 
 from .. import env
 from ..device.handle import Handle
+from ..device.tensors import DeviceTensor
 from ..epilogue import Activation
 from ..errors import ConvsolveError, NumericsError, SolverError, ValidationError
 from ..heuristics import ranking
@@ -147,10 +148,10 @@ class Plan:
                       for s in (ranked[:count] if count > 1 else ())}
         return Trials(candidates, ranked) if len(candidates) > 1 else None
 
-    def run(self, *, x: cl.Buffer | None, w: cl.Buffer, y: cl.Buffer | None,
-            scratch: cl.Buffer | None = None, scale: cl.Buffer | None = None,
-            bias: cl.Buffer | None = None, z: cl.Buffer | None = None, alpha: float = 1.0,
-            beta: float = 0.0, z_scale: float = 1.0,
+    def run(self, *, x: DeviceTensor | None, w: DeviceTensor, y: DeviceTensor | None,
+            scratch: cl.Buffer | None = None, scale: DeviceTensor | None = None,
+            bias: DeviceTensor | None = None, z: DeviceTensor | None = None,
+            alpha: float = 1.0, beta: float = 0.0, z_scale: float = 1.0,
             activation: Activation | str | None = None) -> list[cl.Event]:
         """Enqueue the plan's solver on these buffers (forward-sense roles, as find and run
         take them) and return its events; nothing waits.  ``scratch`` as run's; the epilogue's
@@ -237,15 +238,18 @@ def plan(handle: Handle, problem: Problem, solver: str | None = None, *,
                                               deterministic=deterministic))
 
 
-def run(handle: Handle, problem: Problem, solver: str, *, x: cl.Buffer | None, w: cl.Buffer,
-        y: cl.Buffer | None, scratch: cl.Buffer | None = None, max_tolerance: float | None = None,
-        deterministic: bool | None = None, scale: cl.Buffer | None = None,
-        bias: cl.Buffer | None = None, z: cl.Buffer | None = None, alpha: float = 1.0,
-        beta: float = 0.0, z_scale: float = 1.0,
-        activation: Activation | str | None = None) -> list[cl.Event]:
+def run(handle: Handle, problem: Problem, solver: str, *, x: DeviceTensor | None,
+        w: DeviceTensor, y: DeviceTensor | None, scratch: cl.Buffer | None = None,
+        max_tolerance: float | None = None, deterministic: bool | None = None,
+        scale: DeviceTensor | None = None, bias: DeviceTensor | None = None,
+        z: DeviceTensor | None = None, alpha: float = 1.0, beta: float = 0.0,
+        z_scale: float = 1.0, activation: Activation | str | None = None) -> list[cl.Event]:
     """Enqueue ``solver`` (a name, or a family find has ranked) on ``problem``; returns its events.
 
-    Nothing waits: synchronise with ``handle.queue.finish()`` or the events.  ``scratch`` is a
+    Nothing waits: synchronise with ``handle.queue.finish()`` or the events.  ``x``, ``w``,
+    ``y`` (and the epilogue's tensors) are pyopencl Buffers or Arrays (float32, the tensor's
+    shape, C-contiguous, of the handle's context; what an Array still has pending on another
+    queue is waited for on the handle's, without the host waiting).  ``scratch`` is a
     buffer of at least the solver's workspace bytes, or None to use one the handle keeps.  The
     call runs the handle's Plan for its arguments (convsolve.plan), made on the first call, so
     repeated calls cost little more than the enqueue.  ``max_tolerance`` and ``deterministic``

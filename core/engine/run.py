@@ -4,6 +4,7 @@ import pyopencl as cl
 
 from ..db.find_db import FindDb
 from ..device.handle import Handle
+from ..device.tensors import array_buffer, is_device_array
 from ..errors import SolverError, ValidationError
 from ..hookspecs import Buffers
 from ..problem import Problem
@@ -36,7 +37,8 @@ def check_solver_argument(solver):
 
 def check_buffers(problem, x, w, y, handle=None):
     """The three buffers as Buffers, each an OpenCL buffer at least as large as its tensor and,
-    given ``handle``, of its context.
+    given ``handle``, of its context; a pyopencl Array stands for its buffer (checked for
+    dtype, shape, contiguity and context: tensors.array_buffer).
 
     With a zero batch, ``x`` and ``y`` may be None (OpenCL has no empty buffers).  The output's
     buffer may not also be an input's: work-items would read what others already wrote.  Every
@@ -44,9 +46,9 @@ def check_buffers(problem, x, w, y, handle=None):
     """
     check_problem(problem)
     context = None if handle is None else handle.context
-    _check_buffer("x", x, problem.x, handle, context)
-    _check_buffer("w", w, problem.w, handle, context)
-    _check_buffer("y", y, problem.y, handle, context)
+    x = _check_buffer("x", x, problem.x, handle, context)
+    w = _check_buffer("w", w, problem.w, handle, context)
+    y = _check_buffer("y", y, problem.y, handle, context)
     out = problem.direction.output
     written = y if out == "y" else x if out == "x" else w
     if written is not None and ((out != "x" and written == x) or (out != "w" and written == w)
@@ -57,19 +59,24 @@ def check_buffers(problem, x, w, y, handle=None):
 
 
 def _check_buffer(name, buffer, desc, handle, context):
-    """Refuse ``buffer`` for tensor ``name`` (a TensorDesc ``desc``): missing, not a buffer,
-    smaller than the tensor or, given a handle, not of its ``context``."""
+    """``buffer`` for tensor ``name`` (a TensorDesc ``desc``) as an OpenCL buffer (a pyopencl
+    Array's, checked by tensors.array_buffer), refused when missing, of another type, smaller
+    than the tensor or, given a handle, not of its ``context``."""
     if buffer is None:
         if desc.nbytes:
             raise ValidationError(name, None, f"a device buffer of {desc.nbytes} bytes is required")
-        return
+        return None
     if not isinstance(buffer, cl.Buffer):
-        raise ValidationError(name, type(buffer).__name__, "expected a pyopencl.Buffer")
+        if is_device_array(buffer):
+            return array_buffer(name, buffer, desc.shape, handle)
+        raise ValidationError(name, type(buffer).__name__,
+                              "expected a pyopencl.Buffer or pyopencl.array.Array")
     if buffer.size < desc.nbytes:
         raise ValidationError(f"{name} buffer size", buffer.size,
                               f"tensor {desc.shape} {desc.dtype} needs {desc.nbytes} bytes")
     if context is not None and buffer.context != context:
         _check_context(name, buffer, handle)
+    return buffer
 
 
 def _check_context(name, buffer, handle):
