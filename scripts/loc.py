@@ -50,6 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: bench/first_pass.py, ~150 lines) and `bench --pipeline` (issue 27 item 4: bench/pipeline.py,
 #: the torch worker's pipeline pass, its table and flag, ~190 lines); the db's from 650 to 700
 #: for the memo of user-db reads (issue 27 item 3: db/memo.py, 68 lines, 18 in store, perf_db).
+#: Issue 32 (scale-out) raised the db's from 700 to 770 for the job journal (db/journal.py,
+#: ~35 lines) and reading SQLite user dbs of other machines in `db merge` (transfer.py, ~30).
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench")
 BUDGETS = {
@@ -57,7 +59,7 @@ BUDGETS = {
     "core/kernels": {"python": 0, "opencl": 280},
     "core/solvers": {"python": 530, "opencl": 0},
     "core/device": {"python": 460, "opencl": 0},
-    "core/db": {"python": 700, "opencl": 0},
+    "core/db": {"python": 770, "opencl": 0},
     "core/heuristics": {"python": 850, "opencl": 0},
     "core/engine": {"python": 1640, "opencl": 0},
     "core/testing": {"python": 760, "opencl": 0},
