@@ -32,6 +32,7 @@ from .explain import explain, explain_text
 from .heuristics import add_parser as add_heuristics_parser
 from .new_plugin import stamp
 from .tune import add_parser as add_tune_parser
+from .worker import add_parser as add_worker_parser
 
 _VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
                  Direction.BACKWARD_DATA: "Backward Convolution Data",
@@ -257,6 +258,7 @@ def build_parser():
     bench_command.add_parser(sub).set_defaults(func=cmd_bench)
     add_tune_parser(sub)
     add_heuristics_parser(sub)
+    add_worker_parser(sub)
     return parser
 
 
