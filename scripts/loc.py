@@ -52,7 +52,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: for the memo of user-db reads (issue 27 item 3: db/memo.py, 68 lines, 18 in store, perf_db).
 #: scale/ (issue 32: jobs of one problem on one device kind, the in-process and Dask executors,
 #: the Dask workers and the client that journals and merges their records) came on 2026-12-03
-#: at about 320 lines, with 340 as its budget: it is plumbing over Dask, and should stay small.
+#: at about 345 lines (10 of them the compile job's launch on PoCL, which generates code at a
+#: kernel's first launch), with 360 as its budget: it is plumbing over Dask, and should stay small.
 #: The same issue raised the db's from 700 to 770 for the job journal (db/journal.py, ~35
 #: lines) and reading SQLite user dbs of other machines in `db merge` (transfer.py, ~30), the
 #: cli's from 1,220 to 1,300 for `convsolve worker`, the --cluster flags of tune, conv --file
@@ -71,7 +72,7 @@ BUDGETS = {
     "core/testing": {"python": 760, "opencl": 0},
     "core/cli": {"python": 1300, "opencl": 0},
     "core/bench": {"python": 1420, "opencl": 60},
-    "core/scale": {"python": 340, "opencl": 0},
+    "core/scale": {"python": 360, "opencl": 0},
 }
 PLUGIN_BUDGET = {"python": 1200, "opencl": 1500}   # each plugin
 MODULE_BUDGET = 400

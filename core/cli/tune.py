@@ -36,6 +36,11 @@ from .worker import add_cluster_flags
 #: `convsolve tune`'s default budget per solver and problem: small enough that ResNet-50's
 #: layers tune in minutes on a CPU (programs are shared between layers: most configs build once).
 DEFAULT_BUDGET = Budget(configs=24, seconds=8.0, patience=8)
+#: tune's jobs get no compile job ahead of them (scale/workers.py): it would build find's
+#: configs, which the search builds and times first anyway, not the search's own; on the
+#: 2-core Xeon (PoCL, cold caches, tiny suite, 3 directions) a local cluster with one compile
+#: worker took 115 s against one process's 88 s (2026-12-03, under load).
+AHEAD = False
 
 
 def problems_of(args):
@@ -125,7 +130,7 @@ def cmd_tune(args):
         kinds = executor.kinds()
         jobs = [scale_job(f"{__name__}:tune_job", problem, kind,
                           f"{kind} {label}" if len(kinds) > 1 else label, [("retune", args.retune)],
-                          budget=list(astuple(budget)), strategy=args.strategy)
+                          AHEAD, budget=list(astuple(budget)), strategy=args.strategy)
                 for kind in kinds for label, problem in problems]
 
         def row(job, value, error, before=False):

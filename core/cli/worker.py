@@ -18,7 +18,7 @@ def add_cluster_flags(parser):
                         "this host's cores); needs convsolve[dask]")
     parser.add_argument("--compile-workers", type=int, metavar="N",
                         help="with --cluster local: workers that build kernels ahead of the "
-                        "timing worker (default: one per core beyond the first)")
+                        "timing worker, which builds too (default: one per core beyond the first)")
 
 
 def add_parser(subparsers):

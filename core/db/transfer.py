@@ -79,11 +79,12 @@ class ImportReport:
 
 
 def import_file(path, device=None):
-    """Merge an export's (or an SQLite user db file's) records into the user dbs, all or
-    nothing (``_merge``).  Records of a device other than ``device`` (a ``Handle.db_key``; None
-    accepts every device) are refused; bad lines are skipped (``_read``, ``_checked``, sqlite_db.db_lines say why); a file of a newer
-    format version raises DatabaseError, as does a db that cannot be written.  Records of
-    solvers that are not installed are imported: find-db lookups skip them until they are."""
+    """Merge an export's (or an SQLite user db file's) records into the user dbs, all or nothing
+    (``_merge``). Records of a device other than ``device`` (a ``Handle.db_key``; None accepts
+    every device) are refused; bad lines are skipped (``_read``, ``_checked``,
+    sqlite_db.db_lines say why); a file of a newer format version raises DatabaseError, as does
+    a db that cannot be written. Records of solvers that are not installed are imported: find-db
+    lookups skip them until they are."""
     report = ImportReport(str(path), device)
     lines = _sqlite_lines(path) if _is_sqlite(path) else _read(path, report)
     return _import(lines, report)

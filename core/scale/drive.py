@@ -2,8 +2,9 @@
 
 The client is the only writer of the user dbs: each finished job's rows are merged as `convsolve
 db import` merges (never over a record as fast or faster, only of the job's device), then its
-journal entry is ``done``, with the value the job gave (a resumed run shows it again).  A client killed between the two runs the job again on resume, and
-the merge of the same rows changes nothing: nothing is lost and nothing is recorded twice.
+journal entry is ``done``, with the value the job gave (a resumed run shows it again). A client
+killed between the two runs the job again on resume, and the merge of the same rows changes
+nothing: nothing is lost and nothing is recorded twice.
 """
 import json
 import logging

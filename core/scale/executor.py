@@ -1,11 +1,11 @@
 """Executors: where a run's jobs execute, in this process (the default) or on a Dask cluster.
 
-An executor has ``kinds()`` (the device kinds it can time on) and ``run(jobs, seeds,
-started)``, which yields ``(job, Result)`` as jobs finish, in any order; ``seeds`` are the
-client's rows of each job's problem (jobs.seeds, where ``seeded`` says the executor wants
-them) and ``started(job)`` is called when a job is known to start (in process: before it runs).  ``connect`` makes the
-Dask one from ``--cluster``: ``local`` (a cluster of this host's device and cores, closed with
-the executor), a scheduler file, or a scheduler's address.
+An executor has ``kinds()`` (the device kinds it can time on) and ``run(jobs, seeds, started)``,
+which yields ``(job, Result)`` as jobs finish, in any order; ``seeds`` are the client's rows of
+each job's problem (jobs.seeds, where ``seeded`` says the executor wants them) and
+``started(job)`` is called when a job is known to start (in process: before it runs).
+``connect`` makes the Dask one from ``--cluster``: ``local`` (a cluster of this host's device
+and cores, closed with the executor), a scheduler file, or a scheduler's address.
 """
 import logging
 import os
@@ -15,6 +15,8 @@ from ..device.handle import Handle
 from ..errors import ValidationError
 from .jobs import Result, run_job
 from .workers import COMPILE, TIMING, prebuild, remote, worker_spec
+
+log = logging.getLogger("convsolve")
 
 #: How often the scheduler reruns a job whose worker died under it before the job fails.
 ALLOWED_FAILURES = 2
@@ -55,7 +57,7 @@ class InProcess:
 
 class Dask:
     """Jobs on a Dask cluster: each on a timing worker of its device kind (at most one at a
-    time there), after a compile job where the cluster has compile workers for that kind.  A
+    time there), after a compile job on any worker of that kind (workers.py).  A
     job whose worker dies is rerun by the scheduler, ALLOWED_FAILURES times at most for a local
     cluster (the scheduler's ``allowed-failures`` elsewhere), then comes back ``killed``; jobs
     whose futures a lost scheduler connection cancelled are submitted again."""
@@ -74,34 +76,38 @@ class Dask:
         kinds = sorted(name[len(TIMING):] for name in self._resources() if name.startswith(TIMING))
         return [kind for kind in kinds if not self.only or self.only.lower() in kind.lower()]
 
-    def _submit(self, job, seed, compiling):
+    def _submit(self, job, seed, compiling, order):
+        """The timing future of ``job``, the ``order``-th: jobs go in order, each one's compile
+        job before it, so that a worker free to time does not compile ahead first."""
         built = ()
-        if job.device in compiling:
+        if job.ahead and job.device in compiling:
             built = (self.client.submit(prebuild, job, seed, pure=False,
-                                        key=f"compile {job.id}", priority=1,
+                                        key=f"compile {job.id}", priority=-order,
                                         resources={COMPILE + job.device: 1}),)
         return self.client.submit(remote, job, seed, *built, pure=False, key=job.id,
-                                  resources={TIMING + job.device: 1})
+                                  priority=-order, resources={TIMING + job.device: 1})
 
     def run(self, jobs, seeds, started):
         distributed = need_dask()
         compiling = {name[len(COMPILE):] for name in self._resources() if name.startswith(COMPILE)}
-        pending = {self._submit(job, seeds.get(job.id), compiling): job for job in jobs}
-        while pending:
-            lost = []
+        while jobs:
+            pending = {self._submit(job, seeds.get(job.id), compiling, i): job
+                       for i, job in enumerate(jobs)}
+            jobs = []   # those lost with a scheduler, submitted again once it is back
             for future in distributed.as_completed(list(pending)):
                 job = pending.pop(future)
                 try:
-                    yield job, future.result()
+                    result = future.result()
                 except distributed.KilledWorker as exc:
-                    yield job, Result(error=f"its worker died under it each time it ran ({exc})",
-                                      killed=True)
+                    result = Result(error=f"its worker died under it each time it ran ({exc})",
+                                    killed=True)
                 except (distributed.client.FutureCancelledError, OSError) as exc:
-                    logging.getLogger("convsolve").warning("job %s lost (%s): submitting it "
-                                                           "again", job.label or job.id, exc)
-                    lost.append(job)
-            self.client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS_S)
-            pending = {self._submit(job, seeds.get(job.id), compiling): job for job in lost}
+                    log.warning("job %s lost (%s): submitting it again", job.label or job.id, exc)
+                    jobs.append(job)
+                    continue
+                yield job, result
+            if jobs:
+                self.client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS_S)
 
     def close(self):
         self.client.close()

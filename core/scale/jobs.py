@@ -31,6 +31,7 @@ class Job:
     params: tuple = ()   # sorted (name, value) pairs, JSON values
     label: str = ""
     extra: tuple = ()    # (name, value) pairs, outside the id
+    ahead: bool = True   # whether compile workers build its kernels first (scale/workers.py)
 
     @property
     def id(self):
@@ -38,10 +39,10 @@ class Job:
         return f"{self.runner} {self.device} {self.problem} {json.dumps(dict(self.params))}"
 
 
-def job(runner, problem, device, label="", extra=(), **params):
+def job(runner, problem, device, label="", extra=(), ahead=True, **params):
     """A Job of ``problem`` (a Problem or its key) with ``params`` (JSON values)."""
     key = problem.key() if isinstance(problem, Problem) else problem
-    return Job(runner, key, device, tuple(sorted(params.items())), label, tuple(extra))
+    return Job(runner, key, device, tuple(sorted(params.items())), label, tuple(extra), ahead)
 
 
 @dataclass(frozen=True)

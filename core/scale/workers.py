@@ -1,13 +1,14 @@
 """Dask workers of convsolve: one timing worker per device, compile workers beside it.
 
-A worker is a Dask Nanny (it restarts its process when that dies) with one thread and one
-resource: ``convsolve-timing:<device kind>`` (the device's ``Handle.db_key``) for the one
-worker that times on a device, so at most one timing job runs per device, or
-``convsolve-compile:<device kind>`` for a compile worker, which builds the kernels of jobs
-ahead of their timing (PoCL's kernel cache, or convsolve's binary cache elsewhere, on the same
-host hands them over).  Each worker's process sees its device through CONVSOLVE_DEVICE and its
-own scratch dbs through CONVSOLVE_USER_DB_PATH / CONVSOLVE_PERF_DB_PATH, so nothing it
-measures reaches a user db but through the client.
+A worker is a Dask Nanny (it restarts its process when that dies) with one thread and the
+resource ``convsolve-compile:<device kind>`` (the device's ``Handle.db_key``): it builds the
+kernels of jobs ahead of their timing (PoCL's kernel cache, or convsolve's binary cache
+elsewhere, on the same host hands them over). The one worker that times on a device also has
+``convsolve-timing:<device kind>``, so at most one timing job runs per device; it compiles too
+while no timing job is ready. On a CPU device the timings run beside other workers' builds. Each
+worker's process sees its device through CONVSOLVE_DEVICE and its own scratch dbs through
+CONVSOLVE_USER_DB_PATH / CONVSOLVE_PERF_DB_PATH, so nothing it measures reaches a user db but
+through the client.
 """
 import asyncio
 import logging
@@ -16,12 +17,19 @@ import shutil
 import signal
 import tempfile
 
+import pyopencl as cl
+
+from .. import env
 from ..db import transfer
-from ..device.handle import Handle
+from ..device.handle import Handle, caches_binaries
+from ..device.tensors import device_buffers, random_tensors
+from ..device.timing import wait
 from ..engine import fusion
+from ..engine.run import check_buffers
 from ..engine.search import tuned_invoker
 from ..errors import ConvsolveError
 from ..problem import Problem
+from ..solvers.calls import workspace_of
 from .jobs import run_job
 
 TIMING, COMPILE = "convsolve-timing:", "convsolve-compile:"
@@ -49,15 +57,24 @@ def remote(job, seed, *built):
 
 def prebuild(job, seed):
     """Build every candidate's kernels for ``job``'s problem with the config it builds now (what
-    find and the collector build first); how many built.  Failures are the timing job's."""
+    find and the collector build first); how many built.  On PoCL, which generates a kernel's
+    code at its first launch (for its work-group size), each is also run once on random
+    tensors, so that PoCL's cache holds that code too.  Failures are the timing job's."""
     if seed:
         transfer.merge_rows(seed)
     handle, problem, built = _worker_handle(), Problem.from_key(job.problem), 0
+    launch = not caches_binaries(handle.device.platform)
+    raw = device_buffers(handle, random_tensors(problem, 0)) if launch else {}
+    buffers = check_buffers(problem, raw["x"], raw["w"], raw["y"], handle) if launch else None
     for solver in fusion.candidates(problem)[0]:
         try:
-            tuned_invoker(handle, solver, problem)
+            invoker = tuned_invoker(handle, solver, problem)
             built += 1
-        except ConvsolveError:
+            if launch:
+                need = workspace_of(solver, problem)
+                scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, need) if need else None
+                wait(invoker(buffers, scratch), env.positive_number(env.FIND_RUN_TIMEOUT_S))
+        except (ConvsolveError, cl.Error):
             pass
     return built
 
@@ -70,8 +87,8 @@ def worker_spec(kind, device=None, role="timing"):
            "CONVSOLVE_PERF_DB_PATH": os.path.join(scratch, "perf.sqlite")}
     if device is not None:
         env["CONVSOLVE_DEVICE"] = str(device)
-    resource = (TIMING if role == "timing" else COMPILE) + kind
-    return {"nthreads": 1, "resources": {resource: 1}, "env": env,
+    resources = {COMPILE + kind: 1, **({TIMING + kind: 1} if role == "timing" else {})}
+    return {"nthreads": 1, "resources": resources, "env": env,
             "silence_logs": logging.WARNING}, scratch
 
 

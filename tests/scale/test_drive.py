@@ -58,7 +58,8 @@ def test_a_run_cut_short_resumes_with_the_jobs_not_done(tunable, handle):
     entries = Journal().entries()
     assert [entries[j.id].state for j in jobs] == ["done", "running"]
     resumed = drive(InProcess(handle), jobs, quiet=True)
-    assert [j for j, _ in resumed.results] == jobs[1:] and [j for j, _ in resumed.skipped] == jobs[:1]
+    assert [j for j, _ in resumed.results] == jobs[1:]
+    assert [j for j, _ in resumed.skipped] == jobs[:1]
     keys = [(r["device"], r["problem"], r["solver"]) for r in FindDb().rows()]
     assert len(keys) == len(set(keys)) == 2 * len(PROBLEMS)
 
