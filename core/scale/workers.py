@@ -11,6 +11,7 @@ CONVSOLVE_USER_DB_PATH / CONVSOLVE_PERF_DB_PATH, so nothing it measures reaches 
 through the client.
 """
 import asyncio
+import glob
 import logging
 import os
 import shutil
@@ -79,10 +80,24 @@ def prebuild(job, seed):
     return built
 
 
+def _sweep():
+    """Remove the scratch directories of worker_spec's callers that are gone (SIGKILLed)."""
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), "convsolve-*-*-*")):
+        pid = os.path.basename(path).split("-")[2]
+        if os.path.basename(path).split("-")[1] in ("timing", "compile") and pid.isdigit():
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                shutil.rmtree(path, ignore_errors=True)
+            except PermissionError:   # alive, another user's
+                pass
+
+
 def worker_spec(kind, device=None, role="timing"):
     """(Nanny options, scratch directory) of a worker on ``device`` (a CONVSOLVE_DEVICE spec;
     None: the default device), whose kind is ``kind``, as ``role`` ("timing" or "compile")."""
-    scratch = tempfile.mkdtemp(prefix=f"convsolve-{role}-")
+    _sweep()
+    scratch = tempfile.mkdtemp(prefix=f"convsolve-{role}-{os.getpid()}-")
     env = {"CONVSOLVE_USER_DB_PATH": os.path.join(scratch, "find.sqlite"),
            "CONVSOLVE_PERF_DB_PATH": os.path.join(scratch, "perf.sqlite")}
     if device is not None:

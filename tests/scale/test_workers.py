@@ -39,3 +39,24 @@ def test_worker_command_serves_a_scheduler_that_tune_uses(tmp_path, monkeypatch,
     time.sleep(0.1)
     assert not list(tmp_path.glob("convsolve-timing-*"))
     assert handle.db_key in {r["device"] for r in FindDb().rows()}
+
+
+def test_scratch_of_a_killed_client_is_removed_by_the_next(tmp_path, monkeypatch):
+    """A worker's scratch directory names the process that made it; the next worker_spec
+    removes those whose process is gone (a client SIGKILLed with its local cluster) and keeps
+    the live ones'."""
+    import os
+    import tempfile
+
+    from convsolve.scale.workers import worker_spec
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = tmp_path / f"convsolve-timing-{gone.pid}-abc"
+    live = tmp_path / f"convsolve-compile-{os.getpid()}-def"
+    other = tmp_path / f"convsolve-check-{gone.pid}-ghi"   # not a worker's
+    for path in (stale, live, other):
+        path.mkdir()
+    _, made = worker_spec("dev/1cu")
+    assert not stale.exists() and live.exists() and other.exists()
+    assert os.path.basename(made).startswith(f"convsolve-timing-{os.getpid()}-")
