@@ -139,3 +139,27 @@ def test_without_dask_the_in_process_executor_runs_and_cluster_names_the_extra(
     extra = re.search(r"convsolve\[(\w+)\]", err).group(1)
     project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
     assert [d.split(">")[0] for d in project["optional-dependencies"][extra]] == ["distributed"]
+
+
+def test_conv_file_finds_on_the_cluster_then_answers_from_the_find_db(tmp_path, capsys):
+    """conv --file --cluster local finds the lines' problems as jobs (the client records them),
+    then each line is a find-db hit; a rerun's jobs are all skipped as done."""
+    pytest.importorskip("distributed")
+    lines = tmp_path / "lines.txt"
+    lines.write_text("-n 1 -c 2 -H 6 -W 5 -k 3 -y 3 -x 3 -F 1\n-n 2 -c 4 -H 8 -W 8 -k 4 -y 1 "
+                     "-x 1 -F 2\n")
+    argv = ["conv", "--file", str(lines), "--cluster", "local", "--compile-workers", "0"]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "2 found, 0 skipped" in captured.err and "direct.NaiveBwdData" in captured.out
+    assert {r["problem"].split("-")[0] for r in FindDb().rows()} == {"fwd", "bwd"}
+    assert cli.main(argv) == 0 and "0 found, 2 skipped" in capsys.readouterr().err
+
+
+def test_compile_workers_need_a_local_cluster(capsys):
+    """--compile-workers without --cluster local, or below 0, is a bad argument (exit 2)."""
+    assert cli.main(["tune", "--suite", "tiny", "--compile-workers", "1"]) == 2
+    assert "needs --cluster local" in capsys.readouterr().err
+    assert cli.main(["tune", "--suite", "tiny", "--cluster", "local",
+                     "--compile-workers", "-1"]) == 2
+    assert "expected 0 or more" in capsys.readouterr().err
