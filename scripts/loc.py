@@ -68,19 +68,31 @@ ROOT = Path(__file__).resolve().parents[1]
 #: it grows with PyTorch's API, not with the core's, so its budget is kept apart.
 #: Door, device and engine together: HEAD's figures above plus issue 30's increments
 #: (door 1,590, device 545, engine 1,765).
+#: scale/ (issue 32: jobs of one problem on one device kind, the in-process and Dask executors,
+#: the Dask workers and the client that journals and merges their records) came on 2026-12-03
+#: at about 345 lines (10 of them the compile job's launch on PoCL, which generates code at a
+#: kernel's first launch), with 360 as its budget: it is plumbing over Dask, and should stay small.
+#: The same issue raised the db's from 700 to 770 for the job journal (db/journal.py, ~35
+#: lines) and reading SQLite user dbs of other machines in `db merge` (transfer.py, ~30), the
+#: cli's from 1,220 to 1,300 for `convsolve worker`, the --cluster flags of tune, conv --file
+#: and heuristics collect and `db merge` (~70), and the bench's from 1,400 to 1,420 for the
+#: collector's jobs (bench/collect.py, +18).
+#: The db's is both issues' increments: 775.
 #: Raising one is a decision a commit states and explains.
-WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "torch")
+WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
+         "torch")
 BUDGETS = {
     "core (door)": {"python": 1590, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 280},
     "core/solvers": {"python": 535, "opencl": 0},
     "core/device": {"python": 545, "opencl": 0},
-    "core/db": {"python": 705, "opencl": 0},
+    "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 850, "opencl": 0},
     "core/engine": {"python": 1765, "opencl": 0},
     "core/testing": {"python": 760, "opencl": 0},
-    "core/cli": {"python": 1220, "opencl": 0},
-    "core/bench": {"python": 1400, "opencl": 60},
+    "core/cli": {"python": 1300, "opencl": 0},
+    "core/bench": {"python": 1420, "opencl": 60},
+    "core/scale": {"python": 360, "opencl": 0},
     "core/torch": {"python": 200, "opencl": 0},
 }
 PLUGIN_BUDGET = {"python": 1200, "opencl": 1500}   # each plugin

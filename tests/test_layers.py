@@ -17,6 +17,7 @@ WINGS = [
     ("db", {"db"}),
     ("heuristics", {"heuristics"}),
     ("engine", {"engine"}),
+    ("scale", {"scale"}),
     ("api", {"api"}),
     ("torch", {"torch"}),
     ("testing", {"testing"}),

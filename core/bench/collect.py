@@ -5,7 +5,9 @@ rotates each round, so drift in the device's clocks or load falls on all alike);
 label is the median of its rounds.  One that is over CUTOFF_FACTOR times the best after the
 first round keeps that one time: its rank is settled and timing it further would cost the most.
 Records are JSON lines, the first a header with the device's fingerprint and the date; a run
-appends to its file and skips the problems already there, so it can be resumed.
+appends to its file and skips the problems already there, so it can be resumed.  Each problem
+is a scale job (core/scale/), so a Dask cluster can time them (``--cluster``); the client
+writes the file.
 """
 import datetime
 import json
@@ -19,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
-from .. import env, tuning
+from .. import env, scale, tuning
+from ..db.journal import Journal
 from ..device.tensors import device_buffers
 from ..device.timing import elapsed_ms, wait
 from ..engine import fusion
@@ -29,7 +32,6 @@ from ..engine.search import tuned_invoker
 from ..errors import ConvsolveError, ValidationError
 from ..solvers.calls import workspace_of
 from ..solvers.registry import solver_attribute
-from .command import Progress
 
 #: Timed rounds per problem: at least MIN_ROUNDS, at most ``repeat``, fewer once BUDGET_MS of
 #: kernel time is spent on the problem.
@@ -140,14 +142,29 @@ def _done_keys(path, device):
     return {line["problem"] for line in lines[1:]}
 
 
-def collect(handle, problems, path, repeat=5, include_naive=False, command="", time_limit_s=None):
-    """Time ``problems`` (time_problem) into the JSON-lines file ``path``, stopping between
-    problems once ``time_limit_s`` has passed; returns how many were timed now (problems
-    already in the file are skipped)."""
+def time_job(handle, problem, repeat, include_naive, out):
+    """A scale job's runner: time_problem's (times, failures) for the record file ``out`` (the
+    file is part of the job's identity, so that each file's run resumes on its own)."""
+    return time_problem(handle, problem, repeat, include_naive)
+
+
+def collect(executor, handle, problems, path, repeat=5, include_naive=False, command="",
+            time_limit_s=None, quiet=False):
+    """Time ``problems`` (time_problem, as jobs of ``executor``, whose device kind must be
+    ``handle``'s) into the JSON-lines file ``path``, stopping once ``time_limit_s`` has passed;
+    returns the run's scale Summary (problems already in the file are not jobs)."""
     path = Path(path)
+    kinds = executor.kinds()
+    if kinds != [handle.db_key]:
+        raise ValidationError("--cluster", kinds, "collect writes one device's records: the "
+                              f"cluster must time on this host's {handle.db_key!r} alone")
     done = _done_keys(path, handle.device)
-    todo = [p for p in problems if p.key() not in done]
-    progress, rng = Progress(len(todo)), np.random.default_rng(0)
+    jobs = [scale.job(f"{__name__}:time_job", p, handle.db_key, p.key(), repeat=repeat,
+                      include_naive=include_naive, out=str(path.resolve()))
+            for p in problems if p.key() not in done]
+    journal = Journal()   # the file says what is done: a job done before but not in it runs again
+    entries = journal.entries()
+    journal.forget(j.id for j in jobs if getattr(entries.get(j.id), "state", "") == "done")
     deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
     with path.open("a") as out:
         if not done and not path.stat().st_size:
@@ -155,17 +172,28 @@ def collect(handle, problems, path, repeat=5, include_naive=False, command="", t
                       "date": datetime.datetime.now(datetime.timezone.utc).isoformat(" ", "seconds"),
                       "convsolve": metadata.version("convsolve"), "repeat": repeat}
             out.write(json.dumps({"header": header}) + "\n")
-        for problem in todo:
+
+        def write(job, result):
+            if not result.error:
+                times, failed = result.value
+                out.write(json.dumps({"problem": job.problem, "times_ms": {
+                    name: float(f"{ms:.4g}") for name, ms in times.items()}, "failed": failed})
+                    + "\n")
+                out.flush()
             if deadline is not None and time.monotonic() > deadline:
-                break
-            progress.show(problem.key())
-            times, failed = time_problem(handle, problem, repeat, include_naive, rng)
-            times = {name: float(f"{ms:.4g}") for name, ms in times.items()}
-            out.write(json.dumps({"problem": problem.key(), "times_ms": times,
-                                  "failed": failed}) + "\n")
-            out.flush()
-            progress.step()
-    progress.close()
-    print(f"collect: {progress.done} of {len(todo)} problems timed ({len(done)} were already "
+                raise _OutOfTime
+        summary = None
+        try:
+            summary = scale.drive(executor, jobs, write, "collect", quiet, done="timed")
+        except _OutOfTime:
+            pass
+    timed = len(path.read_text().splitlines()) - 1 - len(done)
+    print(f"collect: {timed} of {len(jobs)} problems timed ({len(done)} were already "
           f"in {path})", file=sys.stderr)
-    return progress.done
+    if summary is not None and summary.failed:
+        print(summary.text("timed"), file=sys.stderr)
+    return summary
+
+
+class _OutOfTime(Exception):
+    """collect's time limit passed: the jobs not done are left to the next run."""

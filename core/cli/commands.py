@@ -14,6 +14,7 @@ from ..bench import command as bench_command
 from ..bench.report import need_matplotlib
 from ..db import transfer as db_transfer
 from ..db.find_db import FindDb
+from ..db.journal import Journal
 from ..db.perf_db import PerfDb
 from ..device.handle import Handle, describe, list_devices
 from ..device.tensors import device_buffers, random_tensors
@@ -31,6 +32,7 @@ from .explain import explain, explain_text
 from .heuristics import add_parser as add_heuristics_parser
 from .new_plugin import stamp
 from .tune import add_parser as add_tune_parser
+from .worker import add_parser as add_worker_parser
 
 _VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
                  Direction.BACKWARD_DATA: "Backward Convolution Data",
@@ -105,13 +107,15 @@ def cmd_db(args):
         counts = db_transfer.export(args.file, kinds, args.device)
         print(f"exported {db_transfer.counted(counts)} to {args.file}")
         return 0
-    if args.action == "import":
-        if not os.path.isfile(args.file):   # a missing requirement, as a missing --file is
-            raise ValidationError("file", args.file, "no such file")
+    if args.action in ("import", "merge"):
+        files = args.files if args.action == "merge" else [args.file]
+        for path in files:   # a missing one is a missing requirement, as a missing --file is
+            if not os.path.isfile(path):
+                raise ValidationError("file", path, "no such file")
         device = None if args.force else Handle(args.device).db_key
-        report = db_transfer.import_file(args.file, device)
-        print(report.text())
-        return report.code
+        reports = [db_transfer.import_file(path, device) for path in files]
+        print("\n".join(report.text() for report in reports))
+        return max(report.code for report in reports)
     db = PerfDb() if args.perf else FindDb()
     if args.action == "path":
         print(f"user:   {db.user_path}\nsystem: {db.system_path}")
@@ -129,6 +133,8 @@ def cmd_db(args):
                          ("problem", "solver", "device", "time (ms)", "workspace"))
     else:
         print(f"removed {db.clear()} records from {db.user_path}")
+        if not args.perf:   # its jobs' records are gone: a run does them again
+            Journal().clear()
     return 0
 
 # }}}
@@ -238,16 +244,21 @@ def build_parser():
     kinds.add_argument("--find", action="store_true", help="only the find-db")
     kinds.add_argument("--perf", action="store_true", help="only the perf-db")
     export.add_argument("--device", metavar="SUBSTRING", help="only devices whose key has it")
-    import_ = db_sub.add_parser("import", help="an export's records into the user dbs, keeping "
-                                "local records that are as fast or faster")
-    import_.add_argument("file")
-    import_.add_argument("--force", action="store_true", help="also other devices' records")
-    import_.add_argument("--device", metavar="SPEC", help="this machine's device, as "
-                         "CONVSOLVE_DEVICE names it (default: as the other commands choose)")
+    for action, text in (("import", ("an export's records into the user dbs, keeping local "
+                                     "records that are as fast or faster")),
+                         ("merge", ("exports or user db files (SQLite) of other machines into "
+                                    "the user dbs, one after the other, as import does"))):
+        part = db_sub.add_parser(action, help=text)
+        part.add_argument(*(["files"] if action == "merge" else ["file"]), nargs=(
+            "+" if action == "merge" else None), metavar="FILE")
+        part.add_argument("--force", action="store_true", help="also other devices' records")
+        part.add_argument("--device", metavar="SPEC", help="this machine's device, as "
+                          "CONVSOLVE_DEVICE names it (default: as the other commands choose)")
     db.set_defaults(func=cmd_db)
     bench_command.add_parser(sub).set_defaults(func=cmd_bench)
     add_tune_parser(sub)
     add_heuristics_parser(sub)
+    add_worker_parser(sub)
     return parser
 
 

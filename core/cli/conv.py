@@ -17,10 +17,13 @@ from ..engine.plan import run
 from ..engine.run import check_device_limits, resolve_solver
 from ..errors import ConvsolveError, SolverError, ValidationError
 from ..problem import Direction
+from ..scale import connect, drive
+from ..scale import job as scale_job
 from ..solvers.registry import registry, solver_attribute
 from ..text import format_bytes, miopen_result, print_table
 from . import epilogue_flags as cli_epilogue
 from .driver_args import parse_args, parse_file
+from .worker import add_cluster_flags
 
 _VERIFY_NAMES = {Direction.FORWARD: "Forward Convolution",
                  Direction.BACKWARD_DATA: "Backward Convolution Data",
@@ -185,6 +188,8 @@ def _conv_file(args):
     parsed = parse_file(args.file)
     if not parsed:
         raise ValidationError("--file", args.file, "has no command lines")
+    if args.cluster:
+        _find_on_cluster(args, parsed)
     handle, rng, lines, code = Handle(), np.random.default_rng(args.seed), [], 0
     for number, text, command in parsed:
         lines.append({"line": number, "command": text})
@@ -211,6 +216,32 @@ def _conv_file(args):
     return code
 
 
+def find_job(handle, problem, exhaustive):
+    """A scale job's runner: [(solver, ms)] of find's ranking of ``problem`` (random tensors)."""
+    buffers = device_buffers(handle, random_tensors(problem, 0))
+    return [(s.solver, s.time_ms) for s in find(handle, problem, **buffers, exhaustive=exhaustive)]
+
+
+def _find_on_cluster(args, parsed):
+    """--cluster: find the problems of the file's lines that find would rank (no solver named,
+    not immediate, no epilogue) on the cluster's device kinds first; the client records them,
+    so that the lines then answer from the find-db on a device of those kinds."""
+    executor = connect(args.cluster, None, args.compile_workers)
+    try:
+        kinds = executor.kinds()
+        bare = not (args.solver or args.select == "immediate" or args.residual
+                    or args.activation)
+        problems = {(p.key(), c.exhaustive): p for _, _, c in parsed
+                    if bare and not isinstance(c, ValidationError)
+                    and not (c.solver or c.immediate) for p in c.problems if p.epilogue is None}
+        jobs = [scale_job(f"{__name__}:find_job", p, kind, key, exhaustive=exhaustive)
+                for kind in kinds for (key, exhaustive), p in problems.items()]
+        summary = drive(executor, jobs, desc="find", done="found")
+    finally:
+        executor.close()
+    print(summary.text("found"), file=sys.stderr)
+
+
 def add_conv_flags(parser):
     """convsolve's own flags of conv; MIOpenDriver's (driver_args.FLAGS) are parsed apart."""
     flag = parser.add_argument
@@ -219,6 +250,7 @@ def add_conv_flags(parser):
     flag("--solver", help="run this solver (or the best of this family) instead of choosing; "
          "as -S NAME")
     flag("--file", help="run every command line of this file: one table at the end")
+    add_cluster_flags(parser)
     cli_epilogue.add_flags(parser)
     add_seed_and_json(parser)
 

@@ -18,8 +18,10 @@ from ..heuristics.evaluate import evaluate, refit
 from ..heuristics.features import DeviceFacts
 from ..heuristics.model import RankingModel
 from ..problem import Direction, Problem
+from ..scale import connect
 from ..solvers.registry import registry
 from ..text import print_table
+from .worker import add_cluster_flags
 
 
 def _int_list(field, text):
@@ -39,7 +41,7 @@ def _directions(text):
 
 
 def cmd_collect(args):
-    handle = Handle()
+    handle = Handle(args.device)
     names = [n.strip() for n in args.corpus.split(",")]
     unknown = sorted(set(names) - {"networks", "sweep"})
     if unknown:
@@ -48,9 +50,14 @@ def cmd_collect(args):
     problems = corpus(names, _int_list("--batches", args.batches), _directions(args.directions),
                       args.sweep, args.seed, max_gflop)
     random.Random(args.seed).shuffle(problems)   # a run cut short still covers every kind
-    collecting.collect(handle, problems, args.out, args.repeat, args.include_naive,
-                       " ".join(sys.argv), args.time_limit_s)
-    return 0
+    executor = connect(args.cluster, args.device, args.compile_workers)
+    try:
+        summary = collecting.collect(executor, handle, problems, args.out, args.repeat,
+                                     args.include_naive, " ".join(sys.argv), args.time_limit_s,
+                                     args.quiet)
+    finally:
+        executor.close()
+    return 1 if summary is not None and summary.failed else 0
 
 
 def add_parser(subparsers):
@@ -73,6 +80,9 @@ def add_parser(subparsers):
          f"{collecting.MIN_ROUNDS} unless over {collecting.CUTOFF_FACTOR:g}x the best)")
     flag("--include-naive", action="store_true", help="time the naive reference solvers too")
     flag("--time-limit-s", type=float, default=None, help="stop after this long (resumable)")
+    flag("--device", help="device index or substring (CONVSOLVE_DEVICE)")
+    add_cluster_flags(collect)
+    flag("--quiet", action="store_true", help="no progress bar")
     collect.set_defaults(func=cmd_collect)
     fit = actions.add_parser("fit", help="fit a model on record files, or (without --data) "
                              "refit this device's model on the user find-db and install it "

@@ -14,27 +14,33 @@ import sys
 from dataclasses import astuple
 
 import pyopencl as cl
-import tqdm
 
 from .. import env
 from ..bench.command import layer_problem, load_suite, parse_directions, select_layers
-from ..device.handle import Handle
 from ..device.tensors import device_buffers, random_tensors
 from ..device.timing import time_invoker
 from ..engine.find import FindMode, find, tune_solvers
 from ..engine.search import STRATEGIES, Budget, config_for
-from ..errors import ConvsolveError, ValidationError
+from ..errors import ValidationError
 from ..hookspecs import Buffers
 from ..problem import Problem
+from ..scale import InProcess, connect, drive
+from ..scale import job as scale_job
 from ..solvers.calls import default_config_of, is_tunable, workspace_of
 from ..solvers.registry import registry
 from ..text import table
 from ..tuning import config_key
 from .driver_args import parse_file
+from .worker import add_cluster_flags
 
 #: `convsolve tune`'s default budget per solver and problem: small enough that ResNet-50's
 #: layers tune in minutes on a CPU (programs are shared between layers: most configs build once).
 DEFAULT_BUDGET = Budget(configs=24, seconds=8.0, patience=8)
+#: tune's jobs get no compile job ahead of them (scale/workers.py): it would build find's
+#: configs, which the search builds and times first anyway, not the search's own; on the
+#: 2-core Xeon (PoCL, cold caches, tiny suite, 3 directions) a local cluster with one compile
+#: worker took 115 s against one process's 88 s (2026-12-03, under load).
+AHEAD = False
 
 
 def problems_of(args):
@@ -110,39 +116,57 @@ def _budget(args):
                         astuple(from_env), astuple(DEFAULT_BUDGET))))
 
 
+def tune_job(handle, problem, budget, strategy, retune=False):
+    """A scale job's runner: tune_problem's (default ms, tuned ms, winner), budget a list."""
+    return tune_problem(handle, problem, Budget(*budget), strategy, retune)
+
+
 def cmd_tune(args):
-    handle = Handle(args.device)
     budget = _budget(args)
     problems = problems_of(args)
-    rows, total_default, total_tuned, interrupted = [], 0.0, 0.0, False
-    bar = tqdm.tqdm(problems, desc="tune", unit="problem", file=sys.stderr,
-                    disable=args.quiet or None)
+    executor = connect(args.cluster, args.device, args.compile_workers)
+    rows, interrupted = {}, False
     try:
-        for label, problem in bar:
-            bar.set_postfix_str(label)
-            try:
-                default_ms, tuned_ms, winner = tune_problem(handle, problem, budget,
-                                                            args.strategy, args.retune)
-            except ConvsolveError as exc:
-                rows.append((label, problem.direction.value, "-", "-", "-",
-                             f"failed: {str(exc).splitlines()[0][:60]}"))
-                continue
-            total_default += default_ms
-            total_tuned += tuned_ms
-            rows.append((label, problem.direction.value, f"{default_ms:.4f}", f"{tuned_ms:.4f}",
-                         f"{default_ms / tuned_ms:.2f}x", winner))
-    except KeyboardInterrupt:   # Ctrl-C: the table of the problems done, then how far it got
-        bar.close()
-        interrupted = True
-    done = len(rows)
-    rows.append(("all", "", f"{total_default:.4f}", f"{total_tuned:.4f}",
+        kinds = executor.kinds()
+        jobs = [scale_job(f"{__name__}:tune_job", problem, kind,
+                          f"{kind} {label}" if len(kinds) > 1 else label, [("retune", args.retune)],
+                          AHEAD, budget=list(astuple(budget)), strategy=args.strategy)
+                for kind in kinds for label, problem in problems]
+
+        def row(job, value, error, before=False):
+            direction = Problem.from_key(job.problem).direction.value
+            if error:
+                rows[job.id] = (job.label, direction, "-", "-", "-",
+                                f"failed: {error.splitlines()[0][:60]}")
+            else:
+                default_ms, tuned_ms, winner = value
+                rows[job.id] = (job.label, direction, f"{default_ms:.4f}", f"{tuned_ms:.4f}",
+                                f"{default_ms / tuned_ms:.2f}x",
+                                winner + (" (done before)" if before else ""))
+        try:
+            summary = drive(executor, jobs, lambda job, r: row(job, r.value, r.error), "tune",
+                            args.quiet, again=args.retune, done="tuned")
+            for job, value in summary.skipped:
+                row(job, value, None, before=True)
+        except KeyboardInterrupt:   # Ctrl-C: the table of the problems done, then how far it got
+            interrupted, summary = True, None
+    finally:
+        executor.close()
+    done = [rows[job.id] for job in jobs if job.id in rows]
+    timed = [r for r in done if r[2] != "-"]
+    total_default = sum(float(r[2]) for r in timed)
+    total_tuned = sum(float(r[3]) for r in timed)
+    done.append(("all", "", f"{total_default:.4f}", f"{total_tuned:.4f}",
                  f"{total_default / total_tuned:.2f}x" if total_tuned else "-", ""))
-    print(f"device: {handle.name}")
-    print(table(rows, ("layer", "dir", "default (ms)", "tuned (ms)", "speedup", "tuned winner")))
+    device = executor.handle.name if isinstance(executor, InProcess) else ", ".join(kinds)
+    print(f"device: {device}")
+    print(table(done, ("layer", "dir", "default (ms)", "tuned (ms)", "speedup", "tuned winner")))
     if interrupted:
-        print(f"convsolve tune: interrupted, {done} of {len(problems)} done; run again to resume",
-              file=sys.stderr)
+        print(f"convsolve tune: interrupted, {len(done) - 1} of {len(jobs)} done; run again to "
+              "resume", file=sys.stderr)
         return 128 + signal.SIGINT
+    if not args.quiet or summary.failed:
+        print(summary.text("tuned"), file=sys.stderr)
     return 0
 
 
@@ -165,6 +189,8 @@ def add_parser(subparsers):
     parser.add_argument("--strategy", choices=STRATEGIES, default="auto")
     parser.add_argument("--retune", action="store_true",
                         help="search again where the perf-db already has a config")
-    parser.add_argument("--device", help="device index or substring (CONVSOLVE_DEVICE)")
+    parser.add_argument("--device", help="device index or substring (CONVSOLVE_DEVICE); with a "
+                        "cluster's address, a substring of the device kinds to tune")
+    add_cluster_flags(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=cmd_tune)

@@ -3,15 +3,18 @@
 The file is sqlite_db's JSON-lines format (a header line, then one record a line with "db":
 "find" or "perf"), the format of the shipped system db too, so an export can be shipped as a
 system db as is.  Import merges per record and never replaces a local record that is as fast or
-faster (a measurement replaces a local failure), so importing twice changes nothing.
+faster (a measurement replaces a local failure), so importing twice changes nothing.  Import
+(and `db merge`, several files in turn) also reads a user db file of another machine (SQLite),
+without writing to it; ``merge_rows`` merges records a scale job gave back (core/scale/).
 """
 import json
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DatabaseError
 from . import find_db, perf_db
-from .store import KINDS, db_lines, header
+from .store import KINDS, db_lines, has_table, header
 
 #: Each kind's db, the parser of its lines, and the words for its records.
 _KINDS = {"find": (find_db.FindDb, find_db.line_row, "find-db record"),
@@ -76,15 +79,28 @@ class ImportReport:
 
 
 def import_file(path, device=None):
-    """Merge an export's records into the user dbs, all or nothing (``_merge``).  Records of a
-    device other than ``device`` (a ``Handle.db_key``; None accepts every device) are refused;
-    bad lines are skipped (``_read``, ``_checked``, sqlite_db.db_lines say why); a file of a newer
-    format version raises DatabaseError, as does a db that cannot be written.  Records of
-    solvers that are not installed are imported: find-db lookups skip them until they are."""
+    """Merge an export's (or an SQLite user db file's) records into the user dbs, all or nothing
+    (``_merge``). Records of a device other than ``device`` (a ``Handle.db_key``; None accepts
+    every device) are refused; bad lines are skipped (``_read``, ``_checked``,
+    sqlite_db.db_lines say why); a file of a newer format version raises DatabaseError, as does
+    a db that cannot be written. Records of solvers that are not installed are imported: find-db
+    lookups skip them until they are."""
     report = ImportReport(str(path), device)
-    rows = {kind: [] for kind in _KINDS}
+    lines = _sqlite_lines(path) if _is_sqlite(path) else _read(path, report)
+    return _import(lines, report)
+
+
+def merge_rows(rows, device=None):
+    """Merge export-format rows (dicts with their "db") into the user dbs, as import_file merges
+    a file's lines: the ImportReport."""
+    return _import([json.dumps(row) for row in rows], ImportReport("records", device))
+
+
+def _import(lines, report):
+    """Merge the JSON ``lines`` of an export into the user dbs, filling ``report``."""
+    device, rows = report.device, {kind: [] for kind in _KINDS}
     parsers = {kind: _checked(parse) for kind, (_, parse, _) in _KINDS.items()}
-    for number, kind, row in db_lines(_read(path, report), str(path), parsers):
+    for number, kind, row in db_lines(lines, report.path, parsers):
         if kind is None:
             report.bad.append((number, f"no {row} field" if isinstance(row, KeyError) else row))
         elif device is not None and row["device"] != device:
@@ -97,6 +113,38 @@ def import_file(path, device=None):
         report.imported[kind] = written.get(kind, 0)
         report.kept[kind] = len(rows[kind]) - report.imported[kind]
     return report
+
+
+def _is_sqlite(path):
+    """Whether ``path`` is an SQLite file (a user db copied from another machine)."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(16) == b"SQLite format 3\0"
+    except OSError:
+        return False
+
+
+def _sqlite_lines(path):
+    """Export lines of the find-db and perf-db tables in an SQLite file, read without writing
+    to it; DatabaseError when it cannot be read."""
+    lines = []
+    try:
+        conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
+        try:
+            for kind, (db, _, _) in _KINDS.items():
+                if has_table(conn, "main", db.table):
+                    cursor = conn.execute(f"SELECT * FROM {db.table} ORDER BY {db.order}")
+                    names = [column[0] for column in cursor.description]
+                    for values in cursor:
+                        row = {n: v for n, v in zip(names, values) if n != "updated"}
+                        if kind == "perf":
+                            row["config"] = json.loads(row["config"])
+                        lines.append(json.dumps({"db": kind, **row}))
+        finally:
+            conn.close()
+    except (sqlite3.Error, ValueError) as exc:
+        raise DatabaseError(f"cannot read the db {path} ({exc}); check the file") from exc
+    return lines
 
 
 def _read(path, report):

@@ -240,3 +240,28 @@ def test_an_import_that_fails_halfway_changes_no_db(tmp_path, monkeypatch):
             db_transfer.import_file(path, "dev")
     assert FindDb().rows() == before and PerfDb().rows() == []
     assert db_transfer.import_file(path, "dev").imported == {"find": 2, "perf": 1}
+
+
+def test_merge_reads_other_machines_sqlite_dbs_without_writing_them(tmp_path, monkeypatch,
+                                                                    capsys):
+    """`db merge` takes user db files copied from other machines (the find-db's and the
+    perf-db's SQLite files) beside exports: their records merge as an import's do (a faster
+    local record kept, another device's refused without --force), and the files are left
+    byte for byte as they were."""
+    _fill("remote/2cu")
+    FindDb().store("other/8cu", KEY, [Record("a.X", "a", 9.0, 0)])
+    copies = [Path(FindDb().user_path), Path(PerfDb().user_path)]
+    before = [path.read_bytes() for path in copies]
+    monkeypatch.setenv("CONVSOLVE_USER_DB_PATH", str(tmp_path / "here-find.sqlite"))
+    monkeypatch.setenv("CONVSOLVE_PERF_DB_PATH", str(tmp_path / "here-perf.sqlite"))
+    FindDb().store("remote/2cu", KEY, [Record("a.X", "a", 0.5, 64)])   # faster here
+    assert main(["db", "merge", *map(str, copies), "--force"]) == 0
+    out = capsys.readouterr().out
+    assert "imported from" in out and "kept the local record" in out
+    times = {(r["device"], r["solver"]): r["time_ms"] for r in FindDb().rows()}
+    assert times == {("remote/2cu", "a.X"): 0.5, ("remote/2cu", "b.Y"): None,
+                     ("other/8cu", "a.X"): 9.0}
+    assert len(PerfDb().rows()) == 2
+    assert [path.read_bytes() for path in copies] == before
+    report = db_transfer.import_file(copies[0], "remote/2cu")   # the device check
+    assert report.refused == {"other/8cu": 1}
