@@ -25,8 +25,9 @@ CONSTRAINTS = (
     "(VW <= 4) == (LOCAL == 1)",
     # a work-group of 64 to 256 work-items (2 to 8 NVIDIA warps)
     "LOCAL == 0 or 64 <= (BM // TM) * (BN // TN) <= 256",
-    # along p the block's columns and the work-group tile one another (igemm_local.cl #error)
-    "LOCAL == 0 or BN % ((BM // TM) * (BN // TN)) == 0 or ((BM // TM) * (BN // TN)) % BN == 0",
+    # the work-group divides both staged slices and BK the work-group (igemm_local.cl #error)
+    ("LOCAL == 0 or (BM * BK % ((BM // TM) * (BN // TN)) == 0"
+     " and BN * BK % ((BM // TM) * (BN // TN)) == 0 and (BM // TM) * (BN // TN) % BK == 0)"),
     # the register tile fits 24 of the 32 zmm (AVX-512) or 12 of the 16 ymm registers, beside its
     # VK weight vectors (PoCL's LLVM 15 spilled accumulators of larger tiles; README.md)
     "LOCAL == 1 or VK * TP <= (24 if VW == 16 else 12)",
