@@ -84,6 +84,16 @@ def gemm_p(problem):
     return problem.n * max(rows * cols for rows, _, cols, _ in phases(problem))
 
 
+def gemm_j(problem):
+    """The reduction's depth in the deepest slice: C/G * R * S (backward data: K/G times the
+    taps of the phase most reach; backward weights: one split's share of N * OH * OW)."""
+    if problem.direction is Direction.BACKWARD_WEIGHTS:
+        return ceil_div(depth(problem), splits(problem))
+    if problem.direction is Direction.BACKWARD_DATA:
+        return problem.k // problem.groups * max(rt * ct for _, rt, _, ct in phases(problem))
+    return problem.c // problem.groups * problem.fil_h * problem.fil_w
+
+
 def tile_width(problem):
     """What igemm_vector.cl cuts into TP-wide tiles: a row of output pixels (backward data: of the
     widest phase), or all filter taps for backward weights."""

@@ -34,12 +34,14 @@ SWEEP = [
     ((1, 2, 9, 9), (3, 2, 2, 2), 2, 0, 2, 1),                       # gcd(stride, dilation) > 1
 ]
 #: Configs of both kernels that tests build besides the defaults: a GPU block with one buffer, one
-#: whose work-group (128) exceeds its 32 columns, and an AVX2-wide CPU tile with small chunks
-#: (stride 2 stages rows of two float16).
+#: whose work-group (128) exceeds its 32 columns, an AVX2-wide CPU tile with small chunks
+#: (stride 2 stages rows of two float16), and a GPU block of 256 rows with 16 x 4 tiles whose 64
+#: work-items load 8 columns of B each, 4 apart (most of its rows past M here).
 OTHER_CONFIGS = [
     {"LOCAL": 1, "BM": 32, "BN": 128, "BK": 8, "TM": 4, "TN": 8, "VW": 4, "DOUBLE_BUF": 0},
     {"LOCAL": 1, "BM": 64, "BN": 32, "BK": 16, "TM": 4, "TN": 4, "VW": 2, "DOUBLE_BUF": 1},
     {"LOCAL": 0, "VW": 8, "VK": 1, "TP": 12, "MR": 16, "JB": 32},
+    {"LOCAL": 1, "BM": 256, "BN": 32, "BK": 16, "TM": 16, "TN": 4, "VW": 4, "DOUBLE_BUF": 1},
 ]
 
 
@@ -69,7 +71,8 @@ def test_conformance_on_the_standard_set(handle, direction):
     assert check_solver(solver(direction), handle, configs=0) == len(standard_problems([direction]))
 
 
-@pytest.mark.parametrize("config", OTHER_CONFIGS, ids=["local-1buf", "local-2buf", "vector8"])
+@pytest.mark.parametrize("config", OTHER_CONFIGS,
+                         ids=["local-1buf", "local-2buf", "vector8", "local-256x32"])
 @pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
 def test_sweep_with_both_kernels(handle, monkeypatch, direction, config):
     """The GPU kernel (local memory, on PoCL) and a CPU config other than the default pass
@@ -149,24 +152,41 @@ def test_phases_cover_every_tap_once(stride, dilation, pad, filt, size):
 def test_config_space_and_device_defaults():
     """The space is modest and each kernel's tunables are pinned in the other's configs; an
     AVX-512 CPU gets 16-wide vectors, an AVX2 CPU 8-wide ones, an NVIDIA GPU the local kernel
-    with 128-row blocks where M fills them and smaller blocks where the grid would be thin."""
+    with the block GPU_BLOCKS gives each direction: 16 x 8 tiles for deep reductions over many
+    blocks, smaller blocks where the grid would be thin or the rows half empty."""
     space = configs.space()
     all_configs = list(space)
-    assert 100 <= len(all_configs) <= 400
+    assert 100 <= len(all_configs) <= 700
     assert all(c["LOCAL"] or c["VK"] * c["TP"] <= 24 for c in all_configs)
+    assert all(not c["LOCAL"] or c["TM"] * c["TN"] <= 128 for c in all_configs)
     layer = Problem.conv2d((8, 256, 28, 28), (256, 256, 3, 3), padding=1)
     avx512 = configs.default(layer, fake_device("avx512"))
     avx2 = configs.default(layer, fake_device("avx2"))
     assert (avx512["LOCAL"], avx512["VW"], avx2["VW"]) == (0, 16, 8)
     assert avx512 in space and avx2 in space
     h200 = fake_device("gpu")
-    big = configs.default(Problem.conv2d((32, 256, 56, 56), (256, 256, 3, 3), padding=1), h200)
-    assert (big["LOCAL"], big["BM"], big["BN"]) == (1, 128, 128)
-    small = configs.default(Problem.conv2d((32, 512, 7, 7), (512, 512, 3, 3), padding=1), h200)
-    assert (small["BM"], small["BN"]) == (64, 64) and small in space
+
+    def block(shape, wshape, device=h200, **kwargs):
+        config = configs.default(Problem.conv2d(shape, wshape, **kwargs), device)
+        assert config in space and config["LOCAL"] == 1
+        return config["BM"], config["BN"], config["TM"], config["TN"], config["BK"]
+    vgg = ((32, 256, 56, 56), (256, 256, 3, 3))
+    assert block(*vgg, padding=1) == (256, 128, 16, 8, 8)
+    # as deep, too few blocks for 256 x 128: 128 x 64 and 128 x 32 neither, the last
+    assert block((32, 512, 7, 7), (512, 512, 3, 3), padding=1) == (64, 128, 8, 8, 16)
+    # as many blocks, a reduction of 64: no 16 x 8 tiles
+    assert block((32, 64, 56, 56), (256, 64, 1, 1)) == (128, 64, 8, 4, 16)
+    # backward weights of 64 rows: 128-row blocks would be half empty
+    assert block((32, 256, 56, 56), (64, 256, 1, 1), direction="wrw") == (64, 64, 8, 8, 16)
+    assert block(*vgg, padding=1, direction="bwd") == (64, 128, 4, 8, 8)
+    # a GPU of 128-item work-groups: the first block of 128 items
+    narrow = fake_device("gpu", name="narrow", max_work_group_size=128)
+    assert block(*vgg, device=narrow, padding=1) == (128, 32, 8, 4, 16)
     thin = fake_device("gpu", name="tiny", local_mem_size=8 << 10, max_work_group_size=128)
     assert configs.default(layer, thin) == configs.complete(configs.SMALLEST_LOCAL)
-    assert configs.refusals(layer, big, thin)
+    assert configs.refusals(layer, configs.default(Problem.conv2d(*vgg, padding=1), h200), thin)
+    other = fake_device("gpu", name="Other GPU", vendor="Other Corp", max_compute_units=16)
+    assert block(*vgg, device=other, padding=1) == (64, 64, 4, 4, 16)
 
 
 def test_kernel_defaults_equal_the_default_configs():

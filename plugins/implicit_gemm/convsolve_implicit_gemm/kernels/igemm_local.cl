@@ -13,7 +13,10 @@
  * LDA = BM + PAD_A apart, bs[k][p] with rows LDB apart.  Global loads are coalesced: work-items
  * side by side load consecutive j of A (a contiguous run of w or dy), and consecutive p of B
  * (forward, backward data: neighbouring output pixels read neighbouring input pixels) or, for
- * backward weights, consecutive j (neighbouring pixels of dy and x).  PAD_A makes stores along
+ * backward weights, consecutive j (neighbouring pixels of dy and x).  Each work-item loads one k
+ * row of each slice (its LA rows of A, its LB columns of B): one digit state per operand, and
+ * the window's share of that row (ig_b's row, column and offset) computed once per step for all
+ * its columns, which keep their own part in registers.  PAD_A makes stores along
  * k conflict-free: rows LDA = max(32 / BK, VW) (mod 32) apart put the BK consecutive k of a warp
  * on distinct banks (BK = 8; BK = 16 with float4 reads: two-way).
  * Work-item (tx, ty) owns rows ((u * WGM + ty) * VW + v) and columns ((u * WGN + tx) * VW + v) of
@@ -75,9 +78,6 @@
 #if VW != 1 && VW != 2 && VW != 4
 #error "VW must be 1, 2 or 4"
 #endif
-#if !B_ALONG_J && WGS % BN && BN % WGS
-#error "along p, BN and the work-group size must divide one another"
-#endif
 
 #if VW == 1
 typedef float floatv;
@@ -86,15 +86,18 @@ typedef IG_CAT(float, VW) floatv;
 #endif
 
 /* The element of the staged slices that work-item lid's e-th load takes: (k, m) of A, (k, p) of
- * B; consecutive work-items take consecutive j (or p, for B along p). */
+ * B; consecutive work-items take consecutive j (or p, for B along p: WGS / BK work-items per k
+ * row, each loading every (WGS / BK)-th column).  The k row is the same for all of a work-item's
+ * loads (WGS % BK == 0). */
 #define IG_A_K(e, lid) (((e) * WGS + (lid)) % BK)
 #define IG_A_M(e, lid) (((e) * WGS + (lid)) / BK)
 #if B_ALONG_J
 #define IG_B_K(e, lid) (((e) * WGS + (lid)) % BK)
 #define IG_B_P(e, lid) (((e) * WGS + (lid)) / BK)
 #else
-#define IG_B_K(e, lid) (((e) * WGS + (lid)) / BN)
-#define IG_B_P(e, lid) (((e) * WGS + (lid)) % BN)
+#define IG_B_ROW (WGS / BK)
+#define IG_B_K(e, lid) ((lid) / IG_B_ROW)
+#define IG_B_P(e, lid) ((e) * IG_B_ROW + (lid) % IG_B_ROW)
 #endif
 
 /* The exact sum of backward data for one element of C: products outside dy left out. */
@@ -127,16 +130,21 @@ void igemm_local(__global const real *a, __global const real *b, __global real *
         return;                                   /* the whole work-group: no barrier missed */
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * WGN + tx;
 
-    /* What this work-item loads: its k row of A (the same for all its LA elements), and the
-     * columns of B it loads with their k rows (along j: one k row; along p: one per element). */
-    IgDigits step, ta, tb[LB];
-    IgColumn cb[LB];
+    /* What this work-item loads: its k row of A and of B (the same for all its elements), and
+     * the columns of B: each one's window row and column before j's share, and its offset in b
+     * (0 for a column past P, whose row no j brings into range). */
+    IgDigits step, ta, tb;
+    int b_row[LB], b_col[LB], b_at[LB];
     ig_digits(&d, BK, &step);
     ig_digits(&d, d.j_begin + IG_A_K(0, lid), &ta);
+    ig_digits(&d, d.j_begin + IG_B_K(0, lid), &tb);
 #pragma unroll
     for (int e = 0; e < LB; ++e) {
-        ig_digits(&d, d.j_begin + IG_B_K(e, lid), &tb[e]);
-        ig_column(&d, p_wg + IG_B_P(e, lid), &cb[e]);
+        IgColumn col;
+        ig_column(&d, p_wg + IG_B_P(e, lid), &col);
+        b_row[e] = col.row;
+        b_col[e] = col.col;
+        b_at[e] = p_wg + IG_B_P(e, lid) < d.P ? col.plane + col.row * d.BW + col.col : 0;
     }
     bool bad = false;
 #if DIRECTION == 1
@@ -163,11 +171,16 @@ void igemm_local(__global const real *a, __global const real *b, __global real *
                 ra[e] = (ta.j < d.j_end && m < d.M) ? (float)a[aoff + m * d.a_m] : 0.0f;
                 bad |= !isfinite(ra[e]);
             }
+            /* ig_b for each column: j's share of the window row, column and offset, once */
+            const int rj = tb.j1 * d.r_j, cj = tb.j2 * d.c_j;
+            const int oj = tb.j0 * d.b_j0 + rj * d.BW + cj;
 #pragma unroll
             for (int e = 0; e < LB; ++e) {
-                rb[e] = tb[e].j < d.j_end ? ig_b(&d, b, &cb[e], &tb[e]) : 0.0f;
-                ig_advance(&d, &tb[e], &step);
+                const int row = b_row[e] + rj, col = b_col[e] + cj;
+                rb[e] = (tb.j < d.j_end && row >= 0 && row < d.BH && col >= 0 && col < d.BW)
+                        ? (float)b[b_at[e] + oj] : 0.0f;
             }
+            ig_advance(&d, &tb, &step);
             ig_advance(&d, &ta, &step);
         }
         /* the previous step's slices -> acc (from the buffer the last barrier completed) */
