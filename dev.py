@@ -82,7 +82,7 @@ def main():
         sys.exit(__doc__)
     command, rest = sys.argv[1], sys.argv[2:]
     ensure_opencl()
-    ensure_venv("test")   # demo too: a plugin author's first `pytest` is then .venv's
+    ensure_venv("test,dask")   # demo too: a plugin author's first `pytest` is then .venv's
     if command == "demo":
         args = [str(BIN / "convsolve"), *DEMO, *rest]
     elif rest:

@@ -45,4 +45,4 @@ def test_demo_installs_the_test_extra(monkeypatch):
                         or dev.subprocess.CompletedProcess(args, 0))
     monkeypatch.setattr(sys, "argv", ["dev.py", "demo"])
     assert dev.main() == 0
-    assert extras == ["test"] and commands[0][1:] == dev.DEMO
+    assert extras == ["test,dask"] and commands[0][1:] == dev.DEMO
