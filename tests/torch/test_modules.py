@@ -5,9 +5,10 @@ import copy
 
 import pytest
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch.nn")   # tests/torch itself is a namespace "torch" here
 import convsolve
 import convsolve.torch as ct
+import torch
 from convsolve import ValidationError
 from torch import nn
 
