@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("torch.nn")   # tests/torch itself is a namespace "torch" here
+pytest.importorskip("torch.nn")
 import convsolve.torch as ct
 import torch
 import torch.nn.functional as F

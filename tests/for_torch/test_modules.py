@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-pytest.importorskip("torch.nn")   # tests/torch itself is a namespace "torch" here
+pytest.importorskip("torch.nn")
 import convsolve
 import convsolve.torch as ct
 import torch
