@@ -23,10 +23,12 @@ DEFAULT_CONFIGS["*"] = DEFAULT_CONFIGS["cpu"]
 #: The config spaces, per device type.  TN = VW * NV divides plan.TILE_ALIGN (32) and TT
 #: divides TN, so that the workspace does not depend on the config; TM divides the filter's
 #: panels (plan.U_PANEL, 16); register tiles stay at 24 vectors or fewer (AVX-512 has 32).
+#: The GPU space tries two transform shapes each (TT, WG): the transforms are memory-bound, and
+#: three values each made 828 configs, more builds than a tune of one layer should cost.
 CONFIG_SPACES = {
     "cpu": {"TT": (2, 4, 8, 16), "WG": (1, 16), "TM": (4, 8, 16), "VW": (8, 16),
             "NV": (1, 2, 4), "MR": (1, 4, 16)},
-    "gpu": {"TT": (1, 2, 4), "WG": (64, 128, 256), "TM": (2, 4, 8), "VW": (1, 2, 4),
+    "gpu": {"TT": (1, 4), "WG": (64, 256), "TM": (2, 4, 8), "VW": (1, 2, 4),
             "NV": (1, 2, 4), "MR": (1, 4), "GEMM": ("local", "vector"),
             "BM": (32, 64, 128), "BN": (32, 64, 128), "BK": (8, 16), "RM": (4, 8),
             "RN": (4, 8)},
