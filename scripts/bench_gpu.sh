@@ -32,7 +32,9 @@ fetch() {
             --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
             --platform manylinux2014_x86_64 -d "$dir" pyopencl pytools siphash24 platformdirs \
             pluggy typing_extensions packaging setuptools wheel pytest iniconfig hypothesis \
-            attrs sortedcontainers exceptiongroup tomli tqdm
+            attrs sortedcontainers exceptiongroup tomli tqdm \
+            dask distributed click cloudpickle jinja2 markupsafe locket msgpack psutil pyyaml tblib \
+            toolz tornado zict fsspec importlib_metadata zipp partd
     done
     du -sh "$WHEELS"
 }

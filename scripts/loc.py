@@ -78,6 +78,10 @@ ROOT = Path(__file__).resolve().parents[1]
 #: and heuristics collect and `db merge` (~70), and the bench's from 1,400 to 1,420 for the
 #: collector's jobs (bench/collect.py, +18).
 #: The db's is both issues' increments: 775.
+#: Builds ahead inside a job (issue 32, on the H200: NVIDIA's driver builds one program at a time
+#: per process, so a tune on a cluster gained nothing without them): scale/ to 385 (the timing
+#: worker's BUILD_AHEAD and the compile workers' build_one, ~25 lines) and the engine's to 1,775
+#: (engine/parallel.build_ahead and its two callers, ~10).
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
@@ -88,11 +92,11 @@ BUDGETS = {
     "core/device": {"python": 545, "opencl": 0},
     "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 850, "opencl": 0},
-    "core/engine": {"python": 1765, "opencl": 0},
+    "core/engine": {"python": 1775, "opencl": 0},
     "core/testing": {"python": 760, "opencl": 0},
     "core/cli": {"python": 1300, "opencl": 0},
     "core/bench": {"python": 1420, "opencl": 60},
-    "core/scale": {"python": 360, "opencl": 0},
+    "core/scale": {"python": 385, "opencl": 0},
     "core/torch": {"python": 200, "opencl": 0},
 }
 PLUGIN_BUDGET = {"python": 1200, "opencl": 1500}   # each plugin

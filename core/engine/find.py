@@ -22,9 +22,9 @@ from ..solvers.policy import Policy
 from ..solvers.registry import solver_attribute
 from ..text import format_bytes
 from . import fusion, worker
-from .parallel import Overdue, call_all
+from .parallel import Overdue, build_ahead, call_all
 from .run import check_buffers, check_device_limits, check_handle, check_scratch
-from .search import Budget, search, tuned_invoker
+from .search import Budget, config_for, search, tuned_invoker
 from .solutions import PREDICTED, Solution, predicted_ranking, usable_records
 
 log = logging.getLogger("convsolve")
@@ -118,11 +118,22 @@ def _scratch(handle, scratch, needs, allocate=True):
     return None, 0, how
 
 
+def _builds(handle, problem, solvers):
+    """(solver name, problem key, config) of each solver whose config is known: what
+    build_ahead reads (only where builds go ahead)."""
+    for solver in solvers:
+        try:
+            yield solver.name, problem.key(), config_for(solver, problem, handle)
+        except ConvsolveError:
+            pass   # its own build in _build_all reports it
+
+
 def _build_all(handle, problem, solvers, skipped):
     """{solver: invoker} for the solvers that build, in parallel threads, each within
     CONVSOLVE_FIND_BUILD_TIMEOUT_S; failures go to skipped."""
     level = env.integer(env.COMPILE_PARALLEL_LEVEL, minimum=1) or os.cpu_count() or 1
     limit_s = env.positive_number(env.FIND_BUILD_TIMEOUT_S)
+    build_ahead(_builds(handle, problem, solvers))
     outcome = call_all(lambda solver: tuned_invoker(handle, solver, problem), solvers, level,
                        limit_s)
     built = {}

@@ -30,7 +30,7 @@ from ..reference import relative_error
 from ..solvers.calls import config_refusal, default_config_of, is_tunable, space_of, workspace_of
 from ..solvers.registry import solver_attribute
 from ..tuning import config_key
-from .parallel import call_all
+from .parallel import build_ahead, call_all
 from .verify import OutputCheck, read
 
 log = logging.getLogger("convsolve")
@@ -129,6 +129,7 @@ class _Search:
         room = None if self.budget.configs is None else self.budget.configs - len(self.trials)
         configs = [c for c in configs if self.usable(c)][:room]
         by_key = {config_key(c): c for c in configs}
+        build_ahead([(self.solver.name, self.problem.key(), c) for c in by_key.values()])
         limit_s = env.positive_number(env.FIND_BUILD_TIMEOUT_S)
         built = call_all(lambda key: self.handle.invoker(self.solver, self.problem, by_key[key]),
                          list(by_key), self.level, limit_s)

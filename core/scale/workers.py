@@ -11,6 +11,7 @@ CONVSOLVE_USER_DB_PATH / CONVSOLVE_PERF_DB_PATH, so nothing it measures reaches 
 through the client.
 """
 import asyncio
+import functools
 import glob
 import logging
 import os
@@ -26,11 +27,13 @@ from ..device.handle import Handle, caches_binaries
 from ..device.tensors import device_buffers, random_tensors
 from ..device.timing import wait
 from ..engine import fusion
+from ..engine.parallel import BUILD_AHEAD
 from ..engine.run import check_buffers
 from ..engine.search import tuned_invoker
 from ..errors import ConvsolveError
 from ..problem import Problem
 from ..solvers.calls import workspace_of
+from ..solvers.registry import registry
 from .jobs import run_job
 
 TIMING, COMPILE = "convsolve-timing:", "convsolve-compile:"
@@ -50,10 +53,46 @@ def _worker_handle():
 
 def remote(job, seed, *built):
     """Run ``job`` on this worker's device, the client's ``seed`` rows (export format) merged
-    into its scratch dbs first; ``built`` is the compile job it waited for, if any."""
+    into its scratch dbs first; ``built`` is the compile job it waited for, if any.  Where the
+    driver's binaries are cached, the job's builds go to the compile workers of its device kind
+    first (BUILD_AHEAD): a process builds one program at a time there."""
     if seed:
         transfer.merge_rows(seed)
-    return run_job(job, _worker_handle())
+    handle = _worker_handle()
+    if not caches_binaries(handle.device.platform):
+        return run_job(job, handle)
+    token = BUILD_AHEAD.set(functools.partial(_build_on_compile_workers, job.device))
+    try:
+        return run_job(job, handle)
+    finally:
+        BUILD_AHEAD.reset(token)
+
+
+def _build_on_compile_workers(kind, builds):
+    """Build ``builds`` ([(solver name, problem key, config)]) on the workers of device kind
+    ``kind``, one task each, this task seceded meanwhile; how many built.  Waits
+    CONVSOLVE_FIND_BUILD_TIMEOUT_S at most (the builds left are this worker's own)."""
+    from distributed import wait, worker_client
+    with worker_client() as client:
+        futures = [client.submit(build_one, *build, pure=False, resources={COMPILE + kind: 1})
+                   for build in builds]
+        try:
+            wait(futures, timeout=env.positive_number(env.FIND_BUILD_TIMEOUT_S))
+        except (TimeoutError, asyncio.TimeoutError):
+            log.info("builds ahead of %d configs overdue: the search builds the rest", len(builds))
+        built = sum(bool(f.result()) for f in futures if f.status == "finished")
+        client.cancel([f for f in futures if f.status != "finished"])
+        return built
+
+
+def build_one(solver_name, problem_key, config):
+    """Build one config of a solver for a problem on this worker's device (into the binary
+    cache); whether it built.  Failures are the search's, which builds again."""
+    try:
+        _worker_handle().invoker(registry().get(solver_name), Problem.from_key(problem_key), config)
+        return True
+    except (ConvsolveError, cl.Error):
+        return False
 
 
 def prebuild(job, seed):
