@@ -78,17 +78,23 @@ ROOT = Path(__file__).resolve().parents[1]
 #: and heuristics collect and `db merge` (~70), and the bench's from 1,400 to 1,420 for the
 #: collector's jobs (bench/collect.py, +18).
 #: The db's is both issues' increments: 775.
+#: Issue 29's constant weights raised the device's from 545 to 675 for the handle's weights
+#: cache (device/weights_cache.py, ~130 lines: the keyword's checks, build_packing's checked
+#: call, the packed buffers bounded LRU by bytes, find's timing from packed weights), the
+#: door's from 1,590 to 1,605 (hookspecs' Packing and build_packing, the numpy API's keywords)
+#: and the engine's from 1,765 to 1,805 (Plan's constant_weights and weights_version, find's
+#: constant-weights key and timing, run's keywords: ~40).
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
 BUDGETS = {
-    "core (door)": {"python": 1590, "opencl": 0},
+    "core (door)": {"python": 1605, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 280},
     "core/solvers": {"python": 535, "opencl": 0},
-    "core/device": {"python": 545, "opencl": 0},
+    "core/device": {"python": 675, "opencl": 0},
     "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 850, "opencl": 0},
-    "core/engine": {"python": 1765, "opencl": 0},
+    "core/engine": {"python": 1805, "opencl": 0},
     "core/testing": {"python": 760, "opencl": 0},
     "core/cli": {"python": 1300, "opencl": 0},
     "core/bench": {"python": 1420, "opencl": 60},
