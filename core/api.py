@@ -216,10 +216,12 @@ def _solve(problem: Problem, handle: Handle | None, solver: str | None,
         parts = {name: buffers.get(name) for name in ("scale", "bias", "z")}
         tensors = tensors.with_epilogue_args(epilogue_args(problem, tensors, handle, **parts,
                                                            **values))
-    constant = weights[0]
-    owner = buffers["w"] if isinstance(arrays["w"], cl_array.Array) else arrays["w"]
+    constant, owner = weights[0], None   # with constant weights, the cache's key: w's object
+    if constant:
+        owner = (buffers["w"], weights[1]) if isinstance(arrays["w"], cl_array.Array) \
+            else (arrays["w"], weights[1])
     _plan(handle, problem, solver, buffers, values, policy, constant).enqueue(
-        tensors, None, (owner, weights[1]) if constant else None)   # checked once
+        tensors, None, owner)   # checked once
     if target is not None:
         target.add_event(cl.enqueue_marker(handle.queue))
         return target

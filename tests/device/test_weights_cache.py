@@ -214,3 +214,39 @@ def test_numpy_api_caches_by_array(handle):
     up = convsolve.conv_transpose2d(np.ascontiguousarray(y[:, :, :3, :3]), w, handle=handle,
                                     constant_weights=True)
     assert up.shape == (1, 4, 5, 5)
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Only fake_plugins/cs_packing's counting solver (and cs_naive's), its counters zeroed."""
+    monkeypatch.setenv("CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_packing")
+    import cs_packing
+    cs_packing.CALLS.clear()
+    return cs_packing.CALLS
+
+
+def test_find_times_the_packed_invoker_after_one_pack(handle, call, counted):
+    """find(constant_weights=True) packs the weights once and times only runs from the packed
+    weights (the cached cost); without the keyword it times the plain invoker and packs
+    nothing."""
+    x = cl.Buffer(handle.context, MF.READ_WRITE, PROBLEM.x.nbytes)
+    y = cl.Buffer(handle.context, MF.READ_WRITE, PROBLEM.y.nbytes)
+    wb = call.buffer(1)
+    ranked = convsolve.find(handle, PROBLEM, x=x, w=wb, y=y, mode="NORMAL",
+                            constant_weights=True)
+    assert "packing.Counted" in {s.solver for s in ranked}
+    assert counted["pack"] == 1 and counted["packed"] >= 2 and counted["plain"] == 0
+    counted.clear()
+    convsolve.find(handle, PROBLEM, x=x, w=wb, y=y, mode="NORMAL")
+    assert counted["pack"] == 0 and counted["packed"] == 0 and counted["plain"] >= 2
+
+
+def test_a_failing_packing_runs_unpacked(handle, call, counted, monkeypatch):
+    """A build_packing that raises is logged and the solver runs as without the keyword."""
+    import cs_packing
+    monkeypatch.setattr(cs_packing.Counted, "build_packing",
+                        lambda self, problem, handle, config: 1 / 0)
+    assert close(call("packing.Counted", call.buffer(1), constant_weights=True),
+                 call.expected(1))
+    assert counted["plain"] == 1 and len(handle.weights_cache) == 0
