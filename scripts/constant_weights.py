@@ -8,8 +8,8 @@ CPU conv2d in a hot loop in a process of its own.
 Each figure is the median wall time of one call through a plan (``plan.run`` on device
 buffers, then ``queue.finish()``: host work, enqueue and kernels), after warm-up calls;
 PyTorch's is the median of ``torch.nn.functional.conv2d`` calls in its own hot loop (no pause,
-all cores), started with the interpreter ``--torch`` names (one that has torch; none: left
-out).  The totals weigh each layer by how often ResNet-50 has it.
+all cores), started first (before this process starts PoCL's threads) with the interpreter
+``--torch`` names (one that has torch; none: left out).  The totals weigh each layer by how often ResNet-50 has it.
 """
 import argparse
 import json
@@ -82,7 +82,7 @@ def torch_times(batch, repeat):
         w = torch.randn(layer["k"], layer["c"], 3, 3)
         pad = tuple(layer["pad"])
         result[layer["name"]] = median_ms(
-            lambda x=x, w=w, pad=pad: torch.nn.functional.conv2d(x, w, padding=pad), repeat, 10)
+            lambda x=x, w=w, pad=pad: torch.nn.functional.conv2d(x, w, padding=pad), repeat, 50)
     return result
 
 
@@ -96,12 +96,12 @@ def main():
     if args.torch_only:
         print(json.dumps(torch_times(args.batch, args.repeat)))
         return
-    ours = convsolve_times(args.batch, args.repeat)
     peer = {}
-    if args.torch:
+    if args.torch:   # first: this process's PoCL threads would still spin beside it after
         peer = json.loads(subprocess.run(
             [args.torch, __file__, "--torch-only", "--batch", str(args.batch), "--repeat",
              str(args.repeat)], check=True, capture_output=True, text=True).stdout)
+    ours = convsolve_times(args.batch, args.repeat)
     counts = {layer["name"]: layer["count"] for layer in layers()}
     print(f"| layer (x count) | {' | '.join(f'{s} / cw' for s in SOLVERS)} | best / cw "
           "| torch | torch / best cw |")
