@@ -37,7 +37,7 @@ from .errors import (
                   SolverError,
                   ValidationError,
 )
-from .hookspecs import SOLVER_API_VERSION, Buffers, Invoker, Solver, hookimpl, hookspec
+from .hookspecs import SOLVER_API_VERSION, Buffers, Invoker, Packing, Solver, hookimpl, hookspec
 from .problem import ConvDesc, Direction, Problem, TensorDesc
 from .solvers.registry import registry
 from .tuning import ConfigSpace
@@ -65,6 +65,7 @@ __all__ = [
                   "Handle",
                   "Invoker",
                   "NumericsError",
+                  "Packing",
                   "Plan",
                   "PluginError",
                   "Problem",

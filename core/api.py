@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike
 
 from .device.handle import Handle
 from .device.tensors import HostOutput, array_buffer, host_buffer, pad_planes
+from .device.weights_cache import check_keywords
 from .engine.bias_grad import backward_bias, dy_desc
 from .engine.find import FindMode, find
 from .engine.fusion import epilogue_args
@@ -166,13 +167,15 @@ def _epilogue(problem: Problem, values: Mapping[str, Any],
 def _solve(problem: Problem, handle: Handle | None, solver: str | None,
            host: Mapping[str, Tensor], policy: Mapping[str, Any],
            values: Mapping[str, Any] | None = None, prior: TensorLike | None = None,
-           out: Any = None) -> Tensor:
+           out: Any = None, weights: tuple[bool, int] = (False, 0)) -> Tensor:
     """Compute ``problem``'s output from the arrays in ``host`` (forward-sense names);
     ``policy`` holds max_tolerance and deterministic, as find and run take them; ``values`` the
     epilogue's (alpha, beta, ..., its arrays), ``prior`` the output's prior contents.  Given a
     pyopencl Array among them, the output is a pyopencl Array on the handle's queue, not waited
     for (its event is the call's last); else a host array: ``out``, written in place, or a new
-    one (tensors.HostOutput: zero-copy where the device shares host memory)."""
+    one (tensors.HostOutput: zero-copy where the device shares host memory).  ``weights`` is
+    (constant_weights, weights_version)."""
+    check_keywords(problem, *weights)
     out_name = problem.direction.output
     out_desc = getattr(problem, out_name)
     if prior is not None:
@@ -213,7 +216,12 @@ def _solve(problem: Problem, handle: Handle | None, solver: str | None,
         parts = {name: buffers.get(name) for name in ("scale", "bias", "z")}
         tensors = tensors.with_epilogue_args(epilogue_args(problem, tensors, handle, **parts,
                                                            **values))
-    _plan(handle, problem, solver, buffers, values, policy).enqueue(tensors)   # checked once
+    constant, owner = weights[0], None   # with constant weights, the cache's key: w's object
+    if constant:
+        owner = (buffers["w"], weights[1]) if isinstance(arrays["w"], cl_array.Array) \
+            else (arrays["w"], weights[1])
+    _plan(handle, problem, solver, buffers, values, policy, constant).enqueue(
+        tensors, None, owner)   # checked once
     if target is not None:
         target.add_event(cl.enqueue_marker(handle.queue))
         return target
@@ -221,20 +229,22 @@ def _solve(problem: Problem, handle: Handle | None, solver: str | None,
 
 
 def _plan(handle: Handle, problem: Problem, solver: str | None, buffers: Mapping[str, Any],
-          values: Mapping[str, Any], policy: Mapping[str, Any]) -> Plan:
+          values: Mapping[str, Any], policy: Mapping[str, Any], constant: bool = False) -> Plan:
     """The handle's plan for a numpy call: of ``solver``, or with None of find's choice, find
-    running (on ``buffers``) only when the handle has no such plan yet."""
+    running (on ``buffers``) only when the handle has no such plan yet; ``constant``: the
+    weights are constant (find ranks with them so, from its own find-db key)."""
     if solver is not None:
-        return plan(handle, problem, solver, **policy)
+        return plan(handle, problem, solver, **policy, constant_weights=constant)
 
     def found() -> Plan:
-        if FindMode.parse() in (FindMode.HYBRID, FindMode.DYNAMIC_HYBRID):
+        if not constant and FindMode.parse() in (FindMode.HYBRID, FindMode.DYNAMIC_HYBRID):
             ranked = ranked_without_benchmark(handle, problem, Policy.resolve(**policy))
             if ranked and ranked[0].source in ("find-db", "predicted"):   # not a WTI guess
                 return Plan(handle, problem, None, online=True, **policy)
-        find(handle, problem, **buffers, **values, request_count=1, **policy)
-        return Plan(handle, problem, None, **policy)
-    return handle.kept_plan(("find", problem, *policy.values()), found)
+        find(handle, problem, **buffers, **values, request_count=1, **policy,
+             constant_weights=constant)
+        return Plan(handle, problem, None, **policy, constant_weights=constant)
+    return handle.kept_plan(("find", problem, *policy.values(), constant), found)
 
 
 def _policy(max_tolerance: float | None, deterministic: bool | None) -> dict[str, Any]:
@@ -247,7 +257,8 @@ def conv2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: Padding =
            beta: float = 0.0, z_scale: float = 1.0, activation: ActivationLike = None,
            y: TensorLike | None = None, out: np.ndarray | None = None, solver: str | None = None,
            handle: Handle | None = None, max_tolerance: float | None = None,
-           deterministic: bool | None = None) -> Tensor:
+           deterministic: bool | None = None, constant_weights: bool = False,
+           weights_version: int = 0) -> Tensor:
     """Forward convolution of NCHW ``x`` with KCRS ``w``, with its epilogue; returns
 
         act(alpha * conv(x, w) * scale[k] + bias[k] + z_scale * z) + beta * y
@@ -262,13 +273,17 @@ def conv2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: Padding =
     every function here takes them, and ``out``: a float32 host array of the output's shape that
     the result is written into and returned as (``out`` may be the prior output ``y``).
     Given pyopencl Arrays, the result is a pyopencl Array (README.md, "Using it").
+    ``constant_weights=True`` (inference) promises that ``w`` (the same array object, host or
+    device) keeps its contents until a call passes another ``weights_version`` (an int):
+    solvers that transform or pack their weights then do it once per array and version, kept
+    in the handle (conv_transpose2d takes the same keywords).
     """
     x, w = _host_array("x", x), _host_array("w", w)
     problem = _problem(x.shape, w.shape, stride, padding, dilation, groups)
     values = {"bias": bias, "scale": scale, "z": z, "alpha": alpha, "beta": beta,
               "z_scale": z_scale, "activation": activation}
     return _solve(problem, handle, solver, {"x": x, "w": w}, _policy(max_tolerance, deterministic),
-                  values, y, out)
+                  values, y, out, (constant_weights, weights_version))
 
 
 def conv2d_backward_data(dy: TensorLike, w: TensorLike, x_shape: Shape, stride: IntPair = 1,
@@ -350,7 +365,8 @@ def conv_transpose2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding:
                      output_padding: IntPair = 0, groups: int = 1, dilation: IntPair = 1, *,
                      out: np.ndarray | None = None, solver: str | None = None,
                      handle: Handle | None = None, max_tolerance: float | None = None,
-                     deterministic: bool | None = None) -> Tensor:
+                     deterministic: bool | None = None, constant_weights: bool = False,
+                     weights_version: int = 0) -> Tensor:
     """Transposed convolution of NCHW ``x`` with ``w`` of shape (C_in, C_out/groups, kH, kW), as
     PyTorch's conv_transpose2d; computed as the backward-data of the convolution it transposes."""
     x, w = _host_array("x", x), _host_array("w", w)
@@ -362,7 +378,8 @@ def conv_transpose2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding:
                    any(isinstance(a, cl_array.Array) for a in (x, w)), [x, w])
         out[..., rows:, :], out[..., :rows, cols:] = 0, 0
     y = _solve(problem, handle, solver, {"y": x, "w": w}, _policy(max_tolerance, deterministic),
-               out=None if out is None else out[..., :rows, :cols])
+               out=None if out is None else out[..., :rows, :cols],
+               weights=(constant_weights, weights_version))
     if not any(zeros) or out is not None:
         return out if out is not None else y
     if isinstance(y, cl_array.Array):

@@ -177,6 +177,13 @@ WORKSPACE_LIMIT = _declare(
     "CONVSOLVE_WORKSPACE_LIMIT", "1G",
     "Most workspace find allocates itself when called with scratch=None; bytes, with an "
     "optional K, M or G suffix (powers of 1024).")
+WEIGHTS_CACHE_BYTES = _declare(
+    "CONVSOLVE_WEIGHTS_CACHE_BYTES", "512M",
+    "Most device memory a handle's weights cache holds for calls with constant_weights=True "
+    "(solvers' packed or transformed filters, build_packing); bytes, with an optional K, M or "
+    "G suffix. Least recently used packed weights are freed first; weights larger than the "
+    "bound are not cached (those calls pack per call, as without the keyword); 0 caches "
+    "nothing.")
 FIND_SOLVER_BUDGET_MS = _declare(
     "CONVSOLVE_FIND_SOLVER_BUDGET_MS", "1000",
     "Time find spends timing one solver, in ms of kernel time: sampling stops once it is spent.")

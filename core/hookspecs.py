@@ -22,7 +22,7 @@ refused at load time.  docs/hooks.md is generated from this module (``convsolve 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import pluggy
@@ -44,8 +44,9 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 #: the invoker's buffer is called ``scratch`` everywhere; 2.1: tunable solvers' hooks; 2.2:
 #: epilogues, ``fused_epilogue`` and ``Buffers.epilogue``; 2.3: ``nonfinite = "spread"`` bounded
 #: by the planes a non-finite input reaches, and one word per thing: ``fused_stages`` and
-#: ``Buffers.epilogue_args``, 2.2's names still served with a DeprecationWarning).
-SOLVER_API_VERSION = "2.3"
+#: ``Buffers.epilogue_args``, 2.2's names still served with a DeprecationWarning; 2.4: constant
+#: weights, ``build_packing`` and ``Packing``).
+SOLVER_API_VERSION = "2.4"
 
 #: Per-solver hooks a solver must implement; the core refuses a solver that lacks one.
 REQUIRED_SOLVER_HOOKS = ("is_applicable", "get_wti", "workspace", "build_invoker")
@@ -55,6 +56,8 @@ TUNING_HOOKS = ("config_space", "default_config", "check_config")
 #: The optional hook of a solver that computes (part of) an output epilogue itself, and its
 #: deprecated 2.2 name.
 EPILOGUE_HOOKS = ("fused_stages", "fused_epilogue")
+#: The optional hook of a solver that can run from weights it packed once (constant weights).
+PACKING_HOOKS = ("build_packing",)
 
 
 # {{{ types a solver touches
@@ -199,6 +202,21 @@ class Solver(Protocol):
 
 #: A tunable solver's performance config: parameter name -> value (ints, floats, identifiers).
 Config = dict
+
+
+class Packing(NamedTuple):
+    """What ``build_packing`` returns: a solver's weights transform split from the rest.
+
+    ``nbytes`` is the size of the packed weights (> 0); ``pack(w, packed)`` enqueues what fills
+    the buffer ``packed`` (of ``nbytes`` bytes) from the weights buffer ``w`` and returns its
+    events; ``invoker(buffers, scratch, packed)`` is the solver's invoker reading the packed
+    weights instead of ``buffers.w`` (which it must not read), with the same workspace and
+    the same output contract as ``build_invoker``'s.
+    """
+
+    nbytes: int
+    pack: Callable[[cl.Buffer, cl.Buffer], list[cl.Event]]
+    invoker: Callable[[Buffers, cl.Buffer | None, cl.Buffer], list[cl.Event]]
 
 # }}}
 
@@ -465,6 +483,56 @@ def check_config(problem: Problem, handle: Handle, config: Config) -> list[str]:
     :returns: the reasons, one string each; empty when the config can run.
 
     .. versionadded:: 2.1
+    """
+
+# }}}
+
+
+# {{{ constant weights
+
+@hookspec
+def build_packing(problem: Problem, handle: Handle, config: Config) -> Packing | None:
+    """Split the solver's per-call weights transform (a filter transform, a packing or reorder)
+    from the rest of its work, for callers whose weights stay constant (optional).
+
+    A caller that says ``constant_weights=True`` (``convsolve.run``, ``Plan``, ``find``, the
+    numpy API's forward-sense functions) promises the contents of its weights buffer do not
+    change until it passes another ``weights_version``.  For such calls the core builds this
+    (once per solver, problem, config and handle, as ``build_invoker``), and keeps the packed
+    weights in the handle's weights cache (device buffers keyed by the caller's weights
+    buffer, its version, the solver, config and problem; bounded by
+    ``CONVSOLVE_WEIGHTS_CACHE_BYTES``, least recently used first out, freed with the handle):
+    it runs ``pack`` when the cache has no packed weights of that buffer and version, then
+    ``invoker`` from them.  find, told the weights are constant, runs ``pack`` once before
+    timing ``invoker``, and ranks under a find-db key of its own.  Forward and backward-data
+    only (backward-weights writes the weights); a solver without this hook, or answering
+    None, is run as always.  Called from find's build threads: share no mutable state.
+
+    :param problem: the :class:`convsolve.Problem` (forward or backward-data, one the solver
+      ``is_applicable`` to, with the epilogue it fuses).
+    :param handle: the :class:`convsolve.Handle`.
+    :param config: tunable solvers only (as ``build_invoker``'s): the config ``build_invoker``
+      gets for the same call.
+    :returns: a :class:`convsolve.Packing` (``nbytes``, ``pack``, ``invoker``), or None when
+      the solver has nothing to pack for ``problem``.  Raising, or answering anything else, is
+      logged and the solver runs without packing.
+
+    Example::
+
+        @hookimpl
+        def build_packing(self, problem, handle, config):   # w transposed once: C x K
+            transpose = handle.build(KERNELS / "pointwise.cl", "transpose_w",
+                                     defines=problem.defines())
+            run = self.build_invoker(problem, handle, {**config, "W_CK": 1})
+
+            def pack(w, packed):
+                transpose.set_args(w, packed)
+                return [cl.enqueue_nd_range_kernel(handle.queue, transpose, (problem.k * problem.c,),
+                                                   None)]
+            return Packing(problem.w.nbytes, pack,
+                           lambda buffers, scratch, packed: run(buffers._replace(w=packed), scratch))
+
+    .. versionadded:: 2.4
     """
 
 # }}}

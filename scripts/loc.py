@@ -80,19 +80,26 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The db's is both issues' increments: 775.
 #: Builds ahead inside a job (issue 32, on the H200: NVIDIA's driver builds one program at a time
 #: per process, so a tune on a cluster gained nothing without them): scale/ to 385 (the timing
-#: worker's BUILD_AHEAD and the compile workers' build_one, ~25 lines) and the engine's to 1,775
+#: worker's BUILD_AHEAD and the compile workers' build_one, ~25 lines) and the engine's by 10
 #: (engine/parallel.build_ahead and its two callers, ~10).
+#: Issue 29's constant weights raised the device's from 545 to 675 for the handle's weights
+#: cache (device/weights_cache.py, ~130 lines: the keyword's checks, build_packing's checked
+#: call, the packed buffers bounded LRU by bytes, find's timing from packed weights), the
+#: door's from 1,590 to 1,605 (hookspecs' Packing and build_packing, the numpy API's keywords)
+#: and the engine's from 1,765 to 1,805 (Plan's constant_weights and weights_version, find's
+#: constant-weights key and timing, run's keywords: ~40).
+#: The engine's is both increments: 1,815.
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
 BUDGETS = {
-    "core (door)": {"python": 1590, "opencl": 0},
+    "core (door)": {"python": 1605, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 280},
     "core/solvers": {"python": 535, "opencl": 0},
-    "core/device": {"python": 545, "opencl": 0},
+    "core/device": {"python": 675, "opencl": 0},
     "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 850, "opencl": 0},
-    "core/engine": {"python": 1775, "opencl": 0},
+    "core/engine": {"python": 1815, "opencl": 0},
     "core/testing": {"python": 760, "opencl": 0},
     "core/cli": {"python": 1300, "opencl": 0},
     "core/bench": {"python": 1420, "opencl": 60},

@@ -15,7 +15,8 @@ def test_required_hooks_are_specs():
     """Every required, tuning and epilogue per-solver hook is a spec, and the plugin hook is
     too."""
     assert (set(hookspecs.REQUIRED_SOLVER_HOOKS) | set(hookspecs.TUNING_HOOKS)
-            | set(hookspecs.EPILOGUE_HOOKS) | {"convsolve_solvers"} == set(SPECS))
+            | set(hookspecs.EPILOGUE_HOOKS) | set(hookspecs.PACKING_HOOKS)
+            | {"convsolve_solvers"} == set(SPECS))
 
 
 def test_docs_are_generated_from_the_specs():

@@ -18,6 +18,7 @@ from ..errors import BuildError, DeviceError, ValidationError
 from ..solvers.calls import build_invoker, events_of
 from ..tuning import config_key
 from .kernel_cache import KernelCache, cache_dir, cache_key, included_sources
+from .weights_cache import WeightsCache
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable
@@ -214,6 +215,8 @@ class Handle:
         self._lock = threading.Lock()
         self._key_locks: dict[Hashable, threading.Lock] = {}
         self._enqueue_lock = threading.Lock()   # one invoker sets its kernels' arguments at a time
+        #: Packed weights of calls with constant_weights=True (weights_cache.py).
+        self.weights_cache = WeightsCache(self.context, self._enqueue_lock)
         # find-db key -> {family: fastest solver name}, from find
         self._best: dict[str, dict[str, str]] = {}
         # find-db key -> the fastest solver of find's ranking
@@ -408,11 +411,12 @@ class Handle:
             return self._scratch
 
     def release(self) -> None:
-        """Drop every invoker, program and scratch buffer the handle keeps (kernels first, then
-        the buffers their arguments may still name), so that OpenCL releases them now, in that
-        order; the handle stays usable and builds again on demand.  Nothing waits for the
-        queue (a kernel that never finishes would hold the exit): OpenCL keeps what queued work
-        uses until it completes.  Called for every live handle at interpreter exit."""
+        """Drop every invoker, program, packed weights and scratch buffer the handle keeps
+        (kernels first, then the buffers their arguments may still name), so that OpenCL
+        releases them now, in that order; the handle stays usable and builds again on demand.
+        Nothing waits for the queue (a kernel that never finishes would hold the exit): OpenCL
+        keeps what queued work uses until it completes.  Called for every live handle at
+        interpreter exit."""
         with self._lock:
             scratch = self._scratch
             self._drop_kept()
@@ -424,6 +428,7 @@ class Handle:
         self._plans.clear()
         self.ranking_generation += 1
         self._invokers.clear()
+        self.weights_cache.clear()
         self._programs.clear()
         self._scratch = None
 

@@ -13,6 +13,7 @@ from ..db.perf_db import PerfDb
 from ..device.handle import Handle
 from ..device.tensors import DeviceTensor
 from ..device.timing import RunTimeout, time_invoker
+from ..device.weights_cache import check_keywords, db_key
 from ..epilogue import Activation
 from ..errors import ContractError, ConvsolveError, FindError, ValidationError
 from ..heuristics import ranking
@@ -24,7 +25,7 @@ from ..text import format_bytes
 from . import fusion, worker
 from .parallel import Overdue, build_ahead, call_all
 from .run import check_buffers, check_device_limits, check_handle, check_scratch
-from .search import Budget, config_for, search, tuned_invoker
+from .search import Budget, builds_now, config_for, search, tuned_invoker
 from .solutions import PREDICTED, Solution, predicted_ranking, usable_records
 
 log = logging.getLogger("convsolve")
@@ -118,24 +119,21 @@ def _scratch(handle, scratch, needs, allocate=True):
     return None, 0, how
 
 
-def _builds(handle, problem, solvers):
-    """(solver name, problem key, config) of each solver whose config is known: what
-    build_ahead reads (only where builds go ahead)."""
-    for solver in solvers:
-        try:
-            yield solver.name, problem.key(), config_for(solver, problem, handle)
-        except ConvsolveError:
-            pass   # its own build in _build_all reports it
-
-
-def _build_all(handle, problem, solvers, skipped):
+def _build_all(handle, problem, solvers, skipped, weights=None):
     """{solver: invoker} for the solvers that build, in parallel threads, each within
-    CONVSOLVE_FIND_BUILD_TIMEOUT_S; failures go to skipped."""
+    CONVSOLVE_FIND_BUILD_TIMEOUT_S; failures go to skipped.  Given the constant ``weights``
+    buffer, a solver with a packing (build_packing) is timed from weights packed once now."""
     level = env.integer(env.COMPILE_PARALLEL_LEVEL, minimum=1) or os.cpu_count() or 1
     limit_s = env.positive_number(env.FIND_BUILD_TIMEOUT_S)
-    build_ahead(_builds(handle, problem, solvers))
-    outcome = call_all(lambda solver: tuned_invoker(handle, solver, problem), solvers, level,
-                       limit_s)
+    build_ahead(builds_now(handle, problem, solvers))
+
+    def build(solver):
+        invoker = tuned_invoker(handle, solver, problem)
+        packing = None if weights is None else handle.weights_cache.packing(
+            solver, problem, handle, config_for(solver, problem, handle))
+        return invoker if packing is None else handle.weights_cache.timing_invoker(packing,
+                                                                                   weights)
+    outcome = call_all(build, solvers, level, limit_s)
     built = {}
     for solver in solvers:   # in the given (WTI) order
         invoker, error = outcome[solver]
@@ -150,7 +148,7 @@ def _build_all(handle, problem, solvers, skipped):
 
 
 def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, verify=None,
-              best_ms=None):
+              best_ms=None, constant_weights=False):
     """Build and time ``solvers``; returns their Solutions, fastest first, and fills ``skipped``.
 
     ``failed`` (a dict, if given) also receives the solvers that failed to build or run or wrote
@@ -158,8 +156,10 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, 
     CONVSOLVE_FIND_VERIFY) compares each output with sampled reference values; without it,
     only a non-finite output from finite inputs counts as wrong.  Records nothing: find and
     explain decide what to do with the results.  ``best_ms``, a time already measured for
-    the problem, sets the first cut-off.  Under CONVSOLVE_FIND_ISOLATION=process the candidates
-    are built and timed in the device's worker process instead (worker.py).
+    the problem, sets the first cut-off.  With ``constant_weights``, solvers that pack their
+    weights are timed from weights packed once (the cost of an inference call).  Under
+    CONVSOLVE_FIND_ISOLATION=process the candidates are built and timed in the device's worker
+    process instead (worker.py), each as a call that packs its weights.
     """
     failed = {} if failed is None else failed
     isolated = _isolation() == "process"
@@ -169,7 +169,8 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, 
     if isolated:
         return worker.benchmark(handle, problem, fitting, available, skipped, failed, verify,
                                 worker.epilogue_scalars(problem, buffers))
-    built = _build_all(handle, problem, fitting, skipped)
+    built = _build_all(handle, problem, fitting, skipped,
+                       buffers.w if constant_weights else None)
     failed.update({s.name: skipped[s.name] for s in fitting if s not in built})
     if env.flag(env.DEBUG_COMPILE_ONLY):
         log.info("compile only: built %d solvers for %s, timed none", len(built), problem.key())
@@ -264,7 +265,7 @@ def find(handle: Handle, problem: Problem, *, x: DeviceTensor | None, w: DeviceT
          scale: DeviceTensor | None = None, bias: DeviceTensor | None = None,
          z: DeviceTensor | None = None, alpha: float = 1.0, beta: float = 0.0,
          z_scale: float = 1.0, activation: Activation | str | None = None,
-         limit: int | str | None = None) -> list[Solution]:
+         limit: int | str | None = None, constant_weights: bool = False) -> list[Solution]:
     """Rank the solvers of ``problem``, fastest first, benchmarking as the find mode says.
 
     Buffers (pyopencl Buffers, or pyopencl Arrays: float32, the tensor's shape, C-contiguous,
@@ -301,6 +302,11 @@ def find(handle: Handle, problem: Problem, *, x: DeviceTensor | None, w: DeviceT
     predicted times (``source == 'predicted'``), and the find-db records them as predicted,
     not timed (docs/heuristics.md).  Where no model applies, every candidate is benchmarked.
 
+    ``constant_weights=True`` ranks for callers whose weights stay constant (inference: run and
+    plans with the same keyword): a solver that packs or transforms its weights
+    (build_packing) is timed without that work (packed once before timing), and the ranking
+    is kept under its own find-db key (the policy's, then ``-cw``), beside the ordinary one.
+
     :returns: a list of :class:`Solution`, at most ``request_count`` long; empty for a zero batch
       and under CONVSOLVE_DEBUG_COMPILE_ONLY=1.
     :raises FindError: when no solver works, listing why each was skipped.
@@ -310,16 +316,18 @@ def find(handle: Handle, problem: Problem, *, x: DeviceTensor | None, w: DeviceT
         handle, problem, request_count, x, w, y, scratch, mode, max_tolerance, deterministic,
         {"scale": scale, "bias": bias, "z": z, "alpha": alpha, "beta": beta, "z_scale": z_scale,
          "activation": activation})
+    check_keywords(problem, constant_weights, 0)
     if problem.n == 0:
         log.info("find %s: zero batch, nothing to compute", problem.key())
         return []
-    state = _State.start(handle, problem, mode, enforce, policy, exhaustive, scratch)
+    state = _State.start(handle, problem, mode, enforce, policy, exhaustive, scratch,
+                         constant_weights)
     buffers = fusion.bench_buffers(handle, problem, buffers)   # the caller's y survives
     answer = _answer_from_db(handle, problem, mode, state, buffers, scratch, policy)
     if answer is not None:
         return answer[:request_count]
     predicted = _budget(handle, problem, state, limit) if limit and not state.tune else []
-    timed = _measure(handle, problem, state, buffers, scratch, verify)
+    timed = _measure(handle, problem, state, buffers, scratch, verify, constant_weights)
     if env.flag(env.DEBUG_COMPILE_ONLY):
         return []
     results = sorted(state.known + timed, key=lambda s: s.time_ms) + predicted
@@ -403,8 +411,9 @@ class _State:
     predicted: list = field(default_factory=list)   # Solutions a budgeted find did not time
 
     @classmethod
-    def start(cls, handle, problem, mode, enforce, policy, exhaustive, scratch):
-        db, key = FindDb(), policy.db_key(problem)
+    def start(cls, handle, problem, mode, enforce, policy, exhaustive, scratch,
+              constant_weights=False):
+        db, key = FindDb(), db_key(policy.db_key(problem), constant_weights)
         if enforce is FindEnforce.DB_CLEAN:
             db.keep(handle.db_key, key, [])
             PerfDb().forget(handle.db_key, problem.key())
@@ -443,7 +452,7 @@ def _answer_from_db(handle, problem, mode, state, buffers, scratch, policy):
     return answer
 
 
-def _measure(handle, problem, state, buffers, scratch, verify):
+def _measure(handle, problem, state, buffers, scratch, verify, constant_weights=False):
     """The candidates left to benchmark, timed (their configs searched first when the find
     tunes); a queue that blocks records what was measured before find raises."""
     if state.tune and not env.flag(env.DEBUG_COMPILE_ONLY):   # an epilogue's: the bare problem's
@@ -453,7 +462,7 @@ def _measure(handle, problem, state, buffers, scratch, verify):
                      state.budget or Budget.from_env(), state.retune)
     try:
         return benchmark(handle, problem, state.solvers, buffers, scratch, state.skipped,
-                         state.failed, verify)
+                         state.failed, verify, constant_weights=constant_weights)
     except QueueBlocked as exc:   # keep what was measured, and the hung solver as failed
         _record(state, handle, exc.timed)
         raise

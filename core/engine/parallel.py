@@ -25,10 +25,9 @@ def build_ahead(builds):
     """Hand ``builds`` (an iterable of (solver name, problem key, config), read only here) to
     BUILD_AHEAD's function and wait for it, where one is set and there are two builds or more."""
     ahead = BUILD_AHEAD.get()
-    if ahead is not None:
-        builds = list(builds)
-        if len(builds) > 1:
-            ahead(builds)
+    builds = [] if ahead is None else list(builds)
+    if len(builds) > 1:
+        ahead(builds)
 
 
 class Overdue(Exception):

@@ -9,7 +9,9 @@ changed: a solver switch or another variable it depends on (env.generation), a p
 (Handle.ranking_generation).  Then it resolves again as it was made: a solver name stays that
 solver (SolverError when it can no longer run, naming why), a family or None takes what is
 best now, and a change of solver is logged.  ``convsolve.run`` is a lookup of the handle's plan
-for its arguments, then ``plan.run``.
+for its arguments, then ``plan.run``.  A plan made with ``constant_weights=True`` runs a
+solver's packing (build_packing) from the handle's weights cache (device/weights_cache.py),
+keyed by the weights buffer and the ``weights_version`` its calls pass.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import pyopencl as cl
 from .. import env
 from ..device.handle import Handle
 from ..device.tensors import DeviceTensor
+from ..device.weights_cache import Built, check_keywords, db_key
 from ..epilogue import Activation
 from ..errors import ConvsolveError, NumericsError, SolverError, ValidationError
 from ..heuristics import ranking
@@ -40,7 +43,7 @@ from .run import (
     check_solver_argument,
     resolve_solver,
 )
-from .search import tuned_invoker
+from .search import config_for, tuned_invoker
 from .solutions import Solution, ranked_without_benchmark
 from .trials import Trials, record
 from .verify import check_numerics
@@ -50,14 +53,16 @@ log = logging.getLogger("convsolve")
 
 class _Resolved(NamedTuple):
     """What a plan resolved: the solver, its workspace bytes, its invoker (None for a zero
-    batch), the CONVSOLVE_CHECK_NUMERICS level it runs under, and the candidates an online
-    plan times on its next calls (trials.py; None: none)."""
+    batch), the CONVSOLVE_CHECK_NUMERICS level it runs under, the candidates an online
+    plan times on its next calls (trials.py; None: none), and with constant weights the
+    solver's packing (None: it has none, or the weights are not constant)."""
 
     solver: Solver
     workspace: int
     invoker: Invoker | None
     numerics: str
     trials: Trials | None = None
+    packing: Built | None = None
 
 
 class Plan:
@@ -66,14 +71,21 @@ class Plan:
     ``solver`` is a solver name (``<name>/unfused`` for an epilogue's unfused variant), a family
     (its fastest solver as find ranked it) or None: the fastest of this process's last find of
     the problem, else the find-db's record, else immediate mode's pick (get_solutions).
-    ``max_tolerance`` and ``deterministic`` are find's numerical policy.  Plans are safe to
-    share between threads: calls enqueue one at a time on the handle's in-order queue.
+    ``max_tolerance`` and ``deterministic`` are find's numerical policy.  ``constant_weights``
+    says the weights buffer of each call keeps its contents until the call's
+    ``weights_version`` changes (forward and backward-data): the plan then takes find's pick
+    under constant weights and runs solvers that pack their weights from packed weights kept
+    in the handle.  Plans are safe to share between threads: calls enqueue one at a time on
+    the handle's in-order queue.
     """
 
     def __init__(self, handle: Handle, problem: Problem, solver: str | None = None, *,
                  max_tolerance: float | None = None, deterministic: bool | None = None,
-                 online: bool = False) -> None:
+                 online: bool = False, constant_weights: bool = False) -> None:
         self.handle, self.problem = check_handle(handle), check_problem(problem)
+        check_keywords(problem, constant_weights, 0)
+        #: Whether calls' weights are constant (packed once per buffer and weights_version).
+        self.constant_weights = constant_weights
         self.request = None if solver is None else check_solver_argument(solver)
         self.online = online and solver is None   # time the model's unsure picks (trials.py)
         self._policy = (max_tolerance, deterministic)
@@ -119,7 +131,12 @@ class Plan:
             raise ValidationError(env.CHECK_NUMERICS.name, numerics, "expected 0, 1 or 2")
         chosen = None if self.request is None else resolve_solver(handle, problem,
                                                                   self.request, policy)
-        best = handle.best_solver(policy.db_key(problem)) if chosen is None else None
+        best = None
+        if chosen is None:   # find's pick; with constant weights, a find told so first
+            keys = [policy.db_key(problem)]
+            if self.constant_weights:
+                keys.insert(0, db_key(keys[0], True))
+            best = next((name for name in map(handle.best_solver, keys) if name), None)
         if best is not None:
             try:
                 chosen = resolve_solver(handle, problem, best, policy)
@@ -136,8 +153,14 @@ class Plan:
                     problem.epilogue and problem.epilogue.blend):   # a retry would reread y
                 trials = self._trials(ranked, policy)
         invoker = tuned_invoker(handle, chosen, problem) if problem.n else None
-        log.info("plan %s: %r", problem.key(), chosen.name)
-        return _Resolved(chosen, workspace_of(chosen, problem), invoker, numerics, trials)
+        packing = None
+        if self.constant_weights and invoker is not None:
+            packing = handle.weights_cache.packing(chosen, problem, handle,
+                                                   config_for(chosen, problem, handle))
+        log.info("plan %s: %r%s", problem.key(), chosen.name,
+                 " from packed weights" if packing else "")
+        return _Resolved(chosen, workspace_of(chosen, problem), invoker, numerics, trials,
+                         packing)
 
     def _trials(self, ranked: list[Solution], policy: Policy) -> Trials | None:
         """Trials of the model's unsure top picks (its auto budget: 2 or 3), each built at its
@@ -152,21 +175,28 @@ class Plan:
             scratch: cl.Buffer | None = None, scale: DeviceTensor | None = None,
             bias: DeviceTensor | None = None, z: DeviceTensor | None = None,
             alpha: float = 1.0, beta: float = 0.0, z_scale: float = 1.0,
-            activation: Activation | str | None = None) -> list[cl.Event]:
+            activation: Activation | str | None = None,
+            weights_version: int = 0) -> list[cl.Event]:
         """Enqueue the plan's solver on these buffers (forward-sense roles, as find and run
         take them) and return its events; nothing waits.  ``scratch`` as run's; the epilogue's
-        values as find's."""
+        values as find's.  With ``constant_weights``, ``weights_version`` (an int) names the
+        contents of ``w``: the caller passes another one whenever it has changed them."""
+        check_keywords(self.problem, self.constant_weights, weights_version)
         buffers = check_buffers(self.problem, x, w, y, self.handle)
         if not self._bare or scale is not None or bias is not None or z is not None \
                 or activation is not None or (alpha, beta, z_scale) != (1.0, 0.0, 1.0):
             buffers = buffers.with_epilogue_args(fusion.epilogue_args(
                 self.problem, buffers, self.handle, scale=scale, bias=bias, z=z, alpha=alpha,
                 beta=beta, z_scale=z_scale, activation=activation))
-        return self.enqueue(buffers, scratch)
+        weights = (buffers.w, weights_version) if self.constant_weights else None
+        return self.enqueue(buffers, scratch, weights)
 
-    def enqueue(self, buffers: Buffers, scratch: cl.Buffer | None = None) -> list[cl.Event]:
+    def enqueue(self, buffers: Buffers, scratch: cl.Buffer | None = None,
+                weights: tuple[object, int] | None = None) -> list[cl.Event]:
         """run() after its checks: ``buffers`` are checked Buffers carrying their epilogue
-        values (the numpy API's own, made for the problem, come here directly)."""
+        values (the numpy API's own, made for the problem, come here directly); ``weights``,
+        with constant weights, is (the object whose contents ``buffers.w`` holds, its
+        version): the weights cache's key (None: the weights are not constant)."""
         resolved, handle = self._current(), self.handle
         if resolved.invoker is None:   # a zero batch
             problem = self.problem
@@ -180,16 +210,23 @@ class Plan:
         if resolved.trials is not None:
             return self._trial(resolved, buffers, scratch)
         return self._call(resolved.solver.name, resolved.workspace, resolved.invoker,
-                          resolved.numerics, buffers, scratch)
+                          resolved.numerics, buffers, scratch,
+                          None if weights is None else resolved.packing, weights)
 
     def _call(self, name: str, needed: int, invoker: Invoker, numerics: str, buffers: Buffers,
-              scratch: cl.Buffer | None) -> list[cl.Event]:
+              scratch: cl.Buffer | None, packing: Built | None = None,
+              weights: tuple[object, int] | None = None) -> list[cl.Event]:
         handle = self.handle
         if scratch is not None:
             check_scratch(scratch, needed, name, handle)
         elif needed:
             scratch = handle.scratch(needed, name)
-        events = invoker(buffers, scratch if needed else None)
+        events = None
+        if packing is not None and weights is not None:   # None: over the cache's bound
+            events = handle.weights_cache.run(packing, *weights, buffers,
+                                              scratch if needed else None)
+        if events is None:
+            events = invoker(buffers, scratch if needed else None)
         if numerics != "0":
             cl.wait_for_events(events)
             check_numerics(handle, self.problem, buffers, name, strict=numerics == "2")
@@ -228,14 +265,18 @@ class Plan:
 
 
 def plan(handle: Handle, problem: Problem, solver: str | None = None, *,
-         max_tolerance: float | None = None, deterministic: bool | None = None) -> Plan:
-    """The handle's plan for ``problem`` and ``solver`` under the policy (Plan), made on first
-    use and kept in the handle; convsolve.run uses the same plans."""
+         max_tolerance: float | None = None, deterministic: bool | None = None,
+         constant_weights: bool = False) -> Plan:
+    """The handle's plan for ``problem`` and ``solver`` under the policy and
+    ``constant_weights`` (Plan), made on first use and kept in the handle; convsolve.run uses
+    the same plans."""
     check_handle(handle)
-    key = (solver, check_problem(problem), max_tolerance, deterministic)
+    key = (solver, check_problem(problem), max_tolerance, deterministic,
+           *(("constant weights",) if constant_weights is True else ()))
     return handle.kept_plan(key, lambda: Plan(handle, problem, solver,
                                               max_tolerance=max_tolerance,
-                                              deterministic=deterministic))
+                                              deterministic=deterministic,
+                                              constant_weights=constant_weights))
 
 
 def run(handle: Handle, problem: Problem, solver: str, *, x: DeviceTensor | None,
@@ -243,7 +284,8 @@ def run(handle: Handle, problem: Problem, solver: str, *, x: DeviceTensor | None
         max_tolerance: float | None = None, deterministic: bool | None = None,
         scale: DeviceTensor | None = None, bias: DeviceTensor | None = None,
         z: DeviceTensor | None = None, alpha: float = 1.0, beta: float = 0.0,
-        z_scale: float = 1.0, activation: Activation | str | None = None) -> list[cl.Event]:
+        z_scale: float = 1.0, activation: Activation | str | None = None,
+        constant_weights: bool = False, weights_version: int = 0) -> list[cl.Event]:
     """Enqueue ``solver`` (a name, or a family find has ranked) on ``problem``; returns its events.
 
     Nothing waits: synchronise with ``handle.queue.finish()`` or the events.  ``x``, ``w``,
@@ -257,11 +299,16 @@ def run(handle: Handle, problem: Problem, solver: str, *, x: DeviceTensor | None
     policy admits, and a named solver it leaves out is refused.  A problem with an epilogue
     takes its values as find does (``scale``, ``bias``, ``z``, ``alpha``, ``beta``,
     ``z_scale``, ``activation``); ``solver`` may then name a solver's unfused variant,
-    ``<name>/unfused``.
+    ``<name>/unfused``.  ``constant_weights=True`` promises that ``w`` keeps its contents
+    until a call passes another ``weights_version`` (an int): a solver that packs or
+    transforms its weights (build_packing) then does it once per buffer and version, into
+    the handle's weights cache (CONVSOLVE_WEIGHTS_CACHE_BYTES); forward and backward-data
+    only.  Without it nothing is cached.
     """
     check_handle(handle)
     check_solver_argument(solver)
     chosen = plan(handle, problem, solver, max_tolerance=max_tolerance,
-                  deterministic=deterministic)
+                  deterministic=deterministic, constant_weights=constant_weights)
     return chosen.run(x=x, w=w, y=y, scratch=scratch, scale=scale, bias=bias, z=z, alpha=alpha,
-                      beta=beta, z_scale=z_scale, activation=activation)
+                      beta=beta, z_scale=z_scale, activation=activation,
+                      weights_version=weights_version)

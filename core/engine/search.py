@@ -272,6 +272,16 @@ def config_for(solver, problem, handle):
     return default_config_of(solver, problem, handle)
 
 
+def builds_now(handle, problem, solvers):
+    """(solver name, problem key, config it builds now) of each solver whose config is known:
+    what find hands build_ahead (read only where builds go ahead)."""
+    for solver in solvers:
+        try:
+            yield solver.name, problem.key(), config_for(solver, problem, handle)
+        except ConvsolveError:
+            pass   # its own build reports it
+
+
 def tuned_invoker(handle, solver, problem):
     """``handle.invoker`` for the config ``solver`` builds now (config_for)."""
     return handle.invoker(solver, problem, config_for(solver, problem, handle))

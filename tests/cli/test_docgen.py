@@ -4,10 +4,13 @@ import re
 import textwrap
 from pathlib import Path
 
+import numpy as np
+import pyopencl as cl
 import pytest
+from convsolve import Buffers, Problem, reference
 from convsolve.cli import docgen
 from convsolve.cli.new_plugin import stamp
-from convsolve.testing import check_solver
+from convsolve.testing import check_solver, device_buffers, random_tensors, read_output
 
 
 def test_docstring_fields_become_a_list():
@@ -116,5 +119,23 @@ def test_examples_pass_check_solver(handle, monkeypatch, name):
     solver = getattr(convsolve_examples, name)()
     assert solver.name in [s.name for s in convsolve_examples.convsolve_solvers()]
     assert check_solver(solver, handle) > 0
+
+
+def test_example_packing_runs_from_the_packed_weights(handle, monkeypatch):
+    """examples.Pointwise's build_packing (hooks.md's example) packs w once, then gives the
+    reference's output from the packed weights alone (w overwritten after packing)."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    import convsolve_examples
+    solver = convsolve_examples.Pointwise()
+    problem = Problem.conv2d((2, 5, 3, 7), (6, 5, 1, 1))
+    host = random_tensors(problem, seed=1)
+    buffers = device_buffers(handle, host)
+    packing = solver.build_packing(problem, handle, solver.default_config(problem, handle))
+    packed = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, packing.nbytes)
+    cl.wait_for_events(packing.pack(buffers["w"], packed))
+    cl.enqueue_fill_buffer(handle.queue, buffers["w"], np.float32(np.nan), 0, host["w"].nbytes)
+    cl.wait_for_events(packing.invoker(Buffers(**buffers), None, packed))
+    assert reference.relative_error(read_output(handle, problem, buffers),
+                                    reference.compute(problem, **host)) < 1e-5
 
 # }}}

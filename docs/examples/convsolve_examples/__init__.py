@@ -10,8 +10,8 @@ from .im2col import Im2Col
 from .pointwise import Pointwise
 
 #: Solver API versions this plugin supports (a PEP 440 specifier): 2.1 brought tunable solvers,
-#: 2.2 fused epilogues.
-CONVSOLVE_SOLVER_API = ">=2.3,<3"   # fused_stages (2.3)
+#: 2.2 fused epilogues, 2.4 constant weights.
+CONVSOLVE_SOLVER_API = ">=2.4,<3"   # fused_stages (2.3), build_packing (2.4)
 
 
 @hookimpl

@@ -1,9 +1,10 @@
 """examples.Pointwise: a tunable 1x1 forward convolution, TILE_K channels of TILE_P pixels per
-work-item, with the output's epilogue fused into its store."""
+work-item, with the output's epilogue fused into its store, and with constant weights its
+weights transposed once (build_packing)."""
 from importlib import resources
 
 import pyopencl as cl
-from convsolve import ConfigSpace, Direction, EpilogueArgs, ceil_div, hookimpl, tuning
+from convsolve import ConfigSpace, Direction, EpilogueArgs, Packing, ceil_div, hookimpl, tuning
 
 KERNELS = resources.files(__package__) / "kernels"
 DEFAULTS = {"cpu/vector16": {"TILE_K": 4, "TILE_P": 4}, "cpu": {"TILE_K": 4, "TILE_P": 2},
@@ -56,3 +57,16 @@ class Pointwise:
             kernel.set_args(buffers.x, buffers.w, buffers.y, *values)
             return [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, None)]
         return invoker
+
+    @hookimpl
+    def build_packing(self, problem, handle, config):   # w transposed once: C x K
+        transpose = handle.build(KERNELS / "pointwise.cl", "transpose_w",
+                                 defines=problem.defines())
+        run = self.build_invoker(problem, handle, {**config, "W_CK": 1})
+
+        def pack(w, packed):
+            transpose.set_args(w, packed)
+            return [cl.enqueue_nd_range_kernel(handle.queue, transpose, (problem.k * problem.c,),
+                                               None)]
+        return Packing(problem.w.nbytes, pack,
+                       lambda buffers, scratch, packed: run(buffers._replace(w=packed), scratch))

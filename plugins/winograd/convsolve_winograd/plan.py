@@ -4,7 +4,7 @@ from importlib import resources
 
 import numpy as np
 import pyopencl as cl
-from convsolve import Direction, ceil_div, round_up
+from convsolve import Direction, Packing, ceil_div, round_up
 
 KERNELS = resources.files(__package__) / "kernels"
 
@@ -228,12 +228,39 @@ def _epilogue_values(problem, buffers):
 
 def build(problem, handle, m, config):
     """The invoker of ``problem`` with F(m x m, 3 x 3) and ``config``; the output's kernel
-    stores the problem's epilogue."""
+    stores the problem's epilogue.  Forward and backward-data transform the filter into the
+    workspace's U on every call."""
     geo = geometry(problem, m)
     local = config["WG"]
     gemm_local = local if handle.is_gpu else CPU_GEMM_GROUP
     if geo.direction is Direction.BACKWARD_WEIGHTS:
         return _build_wrw(problem, geo, handle, config, local, gemm_local)
+    pack, run = _stages(problem, geo, handle, m, config)
+    u = geo.row_count * geo.pitch
+
+    def invoker(buffers, scratch):
+        return pack(buffers.w, scratch, u) + run(buffers, scratch, scratch, u)
+    return invoker
+
+
+def build_packing(problem, handle, m, config):
+    """Forward and backward-data with constant weights: the filter transform alone fills a
+    buffer of U (``geo.fixed_floats``), and the other stages read U from there; None for
+    backward-weights, whose filter is the output."""
+    geo = geometry(problem, m)
+    if geo.direction is Direction.BACKWARD_WEIGHTS:
+        return None
+    pack, run = _stages(problem, geo, handle, m, config)
+    return Packing(geo.fixed_floats * FLOAT, lambda w, packed: pack(w, packed, 0),
+                   lambda buffers, scratch, packed: run(buffers, scratch, packed, 0))
+
+
+def _stages(problem, geo, handle, m, config):
+    """Forward and backward-data as two enqueuing functions: ``pack(w, u_buffer, u_offset)``,
+    the filter transform writing U, and ``run(buffers, scratch, u_buffer, u_offset)``, the
+    input transform, GEMM and output transform of every chunk reading U there."""
+    local = config["WG"]
+    gemm_local = local if handle.is_gpu else CPU_GEMM_GROUP
     lanes = config["VW"]     # filters per work-item: the GEMM's vector width
     filt = _data_kernel(handle, "wino_filter", m, lanes)
     inp = _data_kernel(handle, "wino_input", m, config["TT"])
@@ -241,24 +268,27 @@ def build(problem, handle, m, config):
     gemm, gemm_launch = _gemm(handle, config, False, gemm_local)
     tt = config["TT"]
     (ci, hi, wi), (co, ho, wo) = geo.in_shape, geo.out_shape
-    v, mm, u = 0, geo.positions * ci * geo.pitch, geo.row_count * geo.pitch
+    v, mm = 0, geo.positions * ci * geo.pitch
     flip = int(geo.direction is Direction.BACKWARD_DATA)
     runs = ceil_div(geo.tiles_w, tt)
     queue = handle.queue
 
-    def invoker(buffers, scratch):
-        src, w, dst = ((buffers.y, buffers.w, buffers.x) if flip
-                       else (buffers.x, buffers.w, buffers.y))
-        filt.set_args(w, scratch, *_i32(u, geo.plane, geo.rows, geo.depth, geo.groups, flip))
-        events = [_launch(queue, filt, round_up(geo.rows, U_PANEL) // lanes * geo.depth
-                          * geo.groups, local)]
+    def pack(w, u_buffer, u):
+        filt.set_args(w, u_buffer, *_i32(u, geo.plane, geo.rows, geo.depth, geo.groups, flip))
+        return [_launch(queue, filt, round_up(geo.rows, U_PANEL) // lanes * geo.depth
+                        * geo.groups, local)]
+
+    def run(buffers, scratch, u_buffer, u):
+        src, dst = (buffers.y, buffers.x) if flip else (buffers.x, buffers.y)
+        events = []
         for r0, rows in geo.chunks():
             tiles = rows * geo.tiles_w
             inp.set_args(src, scratch, *_i32(v, geo.batch, ci, hi, wi, *geo.read_limits,
                                              *geo.pads, geo.tiles_h, geo.tiles_w, r0, rows,
                                              geo.pitch, 0, 1, 1))
             events.append(_launch(queue, inp, runs * rows * ci, local))
-            gemm.set_args(scratch, np.int32(u), np.int32(geo.plane), scratch, np.int32(v), scratch,
+            gemm.set_args(u_buffer, np.int32(u), np.int32(geo.plane), scratch, np.int32(v),
+                          scratch,
                           *_i32(mm, geo.rows, geo.depth, geo.groups, tiles, geo.pitch,
                                 geo.positions))
             events.append(gemm_launch(queue, geo.rows, tiles, geo.positions * geo.groups))
@@ -267,7 +297,7 @@ def build(problem, handle, m, config):
                          *_epilogue_values(problem, buffers))
             events.append(_launch(queue, out, runs * rows * co, local))
         return events
-    return invoker
+    return pack, run
 
 
 def _build_wrw(problem, geo, handle, config, local, gemm_local):

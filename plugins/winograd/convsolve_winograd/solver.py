@@ -83,3 +83,9 @@ class WinogradSolver:
     @hookimpl
     def build_invoker(self, problem, handle, config):
         return plan.build(problem, handle, self.m, config)
+
+    @hookimpl
+    def build_packing(self, problem, handle, config):
+        """Forward and backward-data: the filter transform U = G w G^T apart, so that constant
+        weights are transformed once per weights version (solver API 2.4)."""
+        return plan.build_packing(problem, handle, self.m, config)

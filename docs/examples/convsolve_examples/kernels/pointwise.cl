@@ -1,7 +1,8 @@
 /* pointwise.cl: forward 1x1 convolution (stride 1, no padding or dilation, groups 1) as a matrix
  * product per image: y[n, k, p] = sum over c of w[k, c] * x[n, c, p], p a pixel of H x W.
  *
- * Layouts: x NCHW, w KC11, y NKHW; all packed.
+ * Layouts: x NCHW, w KC11 (with W_CK, its transpose CK: what transpose_w packs), y NKHW; all
+ * packed.
  * Launch: a 1-D range of N * ceil(K / TILE_K) * ceil(H * W / TILE_P) work-items, any local size;
  * each computes TILE_K output channels of TILE_P consecutive pixels.
  *
@@ -20,6 +21,10 @@
 #endif
 #ifndef TILE_P
 #define TILE_P 1  /* consecutive pixels per work-item (each w value is used TILE_P times) */
+#endif
+
+#ifndef W_CK
+#define W_CK 0    /* 1: w is read as C x K (transpose_w's packing for constant weights) */
 #endif
 
 #define PIXELS (CS_H * CS_W)
@@ -42,7 +47,7 @@ __kernel void pointwise_fwd(__global const real *x, __global const real *w, __gl
         for (int t = 0; t < TILE_K; ++t)
             for (int q = 0; q < TILE_P; ++q)
                 if (k0 + t < CS_K && p0 + q < PIXELS)
-                    acc[t][q] += (float)w[(k0 + t) * CS_C + c]
+                    acc[t][q] += (float)w[W_CK ? c * CS_K + k0 + t : (k0 + t) * CS_C + c]
                                * (float)x[CS_NCHW(n, c, 0, 0, CS_C, CS_H, CS_W) + p0 + q];
     for (int t = 0; t < TILE_K && k0 + t < CS_K; ++t)
         for (int q = 0; q < TILE_P && p0 + q < PIXELS; ++q) {
@@ -51,4 +56,13 @@ __kernel void pointwise_fwd(__global const real *x, __global const real *w, __gl
             CS_EPILOGUE(float, CS_LOAD1, e, v, k0 + t, y, at);   /* nothing when bare */
             y[at] = (real)v;
         }
+}
+
+/* transpose_w(w, packed): packed[c, k] = w[k, c], one work-item per weight (a 1-D range of
+ * CS_K * CS_C): the TILE_K weights a work-item reads for one input channel become adjacent. */
+__kernel void transpose_w(__global const real *w, __global real *packed)
+{
+    const int i = get_global_id(0);   /* i = k * CS_C + c */
+    if (i < CS_K * CS_C)
+        packed[(i % CS_C) * CS_K + i / CS_C] = w[i];
 }
