@@ -240,7 +240,7 @@ def _plan(handle: Handle, problem: Problem, solver: str | None, buffers: Mapping
         if not constant and FindMode.parse() in (FindMode.HYBRID, FindMode.DYNAMIC_HYBRID):
             ranked = ranked_without_benchmark(handle, problem, Policy.resolve(**policy))
             if ranked and ranked[0].source in ("find-db", "predicted"):   # not a WTI guess
-                return Plan(handle, problem, None, online=True, **policy)
+                return Plan(handle, problem, None, online=True, ranked=ranked, **policy)
         find(handle, problem, **buffers, **values, request_count=1, **policy,
              constant_weights=constant)
         return Plan(handle, problem, None, **policy, constant_weights=constant)

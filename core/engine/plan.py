@@ -75,13 +75,16 @@ class Plan:
     says the weights buffer of each call keeps its contents until the call's
     ``weights_version`` changes (forward and backward-data): the plan then takes find's pick
     under constant weights and runs solvers that pack their weights from packed weights kept
-    in the handle.  Plans are safe to share between threads: calls enqueue one at a time on
+    in the handle.  ``ranked``: the ranking ``ranked_without_benchmark`` just gave for the
+    problem under this policy (the numpy API's), taken by the first resolution instead of
+    ranking again.  Plans are safe to share between threads: calls enqueue one at a time on
     the handle's in-order queue.
     """
 
     def __init__(self, handle: Handle, problem: Problem, solver: str | None = None, *,
                  max_tolerance: float | None = None, deterministic: bool | None = None,
-                 online: bool = False, constant_weights: bool = False) -> None:
+                 online: bool = False, constant_weights: bool = False,
+                 ranked: list[Solution] | None = None) -> None:
         self.handle, self.problem = check_handle(handle), check_problem(problem)
         check_keywords(problem, constant_weights, 0)
         #: Whether calls' weights are constant (packed once per buffer and weights_version).
@@ -93,6 +96,7 @@ class Plan:
         Policy.resolve(max_tolerance, deterministic)   # a bad argument is refused now
         self._lock = threading.Lock()
         self._state: tuple[Hashable, _Resolved] | None = None
+        self._ranked = ranked   # a ranking the caller just made: the first resolution's
         self._current()
 
     @property
@@ -144,7 +148,7 @@ class Plan:
                 log.info("plan %s: find's pick cannot run now (%s)", problem.key(), exc)
         trials = None
         if chosen is None:
-            ranked = ranked_without_benchmark(handle, problem, policy)
+            ranked = self._ranked or ranked_without_benchmark(handle, problem, policy)
             if not ranked:
                 raise SolverError(f"no solver can run {problem.key()} on {handle.name} "
                                   "(convsolve.applicable_solvers lists none, or none ranks)")
@@ -157,6 +161,7 @@ class Plan:
         if self.constant_weights and invoker is not None:
             packing = handle.weights_cache.packing(chosen, problem, handle,
                                                    config_for(chosen, problem, handle))
+        self._ranked = None   # a later resolution ranks afresh
         log.info("plan %s: %r%s", problem.key(), chosen.name,
                  " from packed weights" if packing else "")
         return _Resolved(chosen, workspace_of(chosen, problem), invoker, numerics, trials,

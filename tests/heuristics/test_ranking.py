@@ -174,6 +174,22 @@ def test_the_first_call_benchmarks_nothing_and_the_next_calls_time_the_top_three
     assert len(ran) == calls
 
 
+def test_the_first_call_ranks_once(unsure_model, handle, monkeypatch):
+    """The numpy API's first call of a shape ranks the candidates once: the plan it makes
+    takes that ranking (api._plan's found() made it to decide whether to go online)."""
+    from convsolve import api
+    ranked = []
+    original = plan_module.ranked_without_benchmark
+
+    def counting(*args, **kwargs):
+        ranked.append(args[1].key())
+        return original(*args, **kwargs)
+    monkeypatch.setattr(api, "ranked_without_benchmark", counting)
+    monkeypatch.setattr(plan_module, "ranked_without_benchmark", counting)
+    convsolve.conv2d(*_tensors(2), padding=1, handle=handle)
+    assert ranked == [PROBLEM.key()]
+
+
 def test_a_candidate_that_fails_is_left_out_and_the_call_still_answers(unsure_model, handle,
                                                                        monkeypatch):
     x, w = _tensors(1)
