@@ -91,7 +91,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The engine's is both increments: 1,815.
 #: Then 1,825 for plan.run's fast paths (issue 27: the usual weights_version and the buffer
 #: checks through get_info, ~6 lines) and the numpy API's ranking handed to its plan (issue 26:
-#: ranked once per shape, ~3).
+#: ranked once per shape, ~3); then 1,835 for epilogue candidates' packings (issue 29:
+#: fusion.Candidate.build_packing, ~7), so inference layers with bias and relu pack too.
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
@@ -102,7 +103,7 @@ BUDGETS = {
     "core/device": {"python": 675, "opencl": 0},
     "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 850, "opencl": 0},
-    "core/engine": {"python": 1825, "opencl": 0},
+    "core/engine": {"python": 1835, "opencl": 0},
     "core/testing": {"python": 760, "opencl": 0},
     "core/cli": {"python": 1300, "opencl": 0},
     "core/bench": {"python": 1420, "opencl": 60},

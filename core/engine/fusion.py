@@ -20,9 +20,10 @@ import pyopencl as cl
 from .. import reference
 from ..arith import ceil_div, round_up
 from ..device.tensors import array_buffer, is_device_array, read_tensor
+from ..device.weights_cache import build_packing
 from ..epilogue import KERNEL_ARG_DTYPES, Activation, EpilogueArgs, finite
 from ..errors import ContractError, SolverError, ValidationError
-from ..hookspecs import OPTIONAL_SOLVER_ATTRIBUTES
+from ..hookspecs import OPTIONAL_SOLVER_ATTRIBUTES, Packing
 from ..solvers.calls import build_invoker, events_of, fused_stages_of, workspace_of, wti_of
 from ..solvers.registry import registry, solver_attribute
 from .search import config_for
@@ -188,15 +189,28 @@ class Candidate:
         return offset + getattr(problem, problem.direction.output).nbytes
 
     def build_invoker(self, problem, handle):
-        inner_problem, out = self.inner(problem), problem.direction.output
         config = config_for(self.solver, problem.with_epilogue(None), handle)
-        invoker = build_invoker(self.solver, inner_problem, handle, config)
+        return self._finished(problem, handle,
+                              build_invoker(self.solver, self.inner(problem), handle, config))
+
+    def build_packing(self, problem, handle):
+        """The solver's packing of its problem (solver API 2.4), its invoker followed by the
+        pass as build_invoker's is: constant weights serve epilogue problems too."""
+        config = config_for(self.solver, problem.with_epilogue(None), handle)
+        built = build_packing(self.solver, self.inner(problem), handle, config)
+        return None if built is None else Packing(
+            built.nbytes, built.pack, self._finished(problem, handle, built.invoker))
+
+    def _finished(self, problem, handle, invoker):
+        """``invoker`` (buffers, scratch, *more: a packing's takes the packed weights), then the
+        core's pass over the stages it leaves; the invoker itself where it leaves none."""
         if not self.rest(problem):
             return invoker
         finish, (inner, offset) = EpiloguePass(handle, problem, self.fused), self._offset(problem)
-        to_scratch, nbytes = self.to_scratch(problem), getattr(problem, out).nbytes
+        to_scratch, out = self.to_scratch(problem), problem.direction.output
+        nbytes = getattr(problem, out).nbytes
 
-        def composite(buffers, scratch):
+        def composite(buffers, scratch, *more):
             target = getattr(buffers, out)
             if to_scratch:   # a sub-buffer after the solver's workspace, made for this call: one
                 # kept beyond it outlives a scratch its owner releases, and NVIDIA's OpenCL
@@ -205,7 +219,7 @@ class Candidate:
             solver_buffers = buffers._replace(**{out: target}).with_epilogue_args(
                 buffers.epilogue_args if self.fused else None)
             events = events_of(self.solver.name, invoker(solver_buffers, scratch if inner
-                                                         else None))
+                                                         else None, *more))
             return events + [finish(target, getattr(buffers, out), buffers.epilogue_args)]
         return composite
 

@@ -52,3 +52,21 @@ def test_backward_weights_packs_nothing(handle):
                              direction=Direction.BACKWARD_WEIGHTS)
     solver = SOLVERS[0]
     assert solver.build_packing(problem, handle, solver.default_config(problem, handle)) is None
+
+
+@pytest.mark.parametrize("name", ["winograd.F2x3", "winograd.F2x3/unfused"])
+def test_epilogue_problems_run_from_packed_weights(handle, name):
+    """Fused and unfused epilogue candidates (bias, residual, relu) transform the filter once,
+    on the first of two calls, and give relu(conv + bias + z) from it."""
+    import convsolve
+    rng = np.random.default_rng(5)
+    x, w = (rng.standard_normal(s).astype(np.float32) for s in ((1, 5, 7, 9), (6, 5, 3, 3)))
+    bias, z = (rng.standard_normal(s).astype(np.float32) for s in ((6,), (1, 6, 7, 9)))
+    expected = np.maximum(reference.compute(Problem.conv2d(x.shape, w.shape, padding=1), x=x,
+                                            w=w, y=None) + bias[:, None, None] + z, 0)
+    packs = handle.weights_cache.packs
+    for _ in range(2):
+        y = convsolve.conv2d(x, w, padding=1, bias=bias, z=z, activation="relu", solver=name,
+                             handle=handle, constant_weights=True)
+        assert reference.relative_error(y, expected) < F2x3().tolerance
+    assert handle.weights_cache.packs == packs + 1
