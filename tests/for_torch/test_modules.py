@@ -163,6 +163,19 @@ def test_replace_convs_counts_the_other_refusals():
                                "be served)")
 
 
+def test_replace_convs_leaves_a_lazy_convolution_until_it_is_made():
+    """A LazyConv2d not yet called is left alone (docs/pytorch.md says so); after its first
+    forward pass it is a torch.nn.Conv2d, which replace_convs swaps and which computes what it
+    did."""
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.LazyConv2d(4, 3, padding=1))
+    assert ct.replace_convs(model) == [] and type(model[0]) is nn.LazyConv2d
+    x = torch.randn(2, 3, 6, 5)
+    before = model(x)
+    assert ct.replace_convs(model) == ["0"] and type(model[0]) is ct.Conv2d
+    assert _close(model(x), before)
+
+
 def test_modules_refuse_what_they_cannot_serve_when_made():
     """convsolve.torch.Conv2d with padding_mode='reflect' or float64 parameters is refused when
     constructed, naming the field."""
