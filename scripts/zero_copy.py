@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Zero-copy against copying: the numpy API's forward call per layer of a bench suite, with host
-arrays wrapped (CONVSOLVE_ZERO_COPY=1, also with a kept out= array) and copied (=0).
+arrays wrapped (CONVSOLVE_ZERO_COPY=1, also with a kept out= array) and copied (=0);
+scripts/torch_resnet50.py prints the same table.
 
 The three ways alternate within each round, so that load on the machine reaches them alike;
-each layer's plan is made first (find in FAST mode unless --find-mode says otherwise: the same
-solver serves every way, so only the transfers differ).  Prints per layer the median call time
-of each way and copy / wrap, then the totals weighted by each layer's count.
+each layer's plan is made first and settles on one solver (find in FAST mode unless --find-mode
+says otherwise): the same solver serves every way, so only the transfers differ.  Prints a Markdown table: per layer the
+median call time of each way and copy / wrap, then the totals weighted by each layer's count.
 
     .venv/bin/python scripts/zero_copy.py --suite resnet50 --batch 8 --repeat 5 [--layers 0-3]
 """
@@ -19,8 +20,13 @@ import convsolve
 import numpy as np
 from convsolve.bench.command import layer_problem, load_suite, select_layers
 from convsolve.device.tensors import aligned_empty, wraps
+from convsolve.engine.trials import TRIAL_CALLS
 
 WAYS = ("copy", "wrap", "wrap+out")
+#: Calls after which a shape's plan runs one solver: on a find-db miss the numpy API's online
+#: plan (HYBRID, DYNAMIC_HYBRID) times up to 3 candidates TRIAL_CALLS times each on its next
+#: calls, then keeps the fastest.
+SETTLE_CALLS = 3 * TRIAL_CALLS + 1
 
 
 def _time(call, repeat):
@@ -47,7 +53,8 @@ def measure(handle, layer, problem, repeat, rng):
     calls = {"copy": lambda: convsolve.conv2d(x, w, **kw),
              "wrap": lambda: convsolve.conv2d(x, w, **kw),
              "wrap+out": lambda: convsolve.conv2d(x, w, out=out, **kw)}
-    reference = convsolve.conv2d(x, w, **kw)   # makes the plan (find runs once)
+    for _ in range(SETTLE_CALLS):   # the plan is made and settles on one solver
+        reference = convsolve.conv2d(x, w, **kw)
     samples = {way: [] for way in WAYS}
     for _ in range(repeat):
         for way in WAYS:
@@ -56,6 +63,25 @@ def measure(handle, layer, problem, repeat, rng):
     os.environ["CONVSOLVE_ZERO_COPY"] = "1"
     assert np.array_equal(calls["wrap+out"](), reference), "zero-copy changed the result"
     return {way: statistics.median(times) for way, times in samples.items()}
+
+
+def table(handle, layers, batch, repeat, rng):
+    """Markdown lines: per layer of ``layers`` ([(index, suite layer)]) at ``batch``, the
+    megabytes moved, each way's median ms and copy / wrap; then the totals weighted by count."""
+    yield "| layer | MB in+out | " + " | ".join(f"{way} ms" for way in WAYS) + " | copy / wrap |"
+    yield "| --- " * (len(WAYS) + 3) + "|"
+    totals = dict.fromkeys(WAYS, 0.0)
+    for _, layer in layers:
+        problem = layer_problem(layer, batch, convsolve.Direction.FORWARD)
+        times = measure(handle, layer, problem, repeat, rng)
+        megabytes = (problem.x.nbytes + problem.w.nbytes + problem.y.nbytes) / 1e6
+        for way in WAYS:
+            totals[way] += times[way] * layer.get("count", 1)
+        yield (f"| {layer['name']} x{layer.get('count', 1)} | {megabytes:.1f} | "
+               + " | ".join(f"{times[way] * 1e3:.3f}" for way in WAYS)
+               + f" | {times['copy'] / times['wrap']:.2f} |")
+    yield ("| network (x count) | | " + " | ".join(f"{totals[way] * 1e3:.2f}" for way in WAYS)
+           + f" | {totals['copy'] / totals['wrap']:.2f} |")
 
 
 def main(argv=None):
@@ -73,21 +99,9 @@ def main(argv=None):
     probe = aligned_empty((16,))
     print(f"{handle.name}: host-unified memory {bool(handle.device.host_unified_memory)}, "
           f"wraps aligned arrays: {wraps(handle, probe)}; batch {args.batch}, "
-          f"median of {args.repeat}")
-    print(f"{'layer':<22}{'MB in+out':>10}" + "".join(f"{way + ' ms':>13}" for way in WAYS)
-          + f"{'copy/wrap':>11}")
-    totals = dict.fromkeys(WAYS, 0.0)
-    for _, layer in layers:
-        problem = layer_problem(layer, args.batch, convsolve.Direction.FORWARD)
-        times = measure(handle, layer, problem, args.repeat, rng)
-        megabytes = (problem.x.nbytes + problem.w.nbytes + problem.y.nbytes) / 1e6
-        for way in WAYS:
-            totals[way] += times[way] * layer.get("count", 1)
-        print(f"{layer['name']:<22}{megabytes:>10.1f}"
-              + "".join(f"{times[way] * 1e3:>13.3f}" for way in WAYS)
-              + f"{times['copy'] / times['wrap']:>11.2f}")
-    print(f"{'network (x count)':<32}" + "".join(f"{totals[way] * 1e3:>13.2f}" for way in WAYS)
-          + f"{totals['copy'] / totals['wrap']:>11.2f}")
+          f"median of {args.repeat}\n")
+    for line in table(handle, layers, args.batch, args.repeat, rng):
+        print(line, flush=True)
     return 0
 
 

@@ -87,22 +87,68 @@ def test_replace_convs_serves_1d_convolutions():
     assert _close(ours(x), nn.functional.conv1d(x, model[0].weight, model[0].bias, stride=2))
 
 
+def _snapshot(model):
+    """What replace_convs may change or break: each module's class, each parameter and buffer
+    (the object itself, and a copy of its values where it has any)."""
+    tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    return ([(name, type(module)) for name, module in model.named_modules()],
+            {name: tensor for name, tensor in tensors.items()},
+            {name: tensor.detach().clone() for name, tensor in tensors.items()
+             if tensor.device.type == "cpu"})
+
+
+def _unchanged(model, snapshot):
+    """``model`` is as ``snapshot`` saw it: the same classes, tensor objects and values."""
+    classes, tensors, values = _snapshot(model)
+    return (classes == snapshot[0] and tensors.keys() == snapshot[1].keys()
+            and all(tensors[name] is tensor for name, tensor in snapshot[1].items())
+            and values.keys() == snapshot[2].keys()
+            and all(torch.equal(values[name], value) for name, value in snapshot[2].items()))
+
+
 @pytest.mark.parametrize("change,field,value", [
-    (lambda m: setattr(m.grouped, "padding_mode", "reflect"), "grouped.padding_mode", "reflect"),
-    (lambda m: m.stem.to(torch.float64), "stem.weight.dtype", "torch.float64"),
-    (lambda m: m.up.to("meta"), "up.weight.device", "meta"),
-])
-def test_replace_convs_refuses_what_it_cannot_serve(change, field, value):
-    """A padding_mode other than 'zeros', float64 parameters or parameters off the CPU (a GPU,
-    here the meta device) give one ValidationError naming the module's field, and the model
-    keeps every torch.nn convolution."""
+    (lambda m, gpu: setattr(m.grouped, "padding_mode", "reflect"), "grouped.padding_mode",
+     "reflect"),
+    (lambda m, gpu: setattr(m.stem, "padding_mode", "replicate"), "stem.padding_mode",
+     "replicate"),
+    (lambda m, gpu: m.stem.to(torch.float64), "stem.weight.dtype", "torch.float64"),
+    (lambda m, gpu: setattr(m.stem.bias, "data", m.stem.bias.data.half()), "stem.bias.dtype",
+     "torch.float16"),
+    (lambda m, gpu: setattr(m.up, "weight", gpu(m.up.weight.shape, parameter=True)),
+     "up.weight.device", "cuda:0"),
+    (lambda m, gpu: setattr(m.up, "bias", gpu(m.up.bias.shape, parameter=True)),
+     "up.bias.device", "cuda:0"),
+    (lambda m, gpu: m.up.to("meta"), "up.weight.device", "meta"),
+], ids=["reflect", "replicate", "float64", "float16-bias", "gpu", "gpu-bias", "meta"])
+def test_replace_convs_refuses_what_it_cannot_serve(change, field, value, on_gpu):
+    """A padding_mode other than 'zeros', float64 or float16 parameters or parameters off the
+    CPU (on a GPU: FakeTensors on cuda:0; on the meta device) give one ValidationError naming
+    the module's field and value, and the model is left exactly as it was: every module's
+    class, every parameter and buffer object and its values (the convolutions before the bad
+    one included)."""
     model = _cnn()
-    change(model)
+    change(model, on_gpu)
+    snapshot = _snapshot(model)
     with pytest.raises(ValidationError, match="left unchanged") as info:
         ct.replace_convs(model)
     assert (info.value.field, info.value.value) == (field, value)
+    assert _unchanged(model, snapshot)
     assert {type(m) for m in (model.stem, model.grouped)} == {nn.Conv2d}
     assert type(model.up) is nn.ConvTranspose2d
+
+
+def test_unchanged_sees_a_change():
+    """_unchanged, which the refusals rely on, sees a swapped class, a replaced parameter and
+    a changed value."""
+    changes = [lambda m: setattr(m.up, "__class__", ct.ConvTranspose2d),
+               lambda m: setattr(m.stem, "bias", nn.Parameter(m.stem.bias.detach().clone())),
+               lambda m: m.head.weight.data.add_(1)]
+    for change in changes:
+        model = _cnn()
+        snapshot = _snapshot(model)
+        assert _unchanged(model, snapshot)
+        change(model)
+        assert not _unchanged(model, snapshot)
 
 
 def test_replace_convs_counts_the_other_refusals():
@@ -117,6 +163,19 @@ def test_replace_convs_counts_the_other_refusals():
                                "be served)")
 
 
+def test_replace_convs_leaves_a_lazy_convolution_until_it_is_made():
+    """A LazyConv2d not yet called is left alone (docs/pytorch.md says so); after its first
+    forward pass it is a torch.nn.Conv2d, which replace_convs swaps and which computes what it
+    did."""
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.LazyConv2d(4, 3, padding=1))
+    assert ct.replace_convs(model) == [] and type(model[0]) is nn.LazyConv2d
+    x = torch.randn(2, 3, 6, 5)
+    before = model(x)
+    assert ct.replace_convs(model) == ["0"] and type(model[0]) is ct.Conv2d
+    assert _close(model(x), before)
+
+
 def test_modules_refuse_what_they_cannot_serve_when_made():
     """convsolve.torch.Conv2d with padding_mode='reflect' or float64 parameters is refused when
     constructed, naming the field."""
@@ -126,13 +185,16 @@ def test_modules_refuse_what_they_cannot_serve_when_made():
         ct.ConvTranspose2d(1, 1, 3, dtype=torch.float64)
 
 
-def test_a_swapped_module_refuses_a_gpu_input():
-    """A replaced module given a tensor off the CPU refuses it naming the input's device."""
+def test_a_swapped_module_refuses_a_gpu_input(on_gpu):
+    """A replaced module given a tensor on a GPU (a FakeTensor on cuda:0) or the meta device
+    refuses it naming the input's device."""
     model = nn.Conv2d(2, 2, 1)
     ct.replace_convs(model)
-    with pytest.raises(ValidationError) as info:
-        model(torch.zeros(1, 2, 3, 3, device="meta"))
-    assert info.value.field == "input.device"
+    for x, device in ((on_gpu((1, 2, 3, 3)), "cuda:0"),
+                      (torch.zeros(1, 2, 3, 3, device="meta"), "meta")):
+        with pytest.raises(ValidationError) as info:
+            model(x)
+        assert (info.value.field, info.value.value) == ("input.device", device)
 
 
 def test_find_runs_once_per_shape(monkeypatch):
@@ -178,6 +240,6 @@ def test_a_small_cnn_trains_as_in_pytorch():
             losses[name].append(loss.item())
     assert losses["torch"][-1] < losses["torch"][0]   # it does train
     for a, b in zip(losses["convsolve"], losses["torch"]):
-        assert abs(a - b) <= 1e-4 * abs(b)
+        assert abs(a - b) <= 1e-5 * abs(b)   # measured: 0 to 8e-8
     for (name, a), b in zip(ours.named_parameters(), torch_model.parameters()):
         assert _close(a.detach(), b.detach(), 1e-4), name
