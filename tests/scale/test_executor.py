@@ -55,7 +55,7 @@ def test_local_cluster_with_a_worker_killed_records_what_one_process_does(
     """Two worker processes (timing and compile) tune three problems; the timing worker is
     SIGKILLed while the second job runs; the scheduler reruns it on the restarted worker and
     the user dbs hold the same problems and solvers as a single-process tune, each problem won
-    by the same solver."""
+    by the same solver (ties within TIE)."""
     pytest.importorskip("distributed")
     single = drive(InProcess(handle), _jobs(handle.db_key), quiet=True)
     assert not single.failed
@@ -82,8 +82,20 @@ def test_local_cluster_with_a_worker_killed_records_what_one_process_does(
     found, tuned, times = _recorded()
     assert (found, tuned) == expected[:2]
     for problem, solvers in times.items():
-        assert min(solvers, key=solvers.get) == min(expected[2][problem],
-                                                     key=expected[2][problem].get)
+        assert _same_winner(solvers, expected[2][problem]), (problem, solvers, expected[2])
+
+
+#: Two runs' winners agree when each run's winner is within this factor of the other run's best,
+#: in the other run's own times: naive_fwd and Spin's SPIN=0 config (naive_fwd and an empty
+#: kernel) tie on these tiny problems, and a loaded CI machine swings a 20-us time by tens of
+#: percent; the other configs of Spin are slower by far more than this.
+TIE = 2.0
+
+
+def _same_winner(a, b):
+    """Whether two {solver: ms} maps of one problem have the same winner, ties within TIE."""
+    return all(other[min(mine, key=mine.get)] <= TIE * min(other.values())
+               for mine, other in ((a, b), (b, a)))
 
 
 def test_a_job_that_keeps_killing_workers_fails_and_is_named(handle, monkeypatch):
