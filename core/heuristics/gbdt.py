@@ -5,10 +5,12 @@ stay light: those bring scipy (35 MB) or 132 MB with them, for what takes numpy 
 trees are complete binary trees of a fixed depth stored as flat arrays: ``feature`` and
 ``threshold`` (trees, 2**depth - 1) and ``leaf`` (trees, 2**depth); from node i a sample goes to
 2*i + 1 + (x[feature] > threshold).  A node that does not split has threshold NO_SPLIT and sends
-every sample left.  A model is those arrays as JSON lists, never a pickle.
+every sample left.  A model file holds those arrays packed in JSON (pack_table), never a pickle.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import itertools
 import sys
 from collections.abc import Mapping, Sequence
@@ -29,6 +31,42 @@ ROWS_AT_ONCE = 8
 LIMITS = {"rounds": (1, 100_000), "depth": (1, MAX_DEPTH), "bins": (2, 256),
           "min_leaf": (1, 1 << 30), "seed": (0, 1 << 62), "learning_rate": (0.0, 1.0),
           "subsample": (0.0, 1.0), "l2": (0.0, 1e9)}
+#: The element types a packed table may have (little-endian ints and floats).
+PACKED_DTYPES = ("<i8", "<i4", "<i2", "<f8")
+
+
+def pack_table(table: np.ndarray) -> dict[str, object]:
+    """A table as JSON: its little-endian bytes in base64 with its dtype and shape.  Parsing the
+    ~460,000 numbers of a shipped model as JSON lists (a model file's version 1) took 150 ms of
+    a fresh process's first prediction; these unpack in a few."""
+    table = np.ascontiguousarray(table, dtype=table.dtype.newbyteorder("<"))
+    return {"dtype": table.dtype.str, "shape": list(table.shape),
+            "data": base64.b64encode(table.tobytes()).decode("ascii")}
+
+
+def unpack_table(value: object, where: str) -> np.ndarray:
+    """A table from pack_table's dict, or from a JSON list of rows (version 1); ModelError
+    naming ``where`` when it is neither, or its bytes do not fill its shape."""
+    if not isinstance(value, Mapping):
+        try:
+            return np.array(value)
+        except ValueError as exc:   # rows of different lengths
+            raise ModelError(f"{where}: not a table ({exc})") from None
+    shape = value.get("shape")
+    if set(value) != {"dtype", "shape", "data"} or value["dtype"] not in PACKED_DTYPES \
+            or not isinstance(shape, list) or len(shape) != 2 \
+            or not all(isinstance(n, int) and n >= 0 for n in shape):
+        raise ModelError(f"{where}: expected a packed table: dtype (one of {PACKED_DTYPES}), "
+                         "shape (rows, columns) and data")
+    try:
+        raw = base64.b64decode(str(value["data"]), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ModelError(f"{where}.data: not base64 ({exc})") from None
+    dtype = np.dtype(value["dtype"])
+    if len(raw) != shape[0] * shape[1] * dtype.itemsize:
+        raise ModelError(f"{where}.data: {len(raw)} bytes do not fill {shape[0]} x {shape[1]} "
+                         f"of {dtype.str}")
+    return np.frombuffer(raw, dtype=dtype).reshape(shape)
 
 
 def finite_number(value: object) -> bool:
@@ -88,9 +126,9 @@ class Ensemble:
                         np.vstack([self.leaf, more.leaf]))
 
     def to_json(self) -> dict[str, object]:
-        """The ensemble as JSON-ready lists (from_json reads it back exactly)."""
-        return {"base": self.base, "feature": self.feature.tolist(),
-                "threshold": self.threshold.tolist(), "leaf": self.leaf.tolist()}
+        """The ensemble as JSON-ready packed tables (from_json reads it back exactly)."""
+        return {"base": self.base, "feature": pack_table(self.feature.astype(np.int16)),
+                "threshold": pack_table(self.threshold), "leaf": pack_table(self.leaf)}
 
     @classmethod
     def from_json(cls, data: object, where: str, features: int) -> Ensemble:
@@ -103,10 +141,7 @@ class Ensemble:
             raise ModelError(f"{where}.base: expected a finite number, got {data['base']!r}")
         tables = {}
         for name, kinds in (("leaf", "iuf"), ("feature", "iu"), ("threshold", "iuf")):
-            try:
-                table = np.array(data[name])
-            except ValueError as exc:   # rows of different lengths
-                raise ModelError(f"{where}.{name}: not a table ({exc})") from None
+            table = unpack_table(data[name], f"{where}.{name}")
             if name == "leaf":
                 trees, leaves = table.shape if table.ndim == 2 else (0, 0)
             shape = (trees, leaves - (name != "leaf"))

@@ -28,7 +28,9 @@ from .data import Dataset, Record
 from .features import FEATURE_NAMES, DeviceFacts, problem_features
 from .split import geometry, grouped_folds
 
-FORMAT, VERSION = "convsolve-ranker", 1
+#: The version save writes: 2 packs the trees' tables (gbdt.pack_table); READS are the ones
+#: load takes (version 1 holds them as JSON lists).
+FORMAT, VERSION, READS = "convsolve-ranker", 2, (1, 2)
 #: Solvers ranked after every other by rule: a name holding one of these words (any case), such
 #: as direct.NaiveFwd.  Reference kernels are correct but slow everywhere, and a learned model's
 #: rare mistake on one costs most (HEURISTICS.md: up to 7,209x); so a demoted solver's predicted
@@ -237,9 +239,9 @@ class RankingModel:
 
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             fail(f"not a {FORMAT!r} model")
-        if data.get("version") != VERSION:
-            fail(f"version {data.get('version')!r}; this convsolve reads version {VERSION} "
-                 "(refit the model with this release)")
+        if isinstance(data.get("version"), bool) or data.get("version") not in READS:
+            fail(f"version {data.get('version')!r}; this convsolve reads versions "
+                 f"{' and '.join(map(str, READS))} (refit the model with this release)")
         theirs = data["features"] if isinstance(data.get("features"), list) else []
         if theirs != list(FEATURE_NAMES):
             first = next((i for i, pair in enumerate(zip(theirs, FEATURE_NAMES))

@@ -5,7 +5,9 @@ data/tiny_ranker.json was written by dataclasses.replace(RankingModel.fit(synthe
 60, 5), Params(rounds=4, depth=2, min_leaf=2), margin_folds=0, date="2026-12-05"), auto_margin=0.25)
 and data/tiny_ranker_outputs.json holds its log_ms on corpus(8, 6)'s problems; a change of the
 format or the features must come with a new version (and new files), never silent new outputs.
+data/tiny_ranker_v2.json is the same model saved in version 2 (packed tables).
 """
+import base64
 import copy
 import gzip
 import json
@@ -127,13 +129,16 @@ def test_fit_needs_a_timed_record():
         RankingModel.fit(empty)
 
 
-def test_a_stored_tiny_model_reproduces_its_stored_outputs_exactly():
-    """The committed model reads back, writes back the same JSON, and its predicted log times
-    on the stored problems equal the stored ones bit for bit."""
-    stored = json.loads((DATA / "tiny_ranker.json").read_text())
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_stored_tiny_model_reproduces_its_stored_outputs_exactly(version):
+    """The committed model, in either version's file, reads back, writes back version 2's JSON,
+    and its predicted log times on the stored problems equal the stored ones bit for bit."""
+    name = "tiny_ranker.json" if version == 1 else "tiny_ranker_v2.json"
+    stored = json.loads((DATA / name).read_text())
     outputs = json.loads((DATA / "tiny_ranker_outputs.json").read_text())
-    model = RankingModel.load(DATA / "tiny_ranker.json")
-    assert model.to_json() == stored and list(model.solvers) == outputs["solvers"]
+    model = RankingModel.load(DATA / name)
+    assert stored["version"] == version and list(model.solvers) == outputs["solvers"]
+    assert model.to_json() == json.loads((DATA / "tiny_ranker_v2.json").read_text())
     device = DeviceFacts.from_dict(outputs["device"])
     keys = list(outputs["log_ms"])
     x = np.array([problem_features(Problem.from_key(k), device) for k in keys])
@@ -165,7 +170,8 @@ def _wrong_depth(d):
 #: Each way to break a model's JSON, and what the error must say.
 BREAKS = {
     "format": (lambda d: d.update(format="convsolve-db"), "not a 'convsolve-ranker' model"),
-    "version": (lambda d: d.update(version=2), "version 2; this convsolve reads version 1"),
+    "version": (lambda d: d.update(version=3), "version 3; this convsolve reads versions 1 and 2"),
+    "bool version": (lambda d: d.update(version=True), "version True"),
     "features": (lambda d: d.update(features=d["features"][::-1]), "features differ .* index 0"),
     "fewer features": (lambda d: d.update(features=d["features"][:-1]),
                        f"from index {len(FEATURE_NAMES) - 1} on"),
@@ -201,6 +207,45 @@ def test_a_malformed_model_raises_model_error_naming_what(tmp_path, name):
     with pytest.raises(ModelError, match=message) as caught:
         RankingModel.load(path)
     assert str(path) in str(caught.value) and caught.value.path == path
+
+
+def _packed(part, change):
+    """A break of one packed table of the version 2 file: change(table dict)."""
+    return lambda d: change(d["solvers"]["fake.A"][part])
+
+
+def _with_nan(table):
+    values = np.frombuffer(base64.b64decode(table["data"]), dtype=table["dtype"]).copy()
+    values[0] = math.nan
+    table["data"] = base64.b64encode(values.tobytes()).decode()
+
+
+#: Each way to break a version 2 file's packed tables, and what the error must say.
+PACKED_BREAKS = {
+    "base64": (_packed("leaf", lambda t: t.update(data="not base64!")),
+               r"solvers\['fake.A'\].leaf.data: not base64"),
+    "dtype": (_packed("leaf", lambda t: t.update(dtype=">f4")), "expected a packed table"),
+    "shape": (_packed("leaf", lambda t: t.update(shape=[4])), "expected a packed table"),
+    "short": (_packed("threshold", lambda t: t.update(shape=[5, 3])),
+              r"threshold.data: 96 bytes do not fill 5 x 3 of <f8"),
+    "nan": (_packed("threshold", _with_nan), r"threshold: expected a table of 4 x 3 finite"),
+    "float index": (_packed("feature", lambda t: t.update(dtype="<f8", shape=[1, 3])),
+                    r"feature: expected a table of 4 x 3 finite ints"),
+}
+
+
+@pytest.mark.parametrize("name", PACKED_BREAKS)
+def test_a_malformed_packed_table_raises_model_error_naming_it(tmp_path, name):
+    """Each break of a packed table of the version 2 file fails load with a ModelError naming
+    the file and the table."""
+    data = json.loads((DATA / "tiny_ranker_v2.json").read_text())
+    change, message = PACKED_BREAKS[name]
+    change(data)
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ModelError, match=message) as caught:
+        RankingModel.load(path)
+    assert str(path) in str(caught.value)
 
 
 @pytest.mark.parametrize("cut", ["gzip", "json", "missing", "empty"])
