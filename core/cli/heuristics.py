@@ -150,7 +150,7 @@ def cmd_fit(args):
     handle = Handle()
     if args.data:
         model = RankingModel.fit(_datasets(args.data))
-        print(f"fitted on {len(model.training.get('records', ())) or 'the'} records")
+        print(f"fitted on {model.training['records']} records")
     else:   # a refit of the model in use on the user's find-db
         chosen = ranking.model_for(handle.device)
         if chosen is None:

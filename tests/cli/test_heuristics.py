@@ -1,0 +1,44 @@
+"""`convsolve heuristics fit` and `eval` on a record file: a model that loads, and scores."""
+import math
+
+from convsolve import Problem
+from convsolve.cli import main
+from convsolve.heuristics import Dataset, DeviceFacts, RankingModel, Record, write_dataset
+
+DEVICE = DeviceFacts(compute_units=2, vector_width=8, is_gpu=False, local_mem_bytes=65536,
+                     max_work_group_size=4096, global_mem_bytes=8 << 30)
+
+
+def _records(tmp_path):
+    """A record file of 48 problems where fake.Wide wins on many channels, fake.Narrow on few."""
+    records = []
+    for i in range(48):
+        c = 2 ** (1 + i % 8)
+        problem = Problem.conv2d((1 + i // 8, c, 9 + i % 5, 9), (8, c, 3, 3), padding=1)
+        records.append(Record(problem, {"fake.Wide": 1.0 + 8 / c, "fake.Narrow": 0.3 * c,
+                                        "fake.Slow": 50.0}))
+    path = tmp_path / "records.jsonl.gz"
+    write_dataset(Dataset(DEVICE, tuple(records), {"date": "2026-12-05"}), path)
+    return path
+
+
+def test_fit_saves_a_model_of_the_records_that_loads(tmp_path, capsys):
+    """fit --data --out prints the record count and saves a model that ranks as the data do."""
+    data, out = _records(tmp_path), tmp_path / "model.json.gz"
+    assert main(["heuristics", "fit", "--data", str(data), "--out", str(out)]) == 0
+    assert "fitted on 48 records" in capsys.readouterr().out
+    model = RankingModel.load(out)
+    assert sorted(model.solvers) == ["fake.Narrow", "fake.Slow", "fake.Wide"]
+    for c, winner in ((4, "fake.Narrow"), (128, "fake.Wide")):
+        guess = model.predict_ms(Problem.conv2d((2, c, 10, 9), (8, c, 3, 3), padding=1), DEVICE,
+                                 model.solvers)
+        assert min(guess, key=guess.get) == winner and math.isfinite(guess["fake.Slow"])
+
+
+def test_eval_reports_the_model_beside_wti(tmp_path, capsys):
+    """eval prints the problem count, the folds, and the model's and WTI's rows."""
+    assert main(["heuristics", "eval", "--data", str(_records(tmp_path)), "--folds", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "48 problems, 2 folds grouped by geometry" in out
+    assert any(line.split()[:2] == ["model", "all"] for line in out.splitlines())
+    assert any(line.split()[:2] == ["WTI", "all"] for line in out.splitlines())
