@@ -238,6 +238,8 @@ def _configs(solver, handle, problem, seed, count):
     is not valid), then up to ``count`` others drawn at random from its space (the draw differs
     between problems), less those its check_config refuses."""
     default = default_config_of(solver, problem, handle)
+    if not count:   # drawing would enumerate the space (millions of configs) for nothing
+        return [default]
     space = space_of(solver, problem, handle)
     drawn = iter(space.sample(4 * count + 1, random.Random(f"{seed}/{problem.key()}")))
     others = (config for config in drawn if config_key(config) != config_key(default)

@@ -181,6 +181,22 @@ def test_a_tunable_solver_is_checked_with_sampled_configs(handle):
         check_solver(solver, handle, standard_problems((Direction.BACKWARD_DATA,)))
 
 
+def test_checking_the_default_alone_draws_no_config(handle, monkeypatch):
+    """configs=0 checks the default config only and never draws from the space: drawing
+    enumerates it when its constraints refuse most random draws (implicit GEMM's: 2 million
+    configs, 6 s a problem)."""
+    import cs_configs
+
+    def refuse(*args):
+        raise AssertionError("sampled")
+    monkeypatch.setattr(convsolve.ConfigSpace, "sample", refuse)
+    solver = cs_configs.Tiled()
+    assert check_solver(solver, handle, configs=0) == len(FORWARD)
+    assert solver.built == [{"WG": 64}] * len(FORWARD)
+    with pytest.raises(AssertionError, match="sampled"):
+        check_solver(cs_configs.Tiled(), handle, configs=1)
+
+
 def test_an_invalid_default_config_fails(handle):
     """A default config outside the solver's space is a failure on each problem, in calls'
     words."""
