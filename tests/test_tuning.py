@@ -1,4 +1,5 @@
 """convsolve.tuning: config spaces as data, and the device-class fallback of parameter tables."""
+import itertools
 import random
 
 import pytest
@@ -13,6 +14,22 @@ def test_a_space_holds_exactly_the_configs_its_constraints_admit():
     assert configs == [{"TM": tm, "VW": vw} for tm in (2, 4, 8) for vw in (4, 8, 16)
                        if tm * vw <= 64 and vw >= tm]
     assert SPACE.size() == 9 and {"TM": 4, "VW": 8} in SPACE
+
+
+@pytest.mark.parametrize("constraints", [
+    ["A < C", "B != 2 or D == 1"],                       # tested as soon as C, then D, is set
+    ["min(x for x in (A, D)) >= 1", "abs(B - C) < 3"],   # names read inside a generator
+    ["A // (B - 2) >= 0"],                               # raises for B == 2: refused there
+    ["E > 0"],                                           # an unknown name: nothing admitted
+    ["A + C * 0 == 1", "D <= A"],
+])
+def test_iterating_a_space_gives_the_constraints_filter_of_the_product(constraints):
+    """Iteration tests each constraint once its last parameter is set, and still yields exactly
+    the configs of the parameters' product that refusal admits, in the product's order."""
+    space = ConfigSpace({"A": (0, 1, 2), "B": (1, 2, 3), "C": (0, 1, 2, 3), "D": (0, 1)},
+                        constraints)
+    product = [dict(zip("ABCD", v)) for v in itertools.product(*space.params.values())]
+    assert list(space) == [c for c in product if space.refusal(c) is None]
 
 
 @pytest.mark.parametrize("config, reason", [
