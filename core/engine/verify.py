@@ -4,6 +4,7 @@ find uses both on every candidate it times (the sampled comparison under ``verif
 run() scans inputs and output under CONVSOLVE_CHECK_NUMERICS.
 """
 import logging
+import math
 
 import numpy as np
 
@@ -43,8 +44,8 @@ def error_against_reference(problem, host, output):
     """Relative RMS error of ``output`` against the reference for the host inputs: over every
     element, or over sampled ones when the whole reference would pad more than
     WHOLE_REFERENCE_BYTES of float64 input (the driver's -V on huge paddings)."""
-    (pt, pb), (pl, pr) = problem.conv.pads
-    padded = problem.n * problem.c * (problem.in_h + pt + pb) * (problem.in_w + pl + pr) * 8
+    padded = problem.n * problem.c * math.prod(
+        size + lo + hi for size, (lo, hi) in zip(problem.in_sizes, problem.conv.pads)) * 8
     if padded <= WHOLE_REFERENCE_BYTES:
         return reference.relative_error(output, reference.compute(problem, **host))
     index = sample_index(problem)
