@@ -38,7 +38,7 @@ from .errors import (
                   ValidationError,
 )
 from .hookspecs import SOLVER_API_VERSION, Buffers, Invoker, Packing, Solver, hookimpl, hookspec
-from .problem import ConvDesc, Direction, Problem, TensorDesc
+from .problem import ALL_LAYOUTS, LAYOUTS, ConvDesc, Direction, Problem, TensorDesc
 from .solvers.registry import registry
 from .tuning import ConfigSpace
 
@@ -47,6 +47,8 @@ __version__ = "0.1.0"
 _env.configure_logging()
 
 __all__ = [
+                  "ALL_LAYOUTS",
+                  "LAYOUTS",
                   "SOLVER_API_VERSION",
                   "Activation",
                   "Buffers",
