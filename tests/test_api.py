@@ -341,6 +341,21 @@ def test_transposed_1d_and_3d_follow_pytorch(handle, rank):
     assert not rest.any()
 
 
+def test_other_ranks_and_layouts_are_found_once_under_their_own_keys(handle):
+    """find records a 3-D or NHWC problem under its own key (the 2-D NCHW key of the same sizes
+    untouched), and a process that has not seen it answers from that record (DB hit)."""
+    problem = Problem.convolution((1, 2, 3, 4, 5), (3, 2, 1, 2, 3), layout="NDHWC")
+    nhwc = Problem.conv2d((1, 2, 4, 5), (3, 2, 2, 3), layout={"x": "NHWC"})
+    for p in (problem, nhwc):
+        found = convsolve.find(handle, p, **device_buffers(handle, random_tensors(p)))
+        assert found[0].source == "benchmark"
+        assert {r.solver for r in FindDb().lookup(handle.db_key, p.key())} == {"direct.NaiveFwd"}
+        handle.forget_rankings()
+        again = convsolve.find(handle, p, **device_buffers(handle, random_tensors(p)), mode="FAST")
+        assert again[0].source == "find-db"
+    assert not FindDb().lookup(handle.db_key, Problem.conv2d((1, 2, 4, 5), (3, 2, 2, 3)).key())
+
+
 def test_channels_last_and_other_ranks_are_refused_clearly(monkeypatch):
     """An epilogue on an NHWC problem, an array whose shape does not fit its layout and a 3-D
     problem no installed solver serves each raise one error naming what is wrong."""
