@@ -172,7 +172,7 @@ SOLVER_ATTRIBUTES = (
               "the spatial ranks (1, 2, 3) of the problems it serves; the core gives it no "
               "other (``problem.spatial_dims``; solver API 2.5)"),
     Attribute("layouts", "tuple of str", CHANNELS_FIRST,
-              "the tensor layouts it serves (``NCHW``, ``NHWC``, ...: ``convsolve.problem."
+              "the tensor layouts it serves (``NCHW``, ``NHWC``, ...: ``convsolve."
               "ALL_LAYOUTS``); the core gives it only problems whose x, w and y each have one "
               "of them (solver API 2.5)"),
     Attribute("nonfinite", "str", "exact",
