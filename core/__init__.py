@@ -3,11 +3,19 @@ from . import env as _env
 from . import reference, tuning
 from .api import (
                   applicable_solvers,
+                  conv1d,
+                  conv1d_backward_data,
+                  conv1d_backward_weights,
                   conv2d,
                   conv2d_backward_bias,
                   conv2d_backward_data,
                   conv2d_backward_weights,
+                  conv3d,
+                  conv3d_backward_data,
+                  conv3d_backward_weights,
+                  conv_transpose1d,
                   conv_transpose2d,
+                  conv_transpose3d,
                   default_handle,
 )
 from .arith import ceil_div, round_up
@@ -38,7 +46,7 @@ from .errors import (
                   ValidationError,
 )
 from .hookspecs import SOLVER_API_VERSION, Buffers, Invoker, Packing, Solver, hookimpl, hookspec
-from .problem import ConvDesc, Direction, Problem, TensorDesc
+from .problem import ALL_LAYOUTS, LAYOUTS, ConvDesc, Direction, Problem, TensorDesc
 from .solvers.registry import registry
 from .tuning import ConfigSpace
 
@@ -47,6 +55,8 @@ __version__ = "0.1.0"
 _env.configure_logging()
 
 __all__ = [
+                  "ALL_LAYOUTS",
+                  "LAYOUTS",
                   "SOLVER_API_VERSION",
                   "Activation",
                   "Buffers",
@@ -80,11 +90,19 @@ __all__ = [
                   "backward_bias_workspace",
                   "ceil_div",
                   "compile_solution",
+                  "conv1d",
+                  "conv1d_backward_data",
+                  "conv1d_backward_weights",
                   "conv2d",
                   "conv2d_backward_bias",
                   "conv2d_backward_data",
                   "conv2d_backward_weights",
+                  "conv3d",
+                  "conv3d_backward_data",
+                  "conv3d_backward_weights",
+                  "conv_transpose1d",
                   "conv_transpose2d",
+                  "conv_transpose3d",
                   "default_handle",
                   "find",
                   "fold_batch_norm",

@@ -22,7 +22,17 @@ from .engine.solutions import ranked_without_benchmark
 from .epilogue import Activation, Epilogue, finite
 from .errors import ValidationError
 from .hookspecs import Buffers
-from .problem import Direction, IntPair, Padding, Problem, Shape, TensorDesc, split_output_padding
+from .problem import (
+    Direction,
+    IntPair,
+    LayoutSpec,
+    Padding,
+    Problem,
+    Shape,
+    TensorDesc,
+    split_output_padding,
+    tensor_layouts,
+)
 from .solvers.policy import Policy
 from .solvers.registry import registry
 
@@ -63,16 +73,32 @@ def _plain(value: object) -> bool:
 
 
 @functools.lru_cache(maxsize=512)
-def _known_problem(*args: Any) -> Problem:
-    return Problem.conv2d(*args)
+def _known_problem(rank: int, layout: str | None, *args: Any) -> Problem:
+    return Problem.convolution(*args, layout=layout, spatial_dims=rank)
 
 
-def _problem(*args: Any) -> Problem:
-    """Problem.conv2d(*args), kept for plain arguments: a call on a known shape skips the 15 us
-    of checks (a failed check is not kept)."""
-    if all(map(_plain, args[:6])) and all(type(a) in (str, Direction) for a in args[6:]):
-        return _known_problem(*args)
-    return Problem.conv2d(*args)
+def _logical(shape: Any, layout: str) -> Any:
+    """A tensor's shape as its array has it (``layout``'s order: (N, H, W, C) for NHWC) in
+    logical order (N, C, spatial...); anything but a tuple or list of 3 sizes or more as is
+    (Problem.convolution refuses it, naming the field)."""
+    if not isinstance(shape, (tuple, list)) or len(shape) < 3 or not layout.endswith("C"):
+        return shape
+    return (shape[0], shape[-1], *shape[1:-1])
+
+
+def _problem(rank: int, layout: LayoutSpec, x_shape: Any, w_shape: Any, *args: Any) -> Problem:
+    """Problem.convolution of ``rank`` from the arrays' shapes (in ``layout``'s order) and the
+    rest of its arguments (stride, padding, dilation, groups[, direction]); kept for plain
+    arguments: a call on a known shape skips the 15 us of checks (a failed check is not
+    kept)."""
+    if layout is not None:   # channels-first (None) needs no reordering
+        layouts = tensor_layouts(layout, rank)
+        x_shape, w_shape = _logical(x_shape, layouts["x"]), _logical(w_shape, layouts["w"])
+    args = (x_shape, w_shape, *args)
+    if all(map(_plain, args[:6])) and all(type(a) in (str, Direction) for a in args[6:]) \
+            and (layout is None or isinstance(layout, str)):
+        return _known_problem(rank, layout, *args)
+    return Problem.convolution(*args, layout=layout, spatial_dims=rank)
 
 
 def _host_array(name: str, array: TensorLike) -> Tensor:
@@ -178,9 +204,10 @@ def _solve(problem: Problem, handle: Handle | None, solver: str | None,
     check_keywords(problem, *weights)
     out_name = problem.direction.output
     out_desc = getattr(problem, out_name)
+    shape = out_desc.memory_shape   # the output array's
     if prior is not None:
         prior = _host_array(out_name, prior)
-        _check_shape(out_name, prior, out_desc.shape)
+        _check_shape(out_name, prior, shape)
     problem, values = _epilogue(problem, values or {}, prior)
     if solver is not None and not isinstance(solver, str):
         raise ValidationError("solver", solver, "expected a solver or family name, or None")
@@ -189,10 +216,10 @@ def _solve(problem: Problem, handle: Handle | None, solver: str | None,
                          if name in values}}
     device = any(isinstance(a, cl_array.Array) for a in [prior, *arrays.values()])
     if out is not None:
-        out = _check_out(out, out_desc.shape, device, list(arrays.values()))
+        out = _check_out(out, shape, device, list(arrays.values()))
     if problem.n == 0:  # nothing reaches OpenCL: empty outputs, and zero weight gradients
         empty = (values["beta"] * _on_host(prior)).astype(np.float32) if blend else np.zeros(
-            out_desc.shape, np.float32)
+            shape, np.float32)
         if out is not None:
             out[...] = empty
             return out
@@ -206,10 +233,10 @@ def _solve(problem: Problem, handle: Handle | None, solver: str | None,
     target, output = None, None   # the output: a pyopencl Array given device inputs, else host
     if device:
         target = (_device_copy(handle, out_name, prior) if blend  # type: ignore[arg-type]
-                  else cl_array.empty(handle.queue, out_desc.shape, np.float32))
+                  else cl_array.empty(handle.queue, shape, np.float32))
         buffers[out_name] = target.base_data
     else:
-        output = HostOutput(handle, out_desc.shape, out, prior if blend else None)
+        output = HostOutput(handle, shape, out, prior if blend else None)
         buffers[out_name] = output.buffer
     tensors = Buffers(buffers.get("x"), buffers["w"], buffers.get("y"))
     if problem.epilogue is not None:
@@ -258,7 +285,7 @@ def conv2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: Padding =
            y: TensorLike | None = None, out: np.ndarray | None = None, solver: str | None = None,
            handle: Handle | None = None, max_tolerance: float | None = None,
            deterministic: bool | None = None, constant_weights: bool = False,
-           weights_version: int = 0) -> Tensor:
+           weights_version: int = 0, layout: LayoutSpec = None) -> Tensor:
     """Forward convolution of NCHW ``x`` with KCRS ``w``, with its epilogue; returns
 
         act(alpha * conv(x, w) * scale[k] + bias[k] + z_scale * z) + beta * y
@@ -276,48 +303,67 @@ def conv2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: Padding =
     ``constant_weights=True`` (inference) promises that ``w`` (the same array object, host or
     device) keeps its contents until a call passes another ``weights_version`` (an int):
     solvers that transform or pack their weights then do it once per array and version, kept
-    in the handle (conv_transpose2d takes the same keywords).
+    in the handle (conv_transpose2d takes the same keywords).  ``layout`` ("NHWC", or a
+    mapping {"x": ..., "w": ..., "y": ...}; None: NCHW) is the arrays' memory order, every
+    function here takes it, and their shapes follow it ((N, H, W, C) for NHWC); an epilogue
+    (bias, scale, z, an activation, alpha or beta) needs NCHW.
     """
+    return _convolve(2, x, w, (stride, padding, dilation, groups), layout, solver, handle,
+                     _policy(max_tolerance, deterministic), (constant_weights, weights_version),
+                     out, {"bias": bias, "scale": scale, "z": z, "alpha": alpha, "beta": beta,
+                           "z_scale": z_scale, "activation": activation}, y)
+
+
+def _convolve(rank: int, x: TensorLike, w: TensorLike, conv: tuple, layout: LayoutSpec,
+              solver: str | None, handle: Handle | None, policy: dict[str, Any],
+              weights: tuple[bool, int], out: np.ndarray | None,
+              values: dict[str, Any] | None = None, prior: TensorLike | None = None) -> Tensor:
+    """The forward convolution of spatial rank ``rank`` (conv1d, conv2d, conv3d); ``conv`` is
+    (stride, padding, dilation, groups)."""
     x, w = _host_array("x", x), _host_array("w", w)
-    problem = _problem(x.shape, w.shape, stride, padding, dilation, groups)
-    values = {"bias": bias, "scale": scale, "z": z, "alpha": alpha, "beta": beta,
-              "z_scale": z_scale, "activation": activation}
-    return _solve(problem, handle, solver, {"x": x, "w": w}, _policy(max_tolerance, deterministic),
-                  values, y, out, (constant_weights, weights_version))
+    problem = _problem(rank, layout, x.shape, w.shape, *conv)
+    return _solve(problem, handle, solver, {"x": x, "w": w}, policy, values, prior, out, weights)
+
+
+def _gradient(rank: int, direction: Direction, dy: TensorLike, other: TensorLike, shape: Shape,
+              conv: tuple, layout: LayoutSpec, values: dict[str, Any], prior: TensorLike | None,
+              out: np.ndarray | None, solver: str | None, handle: Handle | None,
+              policy: dict[str, Any]) -> Tensor:
+    """The backward-data (``other`` is w, ``shape`` x's) or backward-weights (``other`` is x,
+    ``shape`` w's) convolution of spatial rank ``rank``; ``conv`` as _convolve's."""
+    data = direction is Direction.BACKWARD_DATA
+    dy, other = _host_array("dy", dy), _host_array("w" if data else "x", other)
+    shapes = (shape, other.shape) if data else (other.shape, shape)
+    problem = _problem(rank, layout, *shapes, *conv, direction)
+    _check_shape("dy", dy, problem.y.memory_shape)
+    return _solve(problem, handle, solver, {"y": dy, "w" if data else "x": other}, policy,
+                  values, prior, out)
 
 
 def conv2d_backward_data(dy: TensorLike, w: TensorLike, x_shape: Shape, stride: IntPair = 1,
                          padding: Padding = 0, dilation: IntPair = 1, groups: int = 1, *,
                          alpha: float = 1.0, beta: float = 0.0, dx: TensorLike | None = None,
                          out: np.ndarray | None = None, solver: str | None = None,
-                         handle: Handle | None = None,
-                         max_tolerance: float | None = None,
-                         deterministic: bool | None = None) -> Tensor:
+                         handle: Handle | None = None, max_tolerance: float | None = None,
+                         deterministic: bool | None = None, layout: LayoutSpec = None) -> Tensor:
     """Gradient of the forward convolution with respect to its input, of shape ``x_shape``:
     alpha * dx + beta * the prior ``dx`` (read only when beta != 0)."""
-    dy, w = _host_array("dy", dy), _host_array("w", w)
-    problem = _problem(x_shape, w.shape, stride, padding, dilation, groups,
-                             Direction.BACKWARD_DATA)
-    _check_shape("dy", dy, problem.y.shape)
-    return _solve(problem, handle, solver, {"y": dy, "w": w},
-                  _policy(max_tolerance, deterministic), {"alpha": alpha, "beta": beta}, dx, out)
+    return _gradient(2, Direction.BACKWARD_DATA, dy, w, x_shape,
+                     (stride, padding, dilation, groups), layout, {"alpha": alpha, "beta": beta},
+                     dx, out, solver, handle, _policy(max_tolerance, deterministic))
 
 
 def conv2d_backward_weights(dy: TensorLike, x: TensorLike, w_shape: Shape, stride: IntPair = 1,
                             padding: Padding = 0, dilation: IntPair = 1, groups: int = 1, *,
                             alpha: float = 1.0, beta: float = 0.0, dw: TensorLike | None = None,
                             out: np.ndarray | None = None, solver: str | None = None,
-                            handle: Handle | None = None,
-                            max_tolerance: float | None = None,
-                            deterministic: bool | None = None) -> Tensor:
+                            handle: Handle | None = None, max_tolerance: float | None = None,
+                            deterministic: bool | None = None, layout: LayoutSpec = None) -> Tensor:
     """Gradient of the forward convolution with respect to its weights, of shape ``w_shape``:
     alpha * dw + beta * the prior ``dw`` (read only when beta != 0)."""
-    dy, x = _host_array("dy", dy), _host_array("x", x)
-    problem = _problem(x.shape, w_shape, stride, padding, dilation, groups,
-                             Direction.BACKWARD_WEIGHTS)
-    _check_shape("dy", dy, problem.y.shape)
-    return _solve(problem, handle, solver, {"x": x, "y": dy},
-                  _policy(max_tolerance, deterministic), {"alpha": alpha, "beta": beta}, dw, out)
+    return _gradient(2, Direction.BACKWARD_WEIGHTS, dy, x, w_shape,
+                     (stride, padding, dilation, groups), layout, {"alpha": alpha, "beta": beta},
+                     dw, out, solver, handle, _policy(max_tolerance, deterministic))
 
 
 def conv2d_backward_bias(dy: TensorLike, alpha: float = 1.0, beta: float = 0.0,
@@ -366,25 +412,151 @@ def conv_transpose2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding:
                      out: np.ndarray | None = None, solver: str | None = None,
                      handle: Handle | None = None, max_tolerance: float | None = None,
                      deterministic: bool | None = None, constant_weights: bool = False,
-                     weights_version: int = 0) -> Tensor:
+                     weights_version: int = 0, layout: LayoutSpec = None) -> Tensor:
     """Transposed convolution of NCHW ``x`` with ``w`` of shape (C_in, C_out/groups, kH, kW), as
-    PyTorch's conv_transpose2d; computed as the backward-data of the convolution it transposes."""
+    PyTorch's conv_transpose2d; computed as the backward-data of the convolution it transposes
+    (``layout``'s "x" is its input, "y" its output)."""
+    return _transposed(2, x, w, stride, padding, output_padding, groups, dilation, layout, out,
+                       solver, handle, _policy(max_tolerance, deterministic),
+                       (constant_weights, weights_version))
+
+
+def _transposed(rank: int, x: TensorLike, w: TensorLike, stride: IntPair, padding: IntPair,
+                output_padding: IntPair, groups: int, dilation: IntPair, layout: LayoutSpec,
+                out: np.ndarray | None, solver: str | None, handle: Handle | None,
+                policy: dict[str, Any], weights: tuple[bool, int]) -> Tensor:
+    """The transposed convolution of spatial rank ``rank`` (conv_transpose1d, 2d, 3d): the
+    output rows and columns no input reaches (output_padding past the stride) set to zero."""
     x, w = _host_array("x", x), _host_array("w", w)
-    reach, zeros = split_output_padding(output_padding, padding, stride, dilation)
-    problem = Problem.conv_transpose2d(x.shape, w.shape, stride, padding, reach, groups, dilation)
-    rows, cols = problem.x.shape[2:]
-    if out is not None:   # the solver writes its top-left part, the zeros are set here
-        _check_out(out, (*problem.x.shape[:2], rows + zeros[0], cols + zeros[1]),
-                   any(isinstance(a, cl_array.Array) for a in (x, w)), [x, w])
-        out[..., rows:, :], out[..., :rows, cols:] = 0, 0
-    y = _solve(problem, handle, solver, {"y": x, "w": w}, _policy(max_tolerance, deterministic),
-               out=None if out is None else out[..., :rows, :cols],
-               weights=(constant_weights, weights_version))
+    layouts = tensor_layouts(layout, rank)
+    reach, zeros = split_output_padding(output_padding, padding, stride, dilation, rank)
+    problem = Problem.conv_transpose(_logical(x.shape, layouts["x"]),
+                                     _logical(w.shape, layouts["w"]), stride, padding, reach,
+                                     groups, dilation, layout=layouts, spatial_dims=rank)
+    result = problem.x   # its output
+    extra = [zeros[axis - 2] if axis >= 2 else 0 for axis in result.order]
+    part = tuple(slice(0, size) for size in result.memory_shape)   # what the solver writes
+    device = any(isinstance(a, cl_array.Array) for a in (x, w))
+    if out is not None:
+        _check_out(out, [s + e for s, e in zip(result.memory_shape, extra)], device, [x, w])
+        if any(zeros):
+            out[...] = 0
+    y = _solve(problem, handle, solver, {"y": x, "w": w}, policy,
+               out=None if out is None else out[part], weights=weights)
     if not any(zeros) or out is not None:
         return out if out is not None else y
     if isinstance(y, cl_array.Array):
+        if not problem.is_2d_nchw:
+            raise ValidationError("output_padding", output_padding, "past the stride, on "
+                                  "pyopencl Arrays, needs a 2-D NCHW problem: give host arrays")
         return pad_planes(y, zeros)
-    return np.pad(y, ((0, 0), (0, 0), (0, zeros[0]), (0, zeros[1])))
+    return np.pad(y, [(0, e) for e in extra])
+
+
+# {{{ 1-D and 3-D: conv2d's arguments, one size per spatial dim (PyTorch's conv1d, conv3d, ...)
+
+def conv1d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: Padding = 0,
+           dilation: IntPair = 1, groups: int = 1, *, layout: LayoutSpec = None,
+           out: np.ndarray | None = None, solver: str | None = None,
+           handle: Handle | None = None, max_tolerance: float | None = None,
+           deterministic: bool | None = None, constant_weights: bool = False,
+           weights_version: int = 0) -> Tensor:
+    """Forward convolution of (N, C, W) ``x`` with (K, C/groups, S) ``w`` (``layout`` "NWC":
+    (N, W, C) arrays), as conv2d without its epilogue."""
+    return _convolve(1, x, w, (stride, padding, dilation, groups), layout, solver, handle,
+                     _policy(max_tolerance, deterministic), (constant_weights, weights_version),
+                     out)
+
+
+def conv3d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: Padding = 0,
+           dilation: IntPair = 1, groups: int = 1, *, layout: LayoutSpec = None,
+           out: np.ndarray | None = None, solver: str | None = None,
+           handle: Handle | None = None, max_tolerance: float | None = None,
+           deterministic: bool | None = None, constant_weights: bool = False,
+           weights_version: int = 0) -> Tensor:
+    """Forward convolution of (N, C, D, H, W) ``x`` with (K, C/groups, Z, R, S) ``w``
+    (``layout`` "NDHWC": (N, D, H, W, C) arrays), as conv2d without its epilogue."""
+    return _convolve(3, x, w, (stride, padding, dilation, groups), layout, solver, handle,
+                     _policy(max_tolerance, deterministic), (constant_weights, weights_version),
+                     out)
+
+
+def conv1d_backward_data(dy: TensorLike, w: TensorLike, x_shape: Shape, stride: IntPair = 1,
+                         padding: Padding = 0, dilation: IntPair = 1, groups: int = 1, *,
+                         layout: LayoutSpec = None, alpha: float = 1.0, beta: float = 0.0,
+                         dx: TensorLike | None = None, out: np.ndarray | None = None,
+                         solver: str | None = None, handle: Handle | None = None,
+                         max_tolerance: float | None = None,
+                         deterministic: bool | None = None) -> Tensor:
+    """conv2d_backward_data of a 1-D convolution."""
+    return _gradient(1, Direction.BACKWARD_DATA, dy, w, x_shape,
+                     (stride, padding, dilation, groups), layout, {"alpha": alpha, "beta": beta},
+                     dx, out, solver, handle, _policy(max_tolerance, deterministic))
+
+
+def conv3d_backward_data(dy: TensorLike, w: TensorLike, x_shape: Shape, stride: IntPair = 1,
+                         padding: Padding = 0, dilation: IntPair = 1, groups: int = 1, *,
+                         layout: LayoutSpec = None, alpha: float = 1.0, beta: float = 0.0,
+                         dx: TensorLike | None = None, out: np.ndarray | None = None,
+                         solver: str | None = None, handle: Handle | None = None,
+                         max_tolerance: float | None = None,
+                         deterministic: bool | None = None) -> Tensor:
+    """conv2d_backward_data of a 3-D convolution."""
+    return _gradient(3, Direction.BACKWARD_DATA, dy, w, x_shape,
+                     (stride, padding, dilation, groups), layout, {"alpha": alpha, "beta": beta},
+                     dx, out, solver, handle, _policy(max_tolerance, deterministic))
+
+
+def conv1d_backward_weights(dy: TensorLike, x: TensorLike, w_shape: Shape, stride: IntPair = 1,
+                            padding: Padding = 0, dilation: IntPair = 1, groups: int = 1, *,
+                            layout: LayoutSpec = None, alpha: float = 1.0, beta: float = 0.0,
+                            dw: TensorLike | None = None, out: np.ndarray | None = None,
+                            solver: str | None = None, handle: Handle | None = None,
+                            max_tolerance: float | None = None,
+                            deterministic: bool | None = None) -> Tensor:
+    """conv2d_backward_weights of a 1-D convolution."""
+    return _gradient(1, Direction.BACKWARD_WEIGHTS, dy, x, w_shape,
+                     (stride, padding, dilation, groups), layout, {"alpha": alpha, "beta": beta},
+                     dw, out, solver, handle, _policy(max_tolerance, deterministic))
+
+
+def conv3d_backward_weights(dy: TensorLike, x: TensorLike, w_shape: Shape, stride: IntPair = 1,
+                            padding: Padding = 0, dilation: IntPair = 1, groups: int = 1, *,
+                            layout: LayoutSpec = None, alpha: float = 1.0, beta: float = 0.0,
+                            dw: TensorLike | None = None, out: np.ndarray | None = None,
+                            solver: str | None = None, handle: Handle | None = None,
+                            max_tolerance: float | None = None,
+                            deterministic: bool | None = None) -> Tensor:
+    """conv2d_backward_weights of a 3-D convolution."""
+    return _gradient(3, Direction.BACKWARD_WEIGHTS, dy, x, w_shape,
+                     (stride, padding, dilation, groups), layout, {"alpha": alpha, "beta": beta},
+                     dw, out, solver, handle, _policy(max_tolerance, deterministic))
+
+
+def conv_transpose1d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: IntPair = 0,
+                     output_padding: IntPair = 0, groups: int = 1, dilation: IntPair = 1, *,
+                     layout: LayoutSpec = None, out: np.ndarray | None = None,
+                     solver: str | None = None, handle: Handle | None = None,
+                     max_tolerance: float | None = None, deterministic: bool | None = None,
+                     constant_weights: bool = False, weights_version: int = 0) -> Tensor:
+    """conv_transpose2d of (N, C, W) ``x`` and (C_in, C_out/groups, kW) ``w``."""
+    return _transposed(1, x, w, stride, padding, output_padding, groups, dilation, layout, out,
+                       solver, handle, _policy(max_tolerance, deterministic),
+                       (constant_weights, weights_version))
+
+
+def conv_transpose3d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: IntPair = 0,
+                     output_padding: IntPair = 0, groups: int = 1, dilation: IntPair = 1, *,
+                     layout: LayoutSpec = None, out: np.ndarray | None = None,
+                     solver: str | None = None, handle: Handle | None = None,
+                     max_tolerance: float | None = None, deterministic: bool | None = None,
+                     constant_weights: bool = False, weights_version: int = 0) -> Tensor:
+    """conv_transpose2d of (N, C, D, H, W) ``x`` and (C_in, C_out/groups, kD, kH, kW) ``w``."""
+    return _transposed(3, x, w, stride, padding, output_padding, groups, dilation, layout, out,
+                       solver, handle, _policy(max_tolerance, deterministic),
+                       (constant_weights, weights_version))
+
+# }}}
 
 
 def applicable_solvers(problem: Problem, handle: Handle | None = None) -> list[str]:

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import pluggy
 
+from .problem import CHANNELS_FIRST
+
 if TYPE_CHECKING:
     import pyopencl as cl
 
@@ -45,8 +47,9 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 #: epilogues, ``fused_epilogue`` and ``Buffers.epilogue``; 2.3: ``nonfinite = "spread"`` bounded
 #: by the planes a non-finite input reaches, and one word per thing: ``fused_stages`` and
 #: ``Buffers.epilogue_args``, 2.2's names still served with a DeprecationWarning; 2.4: constant
-#: weights, ``build_packing`` and ``Packing``).
-SOLVER_API_VERSION = "2.4"
+#: weights, ``build_packing`` and ``Packing``; 2.5: problems of spatial rank 1 and 3 and
+#: channels-last layouts, served to solvers that declare ``spatial_dims`` and ``layouts``).
+SOLVER_API_VERSION = "2.5"
 
 #: Per-solver hooks a solver must implement; the core refuses a solver that lacks one.
 REQUIRED_SOLVER_HOOKS = ("is_applicable", "get_wti", "workspace", "build_invoker")
@@ -165,6 +168,13 @@ SOLVER_ATTRIBUTES = (
     Attribute("reduced_precision", "bool", False,
               "computes with less than float32 precision (e.g. TF32); off unless "
               "``CONVSOLVE_ALLOW_REDUCED_PRECISION=1``"),
+    Attribute("spatial_dims", "tuple of int", (2,),
+              "the spatial ranks (1, 2, 3) of the problems it serves; the core gives it no "
+              "other (``problem.spatial_dims``; solver API 2.5)"),
+    Attribute("layouts", "tuple of str", CHANNELS_FIRST,
+              "the tensor layouts it serves (``NCHW``, ``NHWC``, ...: ``convsolve."
+              "ALL_LAYOUTS``); the core gives it only problems whose x, w and y each have one "
+              "of them (solver API 2.5)"),
     Attribute("nonfinite", "str", "exact",
               "``exact``: non-finite inputs give NaN and +-inf exactly where the reference has "
               "them; ``spread`` (transform algorithms: Winograd, FFT): every output the reference "

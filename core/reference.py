@@ -1,50 +1,71 @@
-"""Numpy reference convolutions for the three directions, accumulated in float64, with their
-epilogues (epilogue.py) and backward-bias.
+"""Numpy reference convolutions for the three directions, any spatial rank and layout,
+accumulated in float64, with their epilogues (epilogue.py) and backward-bias.
 
-Each works one filter tap (r, s) at a time: the tap's strided window of the padded input meets
-every output pixel, so a tap is one einsum over channels.  Slow but plainly correct; tests and the
-driver's verification compare solvers against it.  An epilogue follows convsolve_epilogue.h
-operation by operation (in float64), non-finite cases included.
+Each works one filter tap at a time: the tap's strided window of the padded input meets every
+output element, so a tap is one einsum over channels.  Slow but plainly correct; tests and the
+driver's verification compare solvers against it.  Arrays are in each tensor's memory order
+(its ``memory_shape``: (N, H, W, C) for NHWC), as the buffers hold them; the work is done in
+logical order (N, C, spatial...).  An epilogue follows convsolve_epilogue.h operation by
+operation (in float64), non-finite cases included.
 """
-from collections.abc import Callable
+import functools
+import itertools
+import math
+import operator
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from .epilogue import Activation, Epilogue
-from .problem import Direction, Problem
+from .problem import Direction, Problem, TensorDesc
+
+_ALL = (slice(None),) * 3   # the (N, G, C/G) or (G, K/G, C/G) axes before the spatial ones
 
 
-def _window(problem: Problem, r: int, s: int) -> tuple[slice, slice]:
-    """Slices of the padded input touched by filter tap (r, s) at every output pixel."""
-    (u, v), (dh, dw) = problem.conv.strides, problem.conv.dilations
-    top, left = r * dh, s * dw
-    return (slice(top, top + (problem.out_h - 1) * u + 1, u),
-            slice(left, left + (problem.out_w - 1) * v + 1, v))
+def _view(desc: TensorDesc, array: ArrayLike) -> np.ndarray:
+    """``array`` (``desc``'s memory order, or flat) viewed in logical order (N, C, ...)."""
+    return np.asarray(array).reshape(desc.memory_shape).transpose(np.argsort(desc.order))
 
 
-def _padded_shape(problem: Problem) -> tuple[int, int, int, int]:
-    (pt, pb), (pl, pr) = problem.conv.pads
-    return (problem.n, problem.c, problem.in_h + pt + pb, problem.in_w + pl + pr)
+def logical(desc: TensorDesc, array: ArrayLike) -> np.ndarray:
+    """``array`` (``desc``'s memory order, or flat) as float64 in logical order (N, C, ...)."""
+    return _view(desc, array).astype(np.float64)
 
 
-def _interior(problem: Problem) -> tuple[slice, slice, slice, slice]:
+def in_memory(desc: TensorDesc, array: np.ndarray) -> np.ndarray:
+    """A logical-order ``array`` of ``desc`` in its memory order (C-contiguous)."""
+    return np.ascontiguousarray(array.transpose(desc.order))
+
+
+def _windows(problem: Problem, taps: tuple[int, ...]) -> tuple[slice, ...]:
+    """Slices of the padded input touched by filter tap ``taps`` at every output element."""
+    conv = problem.conv
+    return tuple(slice(t * d, t * d + (o - 1) * u + 1, u) for t, d, o, u in zip(
+        taps, conv.dilations, problem.out_sizes, conv.strides))
+
+
+def _taps_of(problem: Problem) -> Iterator[tuple[int, ...]]:
+    """Every filter tap, as one index per spatial dim."""
+    return itertools.product(*(range(f) for f in problem.fil_sizes))
+
+
+def _interior(problem: Problem) -> tuple[slice, ...]:
     """Slices of a padded input that hold the unpadded one."""
-    (pt, _), (pl, _) = problem.conv.pads
-    return (slice(None), slice(None), slice(pt, pt + problem.in_h), slice(pl, pl + problem.in_w))
+    return (slice(None), slice(None), *(slice(lo, lo + size) for (lo, _), size in zip(
+        problem.conv.pads, problem.in_sizes)))
 
 
-def _padded_groups(problem: Problem, x: ArrayLike) -> np.ndarray:
-    """x zero-padded (float64), as (N, G, C/G, H + pads, W + pads)."""
-    xp = np.zeros(_padded_shape(problem))
-    xp[_interior(problem)] = x
-    return _grouped(xp, problem.groups)
+def _padded(problem: Problem) -> np.ndarray:
+    """Zeros of the padded input's shape (N, C, padded sizes...)."""
+    return np.zeros((problem.n, problem.c, *(size + lo + hi for (lo, hi), size in zip(
+        problem.conv.pads, problem.in_sizes))))
 
 
 def _grouped_weights(problem: Problem, w: np.ndarray) -> np.ndarray:
-    """w (float64) as (G, K/G, C/G, R, S)."""
-    return w.astype(np.float64).reshape(problem.groups, problem.k // problem.groups, *w.shape[1:])
+    """Logical w (float64) as (G, K/G, C/G, filter...)."""
+    return w.reshape(problem.groups, problem.k // problem.groups, *w.shape[1:])
 
 
 def _grouped(array: np.ndarray, groups: int) -> np.ndarray:
@@ -52,42 +73,54 @@ def _grouped(array: np.ndarray, groups: int) -> np.ndarray:
     return array.reshape(array.shape[0], groups, array.shape[1] // groups, *array.shape[2:])
 
 
-def forward(problem: Problem, x: ArrayLike, w: np.ndarray) -> np.ndarray:
-    """y = conv(x, w) for ``problem`` (float64)."""
-    g = problem.groups
-    xg, wg = _padded_groups(problem, x), _grouped_weights(problem, w)
-    y = np.zeros((problem.n, g, problem.k // g, problem.out_h, problem.out_w))
-    for r in range(problem.fil_h):
-        for s in range(problem.fil_w):
-            rows, cols = _window(problem, r, s)
-            y += np.einsum("ngchw,gkc->ngkhw", xg[:, :, :, rows, cols], wg[:, :, :, r, s])
+def _forward(problem: Problem, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    g, xp = problem.groups, _padded(problem)
+    xp[_interior(problem)] = x
+    xg, wg = _grouped(xp, g), _grouped_weights(problem, w)
+    y = np.zeros((problem.n, g, problem.k // g, *problem.out_sizes))
+    for taps in _taps_of(problem):
+        y += np.einsum("ngc...,gkc->ngk...", xg[_ALL + _windows(problem, taps)], wg[_ALL + taps])
     return y.reshape(problem.y.shape)
 
 
-def backward_data(problem: Problem, dy: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """dx for ``problem`` from dy and w (float64): the adjoint of forward in x."""
+def _backward_data(problem: Problem, dy: np.ndarray, w: np.ndarray) -> np.ndarray:
     g = problem.groups
-    dyg, wg = _grouped(dy.astype(np.float64), g), _grouped_weights(problem, w)
-    dxp = np.zeros(_padded_shape(problem))
+    dyg, wg = _grouped(dy, g), _grouped_weights(problem, w)
+    dxp = _padded(problem)
     dxg = _grouped(dxp, g)   # a view: writes land in dxp
-    for r in range(problem.fil_h):
-        for s in range(problem.fil_w):
-            rows, cols = _window(problem, r, s)
-            dxg[:, :, :, rows, cols] += np.einsum("ngkhw,gkc->ngchw", dyg, wg[:, :, :, r, s])
-    return dxp[_interior(problem)].copy()
+    for taps in _taps_of(problem):
+        dxg[_ALL + _windows(problem, taps)] += np.einsum("ngk...,gkc->ngc...", dyg,
+                                                         wg[_ALL + taps])
+    return dxp[_interior(problem)]
 
 
-def backward_weights(problem: Problem, x: ArrayLike, dy: np.ndarray) -> np.ndarray:
-    """dw for ``problem`` from x and dy (float64), summed over the batch."""
-    g = problem.groups
-    xg = _padded_groups(problem, x)
-    dyg = _grouped(dy.astype(np.float64), g)
-    dw = np.zeros((g, problem.k // g, problem.c // g, problem.fil_h, problem.fil_w))
-    for r in range(problem.fil_h):
-        for s in range(problem.fil_w):
-            rows, cols = _window(problem, r, s)
-            dw[:, :, :, r, s] = np.einsum("ngkhw,ngchw->gkc", dyg, xg[:, :, :, rows, cols])
+def _backward_weights(problem: Problem, x: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    g, xp = problem.groups, _padded(problem)
+    xp[_interior(problem)] = x
+    xg, dyg = _grouped(xp, g), _grouped(dy, g)
+    dw = np.zeros((g, problem.k // g, problem.c // g, *problem.fil_sizes))
+    spatial = "dhw"[-problem.spatial_dims:]
+    for taps in _taps_of(problem):
+        dw[_ALL + taps] = np.einsum(f"ngk{spatial},ngc{spatial}->gkc", dyg,
+                                    xg[_ALL + _windows(problem, taps)])
     return dw.reshape(problem.w.shape)
+
+
+def forward(problem: Problem, x: ArrayLike, w: ArrayLike) -> np.ndarray:
+    """y = conv(x, w) for ``problem`` (float64, y's memory order)."""
+    return in_memory(problem.y, _forward(problem, logical(problem.x, x), logical(problem.w, w)))
+
+
+def backward_data(problem: Problem, dy: ArrayLike, w: ArrayLike) -> np.ndarray:
+    """dx for ``problem`` from dy and w (float64): the adjoint of forward in x."""
+    return in_memory(problem.x, _backward_data(problem, logical(problem.y, dy),
+                                               logical(problem.w, w)))
+
+
+def backward_weights(problem: Problem, x: ArrayLike, dy: ArrayLike) -> np.ndarray:
+    """dw for ``problem`` from x and dy (float64), summed over the batch."""
+    return in_memory(problem.w, _backward_weights(problem, logical(problem.x, x),
+                                                  logical(problem.y, dy)))
 
 
 def compute(problem: Problem, x: np.ndarray | None, w: np.ndarray | None,
@@ -183,60 +216,72 @@ def backward_bias(dy: ArrayLike, alpha: float = 1.0, beta: float = 0.0,
 _CHUNK_ELEMENTS = 1 << 22
 
 
-def _gather_padded(x: np.ndarray, n: np.ndarray, c: np.ndarray, ih: np.ndarray,
-                   iw: np.ndarray) -> np.ndarray:
-    """x[n, c, ih, iw] (float64, broadcast) with 0 where (ih, iw) lies in the zero padding."""
-    h, w = x.shape[2:]
-    valid = (ih >= 0) & (ih < h) & (iw >= 0) & (iw < w)
-    values = x[n, c, np.clip(ih, 0, h - 1), np.clip(iw, 0, w - 1)].astype(np.float64)
+def _gather_padded(x: np.ndarray, n: np.ndarray, c: np.ndarray,
+                   coords: list[np.ndarray]) -> np.ndarray:
+    """Logical x[n, c, coords...] (float64, broadcast) with 0 where coords lie in the padding."""
+    sizes = x.shape[2:]
+    valid = functools.reduce(operator.and_, [(i >= 0) & (i < size) for i, size in zip(
+        coords, sizes)])
+    values = x[(n, c, *(np.clip(i, 0, size - 1) for i, size in zip(coords, sizes)))].astype(
+        np.float64)
     return np.where(valid, values, 0.0)
 
 
-def _taps(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
-    """Filter rows and columns (r, s) as arrays along the last two of four axes."""
-    return (np.arange(problem.fil_h)[None, None, :, None],
-            np.arange(problem.fil_w)[None, None, None, :])
+def _along(axis: int, count: int, values: np.ndarray) -> np.ndarray:
+    """``values`` along ``axis`` of ``count`` axes (size 1 elsewhere), for broadcasting."""
+    return values.reshape([-1 if a == axis else 1 for a in range(count)])
+
+
+def _coords(desc: TensorDesc, index: np.ndarray, count: int) -> list[np.ndarray]:
+    """The logical coordinates of flat memory ``index`` (int arrays along axis 0 of ``count``)."""
+    memory = np.unravel_index(index, desc.memory_shape)
+    return [_along(0, count, memory[desc.order.index(axis)]) for axis in range(len(desc.shape))]
+
+
+def _taps(problem: Problem, first: int, count: int) -> list[np.ndarray]:
+    """Filter tap indices per spatial dim, along axes ``first``, ``first + 1``, ... of ``count``."""
+    return [_along(first + j, count, np.arange(f)) for j, f in enumerate(problem.fil_sizes)]
 
 
 def _forward_at(problem: Problem, x: np.ndarray, w: np.ndarray, index: np.ndarray) -> np.ndarray:
-    n, k, oh, ow = (a[:, None, None, None] for a in np.unravel_index(index, problem.y.shape))
-    (u, v), (dh, dw) = problem.conv.strides, problem.conv.dilations
-    (pt, _), (pl, _) = problem.conv.pads
-    cpg, kpg = problem.c // problem.groups, problem.k // problem.groups
-    c = (k // kpg) * cpg + np.arange(cpg)[None, :, None, None]
-    r, s = _taps(problem)
-    patch = _gather_padded(x, n, c, oh * u - pt + r * dh, ow * v - pl + s * dw)
-    return (patch * w[k[:, 0, 0, 0]].astype(np.float64)).sum(axis=(1, 2, 3))
+    count = problem.spatial_dims + 2   # samples, channels of the group, taps
+    n, k, *out = _coords(problem.y, index, count)
+    conv, cpg, kpg = problem.conv, problem.c // problem.groups, problem.k // problem.groups
+    c = (k // kpg) * cpg + _along(1, count, np.arange(cpg))
+    coords = [o * u - lo + t * d for o, u, (lo, _), t, d in zip(
+        out, conv.strides, conv.pads, _taps(problem, 2, count), conv.dilations)]
+    patch = _gather_padded(x, n, c, coords)
+    return (patch * w[k.reshape(-1)]).sum(axis=tuple(range(1, count)))
 
 
 def _backward_data_at(problem: Problem, dy: np.ndarray, w: np.ndarray,
                       index: np.ndarray) -> np.ndarray:
-    n, c, h, iw = (a[:, None, None, None] for a in np.unravel_index(index, problem.x.shape))
-    (u, v), (dh, dw) = problem.conv.strides, problem.conv.dilations
-    (pt, _), (pl, _) = problem.conv.pads
-    cpg, kpg = problem.c // problem.groups, problem.k // problem.groups
-    k = (c // cpg) * kpg + np.arange(kpg)[None, :, None, None]
-    r, s = _taps(problem)
-    th, tw = h + pt - r * dh, iw + pl - s * dw     # = (oh * u, ow * v) where tap (r, s) reaches
-    valid = ((th >= 0) & (th % u == 0) & (th // u < problem.out_h)
-             & (tw >= 0) & (tw % v == 0) & (tw // v < problem.out_w))
-    oh, ow = np.clip(th // u, 0, problem.out_h - 1), np.clip(tw // v, 0, problem.out_w - 1)
+    count = problem.spatial_dims + 2
+    n, c, *at = _coords(problem.x, index, count)
+    conv, cpg, kpg = problem.conv, problem.c // problem.groups, problem.k // problem.groups
+    k = (c // cpg) * kpg + _along(1, count, np.arange(kpg))
+    taps = _taps(problem, 2, count)
+    reach = [i + lo - t * d for i, (lo, _), t, d in zip(at, conv.pads, taps, conv.dilations)]
+    valid = functools.reduce(operator.and_, [   # where tap t reaches i: r = o * u
+        (r >= 0) & (r % u == 0) & (r // u < o)
+        for r, u, o in zip(reach, conv.strides, problem.out_sizes)])
+    out = [np.clip(r // u, 0, o - 1) for r, u, o in zip(reach, conv.strides, problem.out_sizes)]
     with np.errstate(invalid="ignore"):
-        products = dy[n, k, oh, ow].astype(np.float64) * w[k, c % cpg, r, s]
-    return np.where(valid, products, 0.0).sum(axis=(1, 2, 3))
+        products = dy[(n, k, *out)].astype(np.float64) * w[(k, c % cpg, *taps)]
+    return np.where(valid, products, 0.0).sum(axis=tuple(range(1, count)))
 
 
 def _backward_weights_at(problem: Problem, x: np.ndarray, dy: np.ndarray,
                          index: np.ndarray) -> np.ndarray:
-    k, c, r, s = (a[:, None, None, None] for a in np.unravel_index(index, problem.w.shape))
-    (u, v), (dh, dw) = problem.conv.strides, problem.conv.dilations
-    (pt, _), (pl, _) = problem.conv.pads
-    cpg, kpg = problem.c // problem.groups, problem.k // problem.groups
-    n = np.arange(problem.n)[None, :, None, None]
-    oh = np.arange(problem.out_h)[None, None, :, None]
-    ow = np.arange(problem.out_w)[None, None, None, :]
-    patch = _gather_padded(x, n, (k // kpg) * cpg + c, oh * u - pt + r * dh, ow * v - pl + s * dw)
-    return (patch * dy[n, k, oh, ow].astype(np.float64)).sum(axis=(1, 2, 3))
+    count = problem.spatial_dims + 2   # samples, images, output positions
+    k, c, *taps = _coords(problem.w, index, count)
+    conv, cpg, kpg = problem.conv, problem.c // problem.groups, problem.k // problem.groups
+    n = _along(1, count, np.arange(problem.n))
+    out = [_along(2 + j, count, np.arange(o)) for j, o in enumerate(problem.out_sizes)]
+    coords = [o * u - lo + t * d for o, u, (lo, _), t, d in zip(
+        out, conv.strides, conv.pads, taps, conv.dilations)]
+    patch = _gather_padded(x, n, (k // kpg) * cpg + c, coords)
+    return (patch * dy[(n, k, *out)]).sum(axis=tuple(range(1, count)))
 
 
 def compute_at(problem: Problem, x: np.ndarray | None, w: np.ndarray | None,
@@ -253,17 +298,19 @@ def compute_at(problem: Problem, x: np.ndarray | None, w: np.ndarray | None,
         prior = {"x": x, "w": w, "y": y}[problem.direction.output]
         return epilogue(problem, conv, prior, index, **values)
     at: Callable[[Problem, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+    taps, kpg = math.prod(problem.fil_sizes), problem.k // problem.groups
     if problem.direction is Direction.FORWARD:
-        at, a, b, per_sample = _forward_at, x, w, problem.w.size // problem.k
+        at, a, b = _forward_at, (problem.x, x), (problem.w, w)
+        per_sample = problem.w.size // problem.k
     elif problem.direction is Direction.BACKWARD_DATA:
-        at, a, b = _backward_data_at, y, w
-        per_sample = problem.k // problem.groups * problem.fil_h * problem.fil_w
+        at, a, b, per_sample = _backward_data_at, (problem.y, y), (problem.w, w), kpg * taps
     else:
-        at, a, b, per_sample = _backward_weights_at, x, y, problem.n * problem.out_h * problem.out_w
+        at, a, b = _backward_weights_at, (problem.x, x), (problem.y, y)
+        per_sample = problem.n * math.prod(problem.out_sizes)
     step = max(1, _CHUNK_ELEMENTS // max(per_sample, 1))
     # the ignore: as in compute(), the direction's inputs a and b are arrays
-    parts = [at(problem, a, b, index[i:i + step])  # type: ignore[arg-type]
-             for i in range(0, index.size, step)]
+    first, second = _view(*a), _view(*b)  # type: ignore[arg-type]  # views: no copy
+    parts = [at(problem, first, second, index[i:i + step]) for i in range(0, index.size, step)]
     return np.concatenate(parts) if parts else np.zeros(0)
 
 # }}}

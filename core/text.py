@@ -1,5 +1,6 @@
 """Text output shared by the command line and bench: aligned or Markdown tables, byte counts,
 MIOpenDriver's result lines."""
+import math
 
 
 def format_bytes(count):
@@ -44,15 +45,17 @@ def miopen_result(problem, direction, solver, family, average_ms, transposed=Fal
     """
     name, stat = _DRIVER_NAMES[direction]
     x, y = (problem.y, problem.x) if transposed else (problem.x, problem.y)   # MIOpen's in, out
-    (n, c, _, _), (_, k, ho, wo), (fy, fx) = x.shape, y.shape, problem.w.shape[2:]
-    flops = 2 * n * c * fy * fx * k * ho * wo // problem.conv.groups
+    (n, c, *_), (_, k, *outs), fils = x.shape, y.shape, problem.w.shape[2:]
+    flops = 2 * n * c * math.prod(fils) * k * math.prod(outs) // problem.conv.groups
     read, written = {"fwd": (x.nbytes + problem.w.nbytes, y.nbytes),
                      "bwd": (4 * n * c * k + problem.w.nbytes, y.nbytes), "wrw": (0, 0)}[direction]
-    sizes = (n, c, fy, fx, k, ho, wo) if direction == "bwd" else (n, c, ho, wo, fy, fx, k)
-    header = ("stats: name, n, c, ho, wo, x, y, k, flopCnt, bytesRead, bytesWritten, GFLOPs, "
-              "GB/s, timeMs")
+    sizes = (n, c, *fils, k, *outs) if direction == "bwd" else (n, c, *outs, *fils, k)
+    header = (f"stats: name, n, c, {'do, ' * (len(outs) == 3)}ho, wo, "
+              f"{'z, ' * (len(outs) == 3)}x, y, k, flopCnt, bytesRead, bytesWritten, GFLOPs, "
+              "GB/s, timeMs")   # 3-D: depth beside each size (convsolve's extension)
     rate = (lambda amount: amount / average_ms / 1e6 if average_ms else float("inf"))  # as C's
-    values = (f"stats: {stat}{fy}x{fx}u{problem.conv.strides[0]}, {', '.join(map(str, sizes))},"
+    values = (f"stats: {stat}{'x'.join(map(str, fils))}u{problem.conv.strides[0]}, "
+              f"{', '.join(map(str, sizes))},"
               f"  {flops}, {read}, {written}, {rate(flops):.0f}, {rate(read + written):.0f}, "
               f"{average_ms:f}")
     algorithm = f"Algorithm: {MIOPEN_ALGORITHMS.get(family, -1)}, Solution: 0/{solver}"

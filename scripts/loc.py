@@ -97,19 +97,33 @@ ROOT = Path(__file__).resolve().parents[1]
 #: tested once its last parameter is set, ~16 lines), which enumerates implicit GEMM's space of
 #: 663,552 products in 0.2-0.4 s instead of 2.8 (6 s on a loaded 2-core EPYC) per problem,
 #: wherever a search or check_solver's draw falls back to the whole space.
+#: Issue 31 (every spatial rank and channels-last layouts) raised the door's from 1,605 to
+#: 1,890: problem.py +115 (Problem.convolution for ranks 1 to 3 with per-tensor layouts, TensorDesc's
+#: order, memory_shape and strides, the 1-D and 3-D keys and their parser, the 2-D accessors
+#: refusing other ranks), api.py +113 (conv1d, conv3d, their gradients, conv_transpose1d and
+#: 3d, and ``layout=`` everywhere: eight public functions of about 9 lines each over three
+#: shared bodies), reference.py +18 (every rank and layout, and the memory-order conversions),
+#: hookspecs +10 (``spatial_dims`` and ``layouts``), text.py +2 (the 3-D stats line); the
+#: cli's from 1,300 to 1,305 for MIOpenDriver's depth and layout flags (driver_args._layouts and
+#: the per-dim flags, ~20, less 7 where the epilogue flags' verification now shares verify's);
+#: the solvers' from 535 to 550 for the
+#: registry's check of both before is_applicable (shape_refusal, ~15) and the testing's from
+#: 760 to 785 for check_solver's problems of every rank and layout a solver claims
+#: (claimed_problems, ~20) and nonfinite_reach in any layout.
+#: The door's is both increments: 1,910.
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
 BUDGETS = {
-    "core (door)": {"python": 1625, "opencl": 0},
+    "core (door)": {"python": 1910, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 280},
-    "core/solvers": {"python": 535, "opencl": 0},
+    "core/solvers": {"python": 550, "opencl": 0},
     "core/device": {"python": 675, "opencl": 0},
     "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 850, "opencl": 0},
     "core/engine": {"python": 1835, "opencl": 0},
-    "core/testing": {"python": 760, "opencl": 0},
-    "core/cli": {"python": 1300, "opencl": 0},
+    "core/testing": {"python": 785, "opencl": 0},
+    "core/cli": {"python": 1305, "opencl": 0},
     "core/bench": {"python": 1420, "opencl": 60},
     "core/scale": {"python": 385, "opencl": 0},
     "core/torch": {"python": 200, "opencl": 0},

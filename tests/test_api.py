@@ -287,3 +287,91 @@ def test_a_known_problem_finds_once_and_keeps_its_checks(handle, monkeypatch):
         convsolve.conv2d(host["x"], host["w"], padding=(True, 1), handle=handle)
     with pytest.raises(ValidationError, match="alpha"):
         convsolve.conv2d(host["x"], host["w"], padding=1, alpha=True, handle=handle)
+
+
+# {{{ every spatial rank and layout
+
+def _memory(problem, name, array):
+    """``array`` (logical order) in the memory order of ``problem``'s tensor ``name``."""
+    return reference.in_memory(getattr(problem, name), array).astype(np.float32)
+
+
+@pytest.mark.parametrize("rank, layout", [(1, "NWC"), (3, None),
+                                          (3, {"x": "NDHWC", "y": "NDHWC"}), (2, "NHWC")])
+def test_every_rank_and_layout_matches_the_reference(handle, rank, layout):
+    """conv1d/conv2d/conv3d and their gradients, through find, agree with the reference with
+    arrays in the layout's memory order ((N, W, C) for NWC), strides, padding, dilation and
+    groups per spatial dim."""
+    shapes = {1: ((2, 4, 9), (6, 2, 3)), 2: ((2, 4, 7, 6), (6, 2, 3, 2)),
+              3: ((1, 4, 5, 4, 6), (6, 2, 3, 1, 2))}[rank]
+    kw = {"stride": (2,) * rank, "padding": ((1, 0),) * rank, "dilation": (1,) * (rank - 1) + (2,),
+          "groups": 2, "layout": layout}
+    fwd, bwd, wrw = {1: (convsolve.conv1d, convsolve.conv1d_backward_data,
+                         convsolve.conv1d_backward_weights),
+                     2: (convsolve.conv2d, convsolve.conv2d_backward_data,
+                         convsolve.conv2d_backward_weights),
+                     3: (convsolve.conv3d, convsolve.conv3d_backward_data,
+                         convsolve.conv3d_backward_weights)}[rank]
+    problem = Problem.convolution(*shapes, **kw)
+    x, w, dy = (_memory(problem, name, RNG.standard_normal(getattr(problem, name).shape))
+                for name in "xwy")
+    y = fwd(x, w, **kw, handle=handle)
+    assert y.shape == problem.y.memory_shape
+    assert reference.relative_error(y, reference.forward(problem, x, w)) < 1e-5
+    dx = bwd(dy, w, x.shape, **kw, handle=handle)
+    assert reference.relative_error(dx, reference.backward_data(problem, dy, w)) < 1e-5
+    dw = wrw(dy, x, w.shape, **kw, handle=handle)
+    assert reference.relative_error(dw, reference.backward_weights(problem, x, dy)) < 1e-5
+
+
+@pytest.mark.parametrize("rank", [1, 3])
+def test_transposed_1d_and_3d_follow_pytorch(handle, rank):
+    """conv_transpose1d/3d give PyTorch's output size, zeros in the output_padding no input
+    reaches, and the backward-data of the convolution they transpose."""
+    transpose = convsolve.conv_transpose1d if rank == 1 else convsolve.conv_transpose3d
+    x = RNG.standard_normal((1, 4, *(3,) * rank)).astype(np.float32)
+    w = RNG.standard_normal((4, 1, *(2,) * rank)).astype(np.float32)
+    out = transpose(x, w, output_padding=2, groups=2, dilation=3, handle=handle)
+    assert out.shape == (1, 2, *(8,) * rank)   # (3-1)*1 + 3*(2-1) + 2 + 1
+    problem = Problem.conv_transpose(x.shape, w.shape, groups=2, dilation=3)
+    inner = (slice(None), slice(None), *(slice(0, 6),) * rank)
+    assert reference.relative_error(out[inner], reference.backward_data(problem, x, w)) < 1e-5
+    rest = out.copy()
+    rest[inner] = 0
+    assert not rest.any()
+
+
+def test_other_ranks_and_layouts_are_found_once_under_their_own_keys(handle):
+    """find records a 3-D or NHWC problem under its own key (the 2-D NCHW key of the same sizes
+    untouched), and a process that has not seen it answers from that record (DB hit)."""
+    problem = Problem.convolution((1, 2, 3, 4, 5), (3, 2, 1, 2, 3), layout="NDHWC")
+    nhwc = Problem.conv2d((1, 2, 4, 5), (3, 2, 2, 3), layout={"x": "NHWC"})
+    for p in (problem, nhwc):
+        found = convsolve.find(handle, p, **device_buffers(handle, random_tensors(p)))
+        assert found[0].source == "benchmark"
+        assert {r.solver for r in FindDb().lookup(handle.db_key, p.key())} == {"direct.NaiveFwd"}
+        handle.forget_rankings()
+        again = convsolve.find(handle, p, **device_buffers(handle, random_tensors(p)), mode="FAST")
+        assert again[0].source == "find-db"
+    assert not FindDb().lookup(handle.db_key, Problem.conv2d((1, 2, 4, 5), (3, 2, 2, 3)).key())
+
+
+def test_channels_last_and_other_ranks_are_refused_clearly(monkeypatch):
+    """An epilogue on an NHWC problem, an array whose shape does not fit its layout and a 3-D
+    problem no installed solver serves each raise one error naming what is wrong."""
+    with pytest.raises(ValidationError) as info:
+        convsolve.conv2d(X.transpose(0, 2, 3, 1).copy(), W, groups=2, layout="NHWC",
+                         bias=np.zeros(6, np.float32))
+    assert info.value.field == "epilogue"
+    with pytest.raises(ValidationError) as info:
+        convsolve.conv3d(X, W, groups=2)
+    assert info.value.field == "x_shape"
+    with pytest.raises(ValidationError) as info:
+        convsolve.conv1d(X[:, :, 0], W[:, :, 0], groups=2, layout="NHWC")
+    assert info.value.field == "layout"
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_fake")
+    with pytest.raises(convsolve.FindError, match="does not serve spatial rank 3"):
+        convsolve.conv3d(np.zeros((1, 2, 3, 3, 3), np.float32),
+                         np.zeros((2, 2, 1, 1, 1), np.float32))
+
+# }}}

@@ -3,7 +3,7 @@ import pickle
 
 import numpy as np
 import pytest
-from convsolve import Direction, Problem, TensorDesc, ValidationError
+from convsolve import Direction, Epilogue, Problem, TensorDesc, ValidationError
 
 
 def test_output_shape_with_stride_padding_dilation():
@@ -145,3 +145,115 @@ def test_a_pickled_problem_leaves_its_cached_hash_and_key_behind():
     copy = pickle.loads(pickle.dumps(problem))
     assert "_hash" not in copy.__dict__ and "_key" not in copy.__dict__
     assert copy == problem and hash(copy) == hash(problem) and copy.key() == problem.key()
+
+
+# {{{ spatial ranks 1 and 3, layouts
+
+def test_1d_and_3d_keys_are_readable_distinct_and_round_trip():
+    """1-D keys name the width's letters only, 3-D keys add depth's (d, z, o, t, i), mixed
+    layouts are named per tensor, and from_key rebuilds each problem."""
+    one = Problem.conv1d((2, 4, 11), (6, 2, 3), stride=2, padding=((1, 2),), groups=2)
+    three = Problem.conv3d((1, 4, 5, 6, 7), (6, 4, 3, 2, 1), padding=((1, 0), (0, 1), (2, 2)),
+                           stride=(1, 2, 3), dilation=(2, 1, 1), layout="NDHWC")
+    mixed = Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3), layout={"x": "NHWC"})
+    assert one.key() == "fwd-n2-c4-w11-k6-x3-q1.2-v2-j1-g2-float32-NCW"
+    assert three.key() == ("fwd-n1-c4-d5-h6-w7-k6-z3-y2-x1-o1.0-p0.1-q2.2-t1-u2-v3-i2-l1-j1-g1"
+                           "-float32-NDHWC")
+    assert mixed.key().endswith("-float32-NHWC.NCHW.NCHW")
+    assert mixed.key() != Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3)).key()
+    for problem in (one, three, mixed, three.with_direction("wrw")):
+        assert Problem.from_key(problem.key()) == problem
+
+
+@pytest.mark.parametrize("key", [
+    "fwd-n1-c2-h5-w5-k3-y3-x3-p0.0-q0.0-u1-v1-l1-j1-g1-float32-NCW",       # 2-D letters, 1-D layout
+    "fwd-n1-c2-d4-h5-w5-k3-y3-x3-p0.0-q0.0-u1-v1-l1-j1-g1-float32-NCDHW",  # no filter depth
+    "fwd-n1-c2-h5-w5-k3-y3-x3-p0.0-q0.0-u1-v1-l1-j1-g1-float32-NCHW.NCHW",
+])
+def test_keys_with_letters_of_another_rank_are_refused(key):
+    """A key whose letters do not match its layout's rank is refused, naming the key."""
+    with pytest.raises(ValidationError) as info:
+        Problem.from_key(key)
+    assert info.value.field == "problem key"
+
+
+def test_layouts_give_memory_order_and_strides():
+    """Shapes are logical (N, C, spatial); the layout gives memory_shape and element strides."""
+    p = Problem.conv3d((2, 3, 4, 5, 6), (8, 3, 1, 1, 1), layout={"x": "NDHWC", "y": "NDHWC"})
+    assert p.x.shape == (2, 3, 4, 5, 6) and p.x.memory_shape == (2, 4, 5, 6, 3)
+    assert p.x.strides == (360, 1, 90, 18, 3)
+    assert p.w.memory_shape == p.w.shape and p.w.strides == (3, 1, 1, 1, 1)
+    assert p.y.layout == "NDHWC" and p.layouts == ("NDHWC", "NCDHW", "NDHWC")
+    assert Problem.conv1d((2, 3, 7), (4, 3, 2), layout="NWC").y.memory_shape == (2, 6, 4)
+
+
+def test_sizes_and_flops_of_every_rank():
+    """in_sizes, fil_sizes, out_sizes and flops hold for every rank; the output follows the
+    same formula per spatial dim."""
+    p = Problem.conv3d((2, 4, 9, 7, 5), (6, 2, 3, 3, 2), stride=(2, 1, 1), padding=1, groups=2)
+    assert p.spatial_dims == 3 and p.in_sizes == (9, 7, 5) and p.fil_sizes == (3, 3, 2)
+    assert p.out_sizes == ((9 + 2 - 3) // 2 + 1, 7, 6)
+    assert p.flops == 2 * 2 * 6 * 5 * 7 * 6 * 2 * 3 * 3 * 2
+    assert Problem.conv1d((1, 2, 9), (3, 2, 3), dilation=2).out_sizes == (5,)
+
+
+@pytest.mark.parametrize("name, words", [
+    ("in_h", "input height"), ("in_w", "input width"), ("fil_h", "filter height"),
+    ("fil_w", "filter width"), ("out_h", "output height"), ("out_w", "output width")])
+def test_2d_sizes_of_other_ranks_raise(name, words):
+    """The 2-D accessors raise for 1-D and 3-D problems (a 2-D solver never reads a wrong size);
+    kernel_args() and defines() raise for every problem but 2-D NCHW."""
+    for problem in (Problem.conv1d((1, 2, 9), (3, 2, 3)),
+                    Problem.conv3d((1, 2, 4, 4, 4), (3, 2, 3, 3, 3))):
+        with pytest.raises(ValidationError, match=f"{words} is a 2-D problem's"):
+            getattr(problem, name)
+    nhwc = Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3), layout="NHWC")
+    assert nhwc.in_h == 5
+    for call in (nhwc.kernel_args, nhwc.defines):
+        with pytest.raises(ValidationError, match="2-D NCHW"):
+            call()
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda: Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3), layout="NCWH"), "layout"),
+    (lambda: Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3), layout="NDHWC"), "layout"),
+    (lambda: Problem.conv3d((1, 2, 5, 5, 5), (3, 2, 3, 3, 3), layout={"w": "NHWC"}),
+     "layout['w']"),
+    (lambda: Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3), layout={"z": "NCHW"}), "layout"),
+    (lambda: Problem.convolution((1, 2, 5, 5), (3, 2, 3, 3, 3)), "w_shape"),   # mixed ranks
+    (lambda: Problem.convolution((1, 2, 5, 5, 5, 5), (3, 2, 3, 3, 3, 3)), "x_shape"),      # rank 4
+    (lambda: Problem.conv3d((1, 2, 5, 5), (3, 2, 3, 3)), "x_shape"),
+    (lambda: Problem.conv1d((1, 2, 5), (3, 2, 3), padding=(1, 2)), "padding"),
+    (lambda: Problem.conv3d((1, 2, 5, 5, 5), (3, 2, 3, 3, 3), stride=(1, 2)), "stride"),
+    (lambda: Problem.conv3d((1, 2, 2, 5, 5), (3, 2, 3, 3, 3)), "output depth"),
+    (lambda: TensorDesc.make("t", (1, 2, 3), layout="NHWC"), "t"),
+])
+def test_bad_ranks_and_layouts_name_field_and_value(call, field):
+    """An unknown layout, a layout of another rank, a shape that does not match its layout and
+    mixed ranks each raise one ValidationError naming the field."""
+    with pytest.raises(ValidationError) as info:
+        call()
+    assert info.value.field == field
+
+
+def test_epilogues_need_a_2d_nchw_problem():
+    """An epilogue on a 1-D, 3-D or channels-last problem is refused (its per-channel values
+    are laid out for NCHW only)."""
+    for problem in (Problem.conv1d((1, 2, 9), (3, 2, 3)),
+                    Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3), layout={"y": "NHWC"})):
+        with pytest.raises(ValidationError) as info:
+            problem.with_epilogue(Epilogue(bias=True))
+        assert info.value.field == "epilogue"
+
+
+def test_transposed_problems_of_every_rank():
+    """conv_transpose maps a 1-D or 3-D transposed convolution onto the convolution it
+    transposes, its layouts swapped to match (the input is the Problem's y)."""
+    p = Problem.conv_transpose((1, 3, 4, 5, 6), (3, 2, 3, 3, 3), stride=2, padding=1,
+                               output_padding=1, layout={"x": "NDHWC"})
+    assert p.direction is Direction.BACKWARD_DATA and p.x.shape == (1, 2, 8, 10, 12)
+    assert p.y.shape == (1, 3, 4, 5, 6) and p.y.layout == "NDHWC" and p.x.layout == "NCDHW"
+    one = Problem.conv_transpose((2, 4, 5), (4, 3, 2), stride=3)
+    assert one.x.shape == (2, 3, 14) and one.spatial_dims == 1
+
+# }}}

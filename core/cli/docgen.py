@@ -70,12 +70,13 @@ def _specs():
 _PROBLEM_FIELDS = {
     "direction": "`Direction.FORWARD`, `BACKWARD_DATA` or `BACKWARD_WEIGHTS`; "
                  "`direction.output` names the tensor it writes ('y', 'x' or 'w')",
-    "x": "`TensorDesc` of the input: `.shape` (N, C, H, W), `.dtype`, `.layout`, `.size`, "
-         "`.nbytes`",
-    "w": "`TensorDesc` of the weights, (K, C / groups, R, S)",
-    "y": "`TensorDesc` of the output, (N, K, OH, OW)",
-    "conv": "`ConvDesc`: `.pads` ((top, bottom), (left, right)), `.strides` (h, w), "
-            "`.dilations` (h, w), `.groups`",
+    "x": "`TensorDesc` of the input: `.shape` (N, C, spatial...: logical order), `.dtype`, "
+         "`.layout` (NCHW, NHWC, ...), `.memory_shape`, `.strides` (element strides of N, C "
+         "and each spatial dim), `.size`, `.nbytes`",
+    "w": "`TensorDesc` of the weights, (K, C / groups, filter...)",
+    "y": "`TensorDesc` of the output, (N, K, output sizes...)",
+    "conv": "`ConvDesc`: `.pads` ((before, after) per spatial dim: 2-D ((top, bottom), (left, "
+            "right))), `.strides`, `.dilations` (one per spatial dim), `.groups`",
 }
 
 

@@ -8,17 +8,20 @@ from pathlib import PurePath
 
 from ..epilogue import Epilogue
 from ..errors import ValidationError
-from ..problem import Direction, Problem
+from ..problem import ALL_LAYOUTS, LAYOUTS, Direction, Problem
 
 #: MIOpenDriver's convolution command words and their data types (MIOpen's driver/dm_conv*.cpp).
 COMMANDS = {"conv": "float32", "convfp16": "float16", "convbfp16": "bfloat16",
             "convint8": "int8", "convfp8": "float8", "convbfp8": "bfloat8"}
+#: convsolve's command words for a spatial rank: ``conv3d`` is ``conv --spatial_dim 3``.
+RANK_COMMANDS = {"conv2d": "2", "conv3d": "3"}
 
-_3D = "ignored: read only with --spatial_dim 3, which convsolve refuses"
+_3D = "honoured with --spatial_dim 3 (or conv3d), else ignored"
 _FILE = "empty only: convsolve reads no files, inputs are random (--seed)"
 _CAST = "-1 only: casts are not supported (float32 only)"
 _VECTOR = "vectorized tensors are not supported"
-_LAYOUT = "NCHW only: other layouts are not supported"
+_LAYOUT = "NCHW or NHWC (NCDHW or NDHWC with --spatial_dim 3); empty: channels-first"
+_LAYOUTS = ("", *ALL_LAYOUTS)
 _BIAS = ("0 or 1: forward adds a bias (epilogue), the backward directions compute its "
          "gradient db (backward-bias); not with -m trans")
 
@@ -31,10 +34,10 @@ Flag = namedtuple("Flag", "long short default meaning handling accepts",
 
 #: Every flag of MIOpenDriver conv (AddCmdLineArgs in MIOpen's driver/conv_driver.hpp), in order.
 FLAGS = tuple(Flag(*row) for row in (
-    ("in_layout", "I", "", "input layout", _LAYOUT, ("", "NCHW")),
-    ("out_layout", "O", "", "output layout", _LAYOUT, ("", "NCHW")),
-    ("fil_layout", "f", "", "filter layout", _LAYOUT, ("", "NCHW")),
-    ("spatial_dim", "_", "2", "spatial dimensions", "2 only: 3-D is not supported", ("2",)),
+    ("in_layout", "I", "", "input layout", _LAYOUT, _LAYOUTS),
+    ("out_layout", "O", "", "output layout", _LAYOUT, _LAYOUTS),
+    ("fil_layout", "f", "", "filter layout", _LAYOUT, _LAYOUTS),
+    ("spatial_dim", "_", "2", "spatial dimensions", "2 or 3 (1-D: the numpy API)", ("2", "3")),
     ("forw", "F", "0", "directions: 1 fwd, 2 bwd-data, 4 bwd-weights, sums; 0 all"),
     ("batchsize", "n", "100", "batch size"),
     ("in_channels", "c", "3", "input channels"),
@@ -52,7 +55,7 @@ FLAGS = tuple(Flag(*row) for row in (
     ("pad_h", "p", "0", "zero padding of height, both sides"),
     ("pad_w", "q", "0", "zero padding of width, both sides"),
     ("pad_val", "r", "0", "padding value", "0 only: padding is zeros", ("0",)),
-    ("trans_output_pad_d", "%", "0", "output padding of depth", _3D),
+    ("trans_output_pad_d", "%", "0", "output padding of depth", f"with -m trans: {_3D}"),
     ("trans_output_pad_h", "Y", "0", "output padding of height", "honoured with -m trans"),
     ("trans_output_pad_w", "X", "0", "output padding of width", "honoured with -m trans"),
     ("iter", "i", "10", "iterations (timed with -t 1)"),
@@ -105,8 +108,9 @@ DriverCommand = namedtuple("DriverCommand", "problems requested transposed verif
 
 def strip_driver(tokens):
     """``tokens`` after a leading MIOpenDriver (any path, and anything before it, as log lines
-    have) that comes before the first flag; refuses the command words of other data types.
-    After ``explain`` a pasted line's MIOpenDriver and ``conv`` go too: explain explains it."""
+    have) that comes before the first flag; refuses the command words of other data types, and
+    makes ``conv3d`` (``conv2d``) ``conv --spatial_dim 3`` (2).  After ``explain`` a pasted
+    line's MIOpenDriver and ``conv`` go too: explain explains it."""
     tokens = list(tokens)
     if tokens[:1] != ["explain"]:
         words = [PurePath(t).name for t in takewhile(lambda t: not t.startswith("-"), tokens)]
@@ -114,6 +118,8 @@ def strip_driver(tokens):
     if tokens and COMMANDS.get(tokens[0], "float32") != "float32":
         raise ValidationError("command", tokens[0], f"{COMMANDS[tokens[0]]} data; convsolve "
                               "supports float32 only (MIOpenDriver conv)")
+    if tokens[:1] and tokens[0] in RANK_COMMANDS:   # a later -_ overrides the word's rank
+        tokens = ["conv", "-_", RANK_COMMANDS[tokens[0]], *tokens[1:]]
     if tokens[:1] == ["explain"]:
         rest = strip_driver(tokens[1:])
         return ["explain", *(rest[1:] if rest[:1] == ["conv"] else rest)]
@@ -168,25 +174,46 @@ def parse_args(tokens):
                          None if f["solution"].lstrip("-").isdigit() else f["solution"], bias)
 
 
+def _layouts(f, rank):
+    """{"x", "w", "y": layout} of -I, -f and -O (empty: channels-first), checked for ``rank``;
+    with -m trans -I is the transposed convolution's input and -O its output."""
+    layouts = {}
+    for name, flag, short in (("x", "in_layout", "-I"), ("w", "fil_layout", "-f"),
+                              ("y", "out_layout", "-O")):
+        layouts[name] = f[flag] or LAYOUTS[rank][0]
+        if layouts[name] not in LAYOUTS[rank]:
+            raise ValidationError(short, f[flag], f"with --spatial_dim {rank}: one of "
+                                  f"{list(LAYOUTS[rank])} (or empty)")
+    return layouts
+
+
 def _problem(f, direction):
     """The Problem of the flag values ``f`` (long names) in ``direction``."""
-    g, c, k, pads = f["group_count"], f["in_channels"], f["out_channels"], (f["pad_h"], f["pad_w"])
-    x_shape, fil = (f["batchsize"], c, f["in_h"], f["in_w"]), (f["fil_h"], f["fil_w"])
-    stride, dilation = (f["conv_stride_h"], f["conv_stride_w"]), (f["dilation_h"], f["dilation_w"])
+    rank = int(f["spatial_dim"])
+    dims = "dhw"[-rank:]   # the flags' suffixes of the spatial dims, outermost first
+
+    def per_dim(flag):
+        return tuple(f[f"{flag}_{d}"] for d in dims)
+    g, c, k, pads = f["group_count"], f["in_channels"], f["out_channels"], per_dim("pad")
+    x_shape, fil = (f["batchsize"], c, *per_dim("in")), per_dim("fil")
+    stride, dilation = per_dim("conv_stride"), per_dim("dilation")
     per_group = (lambda channels: channels // g if g > 0 and channels % g == 0 else channels)
+    layouts = _layouts(f, rank)
     if f["mode"] == "trans":
-        return Problem.conv_transpose2d(
-            x_shape, (c, per_group(k), *fil), stride, pads,
-            (f["trans_output_pad_h"], f["trans_output_pad_w"]), g, dilation, direction)
-    if f["pad_mode"] != "default" and (dilation == (1, 1) or fil == (1, 1)):   # as MIOpen does
+        return Problem.conv_transpose(
+            x_shape, (c, per_group(k), *fil), stride, pads, per_dim("trans_output_pad"), g,
+            dilation, direction, layout=layouts, spatial_dims=rank)
+    if f["pad_mode"] != "default" and (set(dilation) == {1} or set(fil) == {1}):   # as MIOpen
         pads = tuple(max(r - (size % u or u), 0) // 2 if f["pad_mode"] == "same" else 0
                      for r, u, size in zip(fil, stride, x_shape[2:]))
-    return Problem.conv2d(x_shape, (k, per_group(c), *fil), stride, pads, dilation, g, direction)
+    return Problem.convolution(x_shape, (k, per_group(c), *fil), stride, pads, dilation, g,
+                               direction, layout=layouts, spatial_dims=rank)
 
 
 def parse_line(line):
     """The DriverCommand of one command line, e.g. ``MIOpenDriver conv -n 2 -c 8 ... -F 1``, or
-    of conv's flags alone (``-n 2 -c 8 ...``, as `convsolve conv` takes them)."""
+    of conv's flags alone (``-n 2 -c 8 ...``, as `convsolve conv` takes them); ``conv3d`` (or
+    ``conv2d``) for ``conv`` sets --spatial_dim."""
     tokens = strip_driver(shlex.split(re.split(r"\s#", line)[0]))   # '#' after a space: a comment
     if tokens[:1] == ["conv"]:
         tokens = tokens[1:]

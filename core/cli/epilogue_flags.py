@@ -9,7 +9,7 @@ from .. import reference
 from ..device.tensors import read_tensor
 from ..device.timing import elapsed_ms
 from ..engine.bias_grad import backward_bias
-from ..engine.verify import WHOLE_REFERENCE_BYTES, sample_index
+from ..engine.verify import error_against_reference
 from ..epilogue import Activation, Epilogue
 from ..errors import ValidationError
 from ..problem import Direction
@@ -93,16 +93,9 @@ def epilogue_args(handle, problem, args, rng):
 
 
 def error(problem, host, values_host, output):
-    """Relative RMS error of ``output`` against the reference with the epilogue: over every
-    element, or over sampled ones when the whole reference would be too large."""
-    (pt, pb), (pl, pr) = problem.conv.pads
-    padded = problem.n * problem.c * (problem.in_h + pt + pb) * (problem.in_w + pl + pr) * 8
-    if padded <= WHOLE_REFERENCE_BYTES:
-        return reference.relative_error(output, reference.compute(problem, **host, **values_host))
-    index = sample_index(problem)
-    expected = reference.compute_at(problem, host["x"], host["w"], host["y"], index,
-                                    **values_host)
-    return reference.relative_error(output.ravel()[index], expected)
+    """Relative RMS error of ``output`` against the reference with the epilogue
+    (verify.error_against_reference)."""
+    return error_against_reference(problem, host, output, **values_host)
 
 
 def bias_report(handle, problem, host, buffers, command):

@@ -101,8 +101,9 @@ def add_parser(subparsers):
 
 
 def find_db_dataset(handle):
-    """The user find-db's timed records of this device as a Dataset: bare problems only (no
-    epilogue, no policy suffix, no unfused variant), each with its solvers' times."""
+    """The user find-db's timed records of this device as a Dataset: bare 2-D NCHW problems
+    only (no epilogue, no policy suffix, no unfused variant: what the model learns), each with
+    its solvers' times."""
     times = {}
     for row in FindDb().rows():
         if row["device"] != handle.db_key or row["failure"] or "/" in row["solver"]:
@@ -111,7 +112,7 @@ def find_db_dataset(handle):
             problem = Problem.from_key(row["problem"])
         except ValidationError:   # a policy's or an epilogue's key
             continue
-        if problem.epilogue is None:
+        if problem.epilogue is None and problem.is_2d_nchw:
             times.setdefault(problem, {})[row["solver"]] = row["time_ms"]
     return Dataset(DeviceFacts.from_cl(handle.device),
                    tuple(Record(p, t) for p, t in times.items() if len(t) > 1))

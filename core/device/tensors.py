@@ -9,12 +9,13 @@ from ..errors import ValidationError
 
 
 def random_tensors(problem, seed=0):
-    """{'x', 'w', 'y'}: float32 host arrays of ``problem``'s shapes, uniform in [-1, 1].
+    """{'x', 'w', 'y'}: float32 host arrays of ``problem``'s tensors (in memory order:
+    ``memory_shape``), uniform in [-1, 1].
 
     ``seed`` is an int or a numpy Generator (then drawn from, so successive calls differ).
     """
     rng = np.random.default_rng(seed)
-    return {name: rng.uniform(-1, 1, getattr(problem, name).shape).astype(np.float32)
+    return {name: rng.uniform(-1, 1, getattr(problem, name).memory_shape).astype(np.float32)
             for name in ("x", "w", "y")}
 
 
@@ -120,8 +121,9 @@ class HostOutput:
 
 
 def read_tensor(handle, desc, buffer):
-    """Host copy of a tensor described by ``desc`` from its device ``buffer`` (waits)."""
-    out = np.empty(desc.shape, np.float32)
+    """Host copy of a tensor described by ``desc`` from its device ``buffer`` (waits), in its
+    memory order."""
+    out = np.empty(desc.memory_shape, np.float32)
     if out.size:
         cl.enqueue_copy(handle.queue, out, buffer)
     return out

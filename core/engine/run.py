@@ -75,7 +75,7 @@ def _check_buffer(name, buffer, desc, handle, context):
         return None
     if not isinstance(buffer, cl.Buffer):
         if is_device_array(buffer):
-            return array_buffer(name, buffer, desc.shape, handle)
+            return array_buffer(name, buffer, desc.memory_shape, handle)
         raise ValidationError(name, type(buffer).__name__,
                               "expected a pyopencl.Buffer or pyopencl.array.Array")
     if buffer.get_info(_SIZE) < desc.nbytes:   # get_info: 0.1 us less than .size and .context

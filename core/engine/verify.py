@@ -4,6 +4,7 @@ find uses both on every candidate it times (the sampled comparison under ``verif
 run() scans inputs and output under CONVSOLVE_CHECK_NUMERICS.
 """
 import logging
+import math
 
 import numpy as np
 
@@ -39,16 +40,17 @@ def sample_index(problem):
     return np.sort(np.random.default_rng(0).choice(size, VERIFY_SAMPLES, replace=False))
 
 
-def error_against_reference(problem, host, output):
-    """Relative RMS error of ``output`` against the reference for the host inputs: over every
-    element, or over sampled ones when the whole reference would pad more than
-    WHOLE_REFERENCE_BYTES of float64 input (the driver's -V on huge paddings)."""
-    (pt, pb), (pl, pr) = problem.conv.pads
-    padded = problem.n * problem.c * (problem.in_h + pt + pb) * (problem.in_w + pl + pr) * 8
+def error_against_reference(problem, host, output, **values):
+    """Relative RMS error of ``output`` against the reference for the host inputs (and an
+    epilogue's ``values``, as reference.compute takes them): over every element, or over
+    sampled ones when the whole reference would pad more than WHOLE_REFERENCE_BYTES of float64
+    input (the driver's -V on huge paddings)."""
+    padded = problem.n * problem.c * math.prod(
+        size + lo + hi for size, (lo, hi) in zip(problem.in_sizes, problem.conv.pads)) * 8
     if padded <= WHOLE_REFERENCE_BYTES:
-        return reference.relative_error(output, reference.compute(problem, **host))
+        return reference.relative_error(output, reference.compute(problem, **host, **values))
     index = sample_index(problem)
-    expected = reference.compute_at(problem, host["x"], host["w"], host["y"], index)
+    expected = reference.compute_at(problem, host["x"], host["w"], host["y"], index, **values)
     return reference.relative_error(output.ravel()[index], expected)
 
 

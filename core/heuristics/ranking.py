@@ -91,8 +91,9 @@ def forget():
 
 def predicted_ms(device, problem, solvers):
     """{solver name: predicted ms} for ``solvers`` (applicable, with .name) on ``problem``; {}
-    when no model applies.  Unseen solvers are placed by their WTI (module docstring)."""
-    chosen = model_for(device)
+    when no model applies (models learn 2-D NCHW problems only).  Unseen solvers are placed
+    by their WTI (module docstring)."""
+    chosen = model_for(device) if problem.is_2d_nchw else None
     if chosen is None:
         return {}
     model, facts = chosen

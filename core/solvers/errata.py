@@ -91,7 +91,7 @@ class Erratum:
         """Whether it excludes ``solver_name`` for ``problem`` on the device called ``device``
         (None: unknown, so an entry with a ``device`` does not match)."""
         f, conv = self.fields, problem.conv
-        actual = {"direction": problem.direction, "kernel": (problem.fil_h, problem.fil_w),
+        actual = {"direction": problem.direction, "kernel": problem.fil_sizes,
                   "stride": conv.strides, "dilation": conv.dilations}
         groups = f.get("groups")
         return (fnmatch.fnmatchcase(solver_name, f["solver"])

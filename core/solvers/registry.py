@@ -14,8 +14,8 @@ from packaging.version import Version
 
 from .. import env, hookspecs
 from ..errors import PluginError, SolverError
-from ..hookspecs import solver_attribute  # noqa: F401 - callers import it from here
-from ..problem import Direction
+from ..hookspecs import solver_attribute
+from ..problem import ALL_LAYOUTS, SPATIAL_RANKS, Direction
 from . import errata
 from .policy import Policy
 
@@ -125,6 +125,10 @@ class Registry:
             if problem.direction not in solver.directions:
                 skipped[solver.name] = f"does not serve {problem.direction.name}"
                 continue
+            refusal = shape_refusal(solver, problem)
+            if refusal:
+                skipped[solver.name] = refusal
+                continue
             try:
                 ok = bool(solver.is_applicable(problem))
             except Exception as exc:  # noqa: BLE001 - a faulty solver is only not applicable
@@ -139,6 +143,19 @@ class Registry:
             else:
                 skipped[solver.name] = "not applicable"
         return applicable, skipped
+
+
+def shape_refusal(solver, problem):
+    """Why ``solver`` does not serve ``problem``'s spatial rank or layouts (its ``spatial_dims``
+    and ``layouts`` attributes), or None; checked before ``is_applicable``."""
+    ranks = solver_attribute(solver, "spatial_dims")
+    if problem.spatial_dims not in ranks:
+        return f"does not serve spatial rank {problem.spatial_dims} (spatial_dims={ranks})"
+    layouts = solver_attribute(solver, "layouts")
+    for name, layout in zip("xwy", problem.layouts):
+        if layout not in layouts:
+            return f"does not serve layout {layout} of {name} (layouts={layouts})"
+    return None
 
 
 # {{{ validation
@@ -164,6 +181,10 @@ def _check_attributes(solver):
         if type(value) is not type(default) or (isinstance(value, float) and not value > 0):
             problems.append(f"{attribute}={value!r} is not a {type(default).__name__}"
                             + (" > 0" if isinstance(default, float) else ""))
+    for attribute, known in (("spatial_dims", SPATIAL_RANKS), ("layouts", ALL_LAYOUTS)):
+        value = getattr(solver, attribute, None)
+        if isinstance(value, tuple) and not (value and set(value) <= set(known)):
+            problems.append(f"{attribute}={value!r} is not a non-empty tuple of {known}")
     return problems
 
 

@@ -21,7 +21,7 @@ from ..device.handle import Handle, describe, is_gpu, is_simulator
 from ..device.tensors import device_buffers, random_tensors, read_output  # noqa: F401 - re-exported likewise
 from ..errors import ContractError
 from ..hookspecs import OPTIONAL_SOLVER_ATTRIBUTES, Buffers
-from ..problem import Direction, Problem
+from ..problem import LAYOUTS, Direction, Problem
 from ..reference import relative_error  # noqa: F401 - re-exported for plugins' tests
 from ..solvers import registry as plugins
 from ..solvers.calls import (
@@ -161,6 +161,38 @@ EDGE_SHAPES = [
 #: Standard shapes up to this many FLOPs run sanitised (all but "primes everywhere", 3.3 MFLOP,
 #: which alone would take 35 s under Oclgrind on 2 cores).
 MAX_FLOPS = 1_000_000
+
+
+#: Shapes (x, w, stride, padding, dilation, groups) of every spatial rank, each checked in the
+#: layouts a solver claims (claimed_problems): odd sizes, strides, dilation, groups, depthwise,
+#: asymmetric padding, as small as Oclgrind needs.
+ND_SHAPES = {
+    1: [((2, 4, 11), (6, 2, 3), 2, ((1, 2),), 2, 2),                   # groups, stride, dilation
+        ((1, 3, 7), (3, 1, 3), 1, 1, 1, 3)],                           # depthwise
+    2: [((2, 6, 7, 5), (9, 2, 3, 2), (2, 1), ((0, 2), (1, 0)), (1, 2), 3)],
+    3: [((1, 4, 5, 6, 7), (6, 2, 3, 2, 3), (1, 2, 2), ((1, 0), (0, 1), (2, 1)), (2, 1, 1), 2),
+        ((2, 3, 3, 4, 5), (4, 3, 1, 1, 1), 1, 0, 1, 1),                # pointwise
+        ((1, 4, 4, 5, 3), (4, 1, 3, 3, 3), 2, 1, 1, 4)],               # depthwise, strided
+}
+
+
+def claimed_problems(solver, directions=tuple(Direction)):
+    """ND_SHAPES in each of ``directions`` the solver serves and each spatial rank it claims
+    (``spatial_dims``), in each of three layout choices it claims (``layouts``): every tensor
+    channels-first, every tensor channels-last, x and y channels-last with channels-first
+    weights; the 2-D channels-first ones are left to the standard set."""
+    ranks, layouts = (plugins.solver_attribute(solver, name) for name in ("spatial_dims",
+                                                                          "layouts"))
+    problems = []
+    for rank in ranks:
+        first, last = LAYOUTS[rank]
+        choices = [{"x": first, "w": first, "y": first}] if rank != 2 else []
+        choices += [{"x": last, "w": last, "y": last}, {"x": last, "w": first, "y": last}]
+        problems += [Problem.convolution(*shape, direction=direction, layout=choice)
+                     for choice in choices if set(choice.values()) <= set(layouts)
+                     for direction in directions if direction in solver.directions
+                     for shape in ND_SHAPES[rank]]
+    return problems
 
 
 def sanitized_problems(directions=tuple(Direction)):
@@ -357,7 +389,9 @@ def nonfinite_reach(problem, inputs):
     dw[k of c's group, c] for x[n, c] and dw[k] for dy[n, k]: where nonfinite = "spread" allows
     non-finite outputs the reference does not have."""
     g, c, k, d = problem.groups, problem.c, problem.k, problem.direction
-    x, w, dy = (~np.isfinite(inputs[name]).all(axis=(2, 3)) for name in "xwy")
+    spatial = tuple(range(2, problem.spatial_dims + 2))   # in logical order (any layout)
+    x, w, dy = (~np.isfinite(reference.logical(getattr(problem, name), inputs[name])).all(
+        axis=spatial) for name in "xwy")
     if d is Direction.FORWARD:            # (N, C), (K, C/G) -> (N, K)
         planes = np.repeat(x.reshape(len(x), g, c // g).any(2), k // g, 1) | w.any(1)
     elif d is Direction.BACKWARD_DATA:    # (N, K), (K, C/G) -> (N, C)
@@ -365,7 +399,9 @@ def nonfinite_reach(problem, inputs):
                   | w.reshape(g, k // g, c // g).any(1).reshape(-1))
     else:                                 # (N, C), (N, K) -> (K, C/G)
         planes = np.repeat(x.any(0).reshape(g, c // g), k // g, 0) | dy.any(0)[:, None]
-    return np.broadcast_to(planes[:, :, None, None], getattr(problem, d.output).shape)
+    out = getattr(problem, d.output)
+    return reference.in_memory(out, np.broadcast_to(planes[(..., *[None] * len(spatial))],
+                                                    out.shape))
 
 
 def _check_nonfinite(handle, problem, invoker, host, scratch, tolerance, where, mode="exact"):
@@ -409,8 +445,9 @@ def check_solver(solver, handle=None, problems=None, seed=0, *, configs=3, isola
 
     A solver that discovery would refuse (its plugin's CONVSOLVE_SOLVER_API, its attributes, a
     misspelt hook or argument) fails at once, in discovery's words.  Then, on each of
-    ``problems`` (they replace the standard set, standard_problems(); pass
-    ``standard_problems() + [...]`` to add to it) of a direction the solver serves:
+    ``problems`` (they replace the standard set, standard_problems(), and the problems of the
+    other spatial ranks and layouts the solver claims, claimed_problems(); pass
+    ``standard_problems() + [...]`` to add to it) of a direction, rank and layouts it serves:
     is_applicable must not raise; where it accepts, get_wti and workspace must be in range, the
     output must match the float64 reference within the solver's ``tolerance`` and be written
     completely, the inputs must stay untouched, nothing may be written past any tensor (a guard
@@ -450,7 +487,8 @@ def check_solver(solver, handle=None, problems=None, seed=0, *, configs=3, isola
     if handle is None and not sanitize:
         raise TypeError("check_solver needs a handle (the `handle` fixture) unless sanitize=True")
     if problems is None:
-        problems = sanitized_problems() if sanitize else standard_problems()
+        problems = ((sanitized_problems() if sanitize else standard_problems())
+                    + claimed_problems(solver))
     failures = []
     accepted = _accepted(solver, problems, failures)
     cases = epilogue_cases.plan(accepted, sanitize)
@@ -474,10 +512,11 @@ def check_solver(solver, handle=None, problems=None, seed=0, *, configs=3, isola
 
 
 def _accepted(solver, problems, failures):
-    """The problems of ``solver``'s directions that it is_applicable to; a raise is a failure."""
+    """The problems of ``solver``'s directions, spatial ranks and layouts that it is_applicable
+    to; a raise is a failure."""
     accepted = []
     for problem in problems:
-        if problem.direction not in solver.directions:
+        if problem.direction not in solver.directions or plugins.shape_refusal(solver, problem):
             continue
         try:
             if solver.is_applicable(problem):

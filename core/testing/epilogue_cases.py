@@ -164,7 +164,9 @@ def plan(problems, sanitize=False):
     Oclgrind, ``sanitize``, SANITIZED_PROBLEMS_PER_DIRECTION) in this order: grouped ones with
     several output channels (a channel's scale and bias then sit at a group's offset), the
     others with several, the rest.  The first takes every case, the others (and every one on
-    Oclgrind) MEMORY_CASES."""
+    Oclgrind) MEMORY_CASES.  Epilogues serve 2-D NCHW problems only: others get none."""
+    problems = [p for p in problems if p.is_2d_nchw]
+
     def order(problem):
         channels = getattr(problem, problem.direction.output).shape[1]
         return channels == 1, problem.groups == 1

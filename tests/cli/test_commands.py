@@ -310,6 +310,18 @@ def test_timed_conv_prints_miopendrivers_result_lines(capsys, forw, name, stat, 
     assert abs(float(gflops) - 21600 / time_ms / 1e6) <= 0.501 and last == f"{time_ms:f}"
     assert abs(float(gbps) - (read + written) / time_ms / 1e6) <= 0.501
 
+
+def test_timed_3d_conv_prints_depth_beside_each_size(capsys):
+    """A 3-D problem's stats line adds depth beside each size (do, z) and counts its FLOPs."""
+    assert main(["conv3d", "-n", "1", "-c", "2", "-!", "3", "-H", "4", "-W", "5", "-k", "3",
+                 "-@", "2", "-y", "1", "-x", "3", "-I", "NDHWC", "-F", "1", "-t", "1",
+                 "-i", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("stats: name, n, c, do, ho, wo, z, x, y, k, flopCnt, bytesRead, "
+                     "bytesWritten, GFLOPs, GB/s, timeMs")
+    flops = 2 * 2 * 2 * 1 * 3 * 3 * 2 * 4 * 3   # n c z y x k do ho wo
+    assert lines[at + 1].startswith(f"stats: fwd-conv2x1x3u1, 1, 2, 2, 4, 3, 2, 1, 3, 3,  {flops},")
+
 # }}}
 
 

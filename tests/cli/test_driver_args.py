@@ -133,3 +133,22 @@ def test_explain_keeps_its_subcommand_before_a_pasted_line(line):
     assert strip_driver(line.split()) == ["explain", "-n", "2"]
     with pytest.raises(ValidationError, match="invalid command='convfp16'"):
         strip_driver(["explain", "MIOpenDriver", "convfp16", "-n", "2"])
+
+
+def test_3d_flags_and_layouts_are_honoured():
+    """--spatial_dim 3 (or the command word conv3d) reads MIOpen's depth flags (-! -@ -$ -#
+    -^ and -%), -I -f -O give each tensor's layout (empty: channels-first; -I is a transposed
+    convolution's input), and a layout of another rank is refused naming its flag."""
+    flags = "-n 2 -c 4 -! 5 -H 6 -W 7 -k 6 -@ 3 -y 1 -x 2 -$ 1 -p 0 -q 1 -# 2 -u 1 -v 1 -^ 2 -g 2"
+    expected = Problem.conv3d((2, 4, 5, 6, 7), (6, 2, 3, 1, 2), (2, 1, 1),
+                              ((1, 1), (0, 0), (1, 1)), (2, 1, 1), 2, layout={"x": "NDHWC"})
+    for line in (f"conv {flags} -_ 3 -I ndhwc -F 1", f"MIOpenDriver conv3d {flags} -I NDHWC -F 1"):
+        assert parse_line(line).problems == (expected,)
+    nhwc = parse_args(shlex.split("-n 1 -c 2 -H 5 -W 5 -k 3 -f NHWC -O NHWC -F 1")).problems[0]
+    assert nhwc.layouts == ("NCHW", "NHWC", "NHWC")
+    trans = parse_args(shlex.split("-_ 3 -m trans -c 2 -k 4 -! 3 -% 1 -# 2 -I NDHWC -F 1"))
+    assert trans.problems[0].y.layout == "NDHWC"
+    assert trans.problems[0].x.shape[2] == (3 - 1) * 2 + 2 + 1 + 1   # (D-1)*u + (Z-1) + pad + 1
+    with pytest.raises(ValidationError) as info:
+        parse_args(["-_", "3", "-I", "NHWC"])
+    assert info.value.field == "-I"

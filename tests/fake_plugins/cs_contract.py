@@ -55,6 +55,22 @@ class BadName(Base):
     name = "NoFamilyPrefix"
 
 
+class UnknownRank(Base):
+    name = "contract.UnknownRank"
+    spatial_dims = (2, 4)
+
+
+class UnknownLayout(Base):
+    name = "contract.UnknownLayout"
+    layouts = ("NCHW", "CHWN")
+
+
+class RanksInAList(Base):
+    name = "contract.RanksInAList"
+    spatial_dims = [1, 2]   # noqa: RUF012 - a list where a tuple is due is the fault planted
+
+
 @hookimpl
 def convsolve_solvers():
-    return [Valid(), Misspelt(), WrongArgument(), MissingHook(), BadName()]
+    return [Valid(), Misspelt(), WrongArgument(), MissingHook(), BadName(), UnknownRank(),
+            UnknownLayout(), RanksInAList()]

@@ -85,6 +85,35 @@ def test_contract_violations_are_refused_loudly(monkeypatch, caplog):
     assert reg.refused()
 
 
+def test_bad_spatial_dims_and_layouts_are_refused(monkeypatch):
+    """spatial_dims must be a non-empty tuple of 1, 2, 3 and layouts one of known layout
+    names; discovery refuses a solver that says otherwise, naming the attribute."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_contract")
+    refused = next(p for p in convsolve.registry().plugins
+                   if p.name == "cs_contract").solver_errors
+    assert "spatial_dims=(2, 4) is not a non-empty tuple of (1, 2, 3)" in refused[
+        "contract.UnknownRank"]
+    assert "layouts=('NCHW', 'CHWN')" in refused["contract.UnknownLayout"]
+    assert "spatial_dims=[1, 2] is not a tuple" in refused["contract.RanksInAList"]
+
+
+def test_solvers_see_only_the_ranks_and_layouts_they_declare(monkeypatch):
+    """A solver without spatial_dims and layouts is never asked about a 1-D, 3-D or
+    channels-last problem: the registry skips it first, naming the attribute (as it names a
+    direction it does not serve); the naive solvers declare every rank and layout."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_fake")
+    registry = convsolve.registry()
+    three = Problem.conv3d((1, 2, 4, 4, 4), (3, 2, 3, 3, 3))
+    nhwc = Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3), layout={"w": "NHWC"})
+    for problem, why in ((three, "does not serve spatial rank 3 (spatial_dims=(2,))"),
+                         (nhwc, ("does not serve layout NHWC of w (layouts=('NCW', 'NCHW', "
+                                 "'NCDHW'))"))):
+        applicable, skipped = registry.candidates(problem)
+        assert [s.name for s in applicable] == ["direct.NaiveFwd"]
+        assert skipped["fake.Good"] == why
+    assert "fake.Good" in [s.name for s in registry.candidates(PROBLEM)[0]]
+
+
 def test_autoload_off_loads_only_named_plugins(monkeypatch):
     """With autoload off only CONVSOLVE_PLUGINS are loaded; with none named, no solver exists."""
     monkeypatch.setenv("CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD", "1")

@@ -11,7 +11,14 @@ from pathlib import Path
 import convsolve
 import pytest
 from convsolve import Direction, Problem
-from convsolve.testing import STANDARD_SHAPES, check_solver, standard_problems
+from convsolve.testing import (
+    STANDARD_SHAPES,
+    check_solver,
+    claimed_problems,
+    standard_problems,
+)
+from convsolve_direct import naive
+from convsolve_direct.naive import NaiveFwd
 from processes import running
 
 FAKE_PLUGINS = Path(__file__).parents[1] / "fake_plugins"
@@ -34,6 +41,45 @@ def test_standard_set_covers_every_direction_and_feature():
     assert any(p.conv.pads[0][0] != p.conv.pads[0][1] for p in problems)   # asymmetric
     assert any(max(p.conv.dilations) > 1 for p in problems)
     assert any(max(p.conv.strides) > 1 for p in problems)
+
+
+def test_claimed_problems_cover_every_rank_and_layout_claimed(faulty):
+    """check_solver's problems of other ranks and layouts follow what a solver claims: none for
+    a solver without spatial_dims and layouts; for the naive solvers 1-D and 3-D in every
+    layout, channels-last 2-D, x and y channels-last beside channels-first weights, with
+    groups, depthwise, stride, dilation and asymmetric padding in each rank."""
+    assert claimed_problems(faulty["faulty.HonestWorkspace"]) == []
+    problems = claimed_problems(NaiveFwd())
+    assert {p.direction for p in problems} == {Direction.FORWARD}
+    assert {(p.spatial_dims, p.layouts) for p in problems} == {
+        (1, ("NCW",) * 3), (1, ("NWC",) * 3), (1, ("NWC", "NCW", "NWC")),
+        (2, ("NHWC",) * 3), (2, ("NHWC", "NCHW", "NHWC")),
+        (3, ("NCDHW",) * 3), (3, ("NDHWC",) * 3), (3, ("NDHWC", "NCDHW", "NDHWC"))}
+    for rank in (1, 3):
+        of_rank = [p for p in problems if p.spatial_dims == rank]
+        assert any(p.groups == p.c == p.k > 1 for p in of_rank)                  # depthwise
+        assert any(1 < p.groups < p.c for p in of_rank)                          # groups
+        assert any(lo != hi for p in of_rank for lo, hi in p.conv.pads)          # asymmetric
+        assert any(max(p.conv.strides) > 1 for p in of_rank)
+        assert any(max(p.conv.dilations) > 1 for p in of_rank)
+
+
+def test_a_solver_wrong_in_channels_last_fails(handle, monkeypatch):
+    """check_solver checks every layout a solver claims: naive_nd.cl given channels-first
+    strides for every tensor passes the channels-first problems and fails the channels-last
+    ones, each named by its key."""
+    true_args = naive.nd_args
+
+    def channels_first_strides(problem):
+        return true_args(Problem.convolution(problem.x.shape, problem.w.shape, problem.conv.strides,
+                                      problem.conv.pads, problem.conv.dilations, problem.groups,
+                                      problem.direction))
+    monkeypatch.setattr(naive, "nd_args", channels_first_strides)
+    problems = [p for p in claimed_problems(NaiveFwd()) if p.spatial_dims == 1]
+    with pytest.raises(AssertionError) as info:
+        check_solver(NaiveFwd(), handle, problems)
+    failed = {p.key() for p in problems if p.key() in str(info.value)}
+    assert failed == {p.key() for p in problems if "NWC" in p.layouts}
 
 
 def test_honest_solver_passes(handle, faulty):

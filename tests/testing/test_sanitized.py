@@ -1,4 +1,5 @@
-"""Sanitised kernels: every solver of every installed plugin runs clean under Oclgrind.
+"""Sanitised kernels: every solver of every installed plugin runs clean under Oclgrind, in
+every spatial rank and layout it claims.
 
 Marked ``sanitized`` (``-m sanitized`` runs only these, ``-m "not sanitized"`` leaves them out).
 Each solver of each installed plugin goes through ``check_solver(..., sanitize=True)`` on a few
@@ -15,7 +16,7 @@ import importlib.metadata
 import pytest
 from convsolve import Problem, registry
 from convsolve.solvers.registry import ENTRY_POINT_GROUP
-from convsolve.testing import check_solver, sanitized_problems
+from convsolve.testing import check_solver, claimed_problems, sanitized_problems
 
 pytestmark = pytest.mark.sanitized
 
@@ -78,6 +79,16 @@ def chosen(solver, direction):
     return picked
 
 
+def other_ranks(solver, direction):
+    """The problems of other spatial ranks and layouts that ``solver`` runs under Oclgrind in
+    ``direction``: the first of claimed_problems() in each rank and layout choice it claims."""
+    first = {}
+    for problem in claimed_problems(solver, (direction,)):
+        if solver.is_applicable(problem):
+            first.setdefault((problem.spatial_dims, problem.layouts), problem)
+    return list(first.values())
+
+
 def installed_plugins():
     return sorted({ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)})
 
@@ -85,7 +96,8 @@ def installed_plugins():
 def plan(plugin, monkeypatch):
     """{solver name: (solver, {direction: the problems chosen()})} of ``plugin``'s solvers."""
     monkeypatch.setenv("CONVSOLVE_PLUGINS", plugin)
-    return {name: (solver, {d: chosen(solver, d) for d in solver.directions})
+    return {name: (solver, {d: chosen(solver, d) + other_ranks(solver, d)
+                            for d in solver.directions})
             for name, solver in registry().solvers.items()}
 
 
@@ -101,11 +113,16 @@ def failures(solver, problems):
 @pytest.mark.parametrize("plugin", installed_plugins())
 def test_every_solver_and_direction_runs_under_oclgrind(plugin, monkeypatch):
     """The problems that run under Oclgrind include at least one of every (solver, direction)
-    pair of an installed plugin, and stay few: about a quarter of what it accepts."""
+    pair of an installed plugin, and stay few: about a quarter of what it accepts, and one
+    problem of each other spatial rank and layout choice the solver claims."""
     solvers = plan(plugin, monkeypatch)
     assert solvers, f"plugin {plugin!r} registers no solvers"
     for name, (solver, runs) in solvers.items():
         for direction, problems in runs.items():
+            others = other_ranks(solver, direction)
+            assert {(p.spatial_dims, p.layouts) for p in others} == {
+                (p.spatial_dims, p.layouts) for p in claimed_problems(solver, (direction,))}
+            problems = problems[:len(problems) - len(others)]
             accepted = [p for p in sanitized_problems((direction,)) if solver.is_applicable(p)]
             assert problems, f"{name} {direction.value}: accepts none of the sanitized problems"
             assert len(problems) == -(-len(accepted) // SHARE)

@@ -1,20 +1,42 @@
-"""direct.Naive*: one work-item per output element; any stride, padding, dilation and groups;
-the output's epilogue fused into the store."""
-from convsolve import Direction, hookimpl, round_up, tuning
+"""direct.Naive*: one work-item per output element; any spatial rank (1, 2, 3), layout per
+tensor, stride, padding, dilation and groups; the output's epilogue fused into the store."""
+import numpy as np
+from convsolve import ALL_LAYOUTS, Direction, hookimpl, round_up, tuning
 
 from . import configs
-from .plan import KERNELS, enqueue, set_sizes
+from .plan import KERNELS, enqueue, set_args, set_sizes
 from .solver import DirectSolver
 
 #: Estimated fraction of peak: a scalar loop with no reuse reaches a few percent of it.
 NAIVE_WTI = 0.01
 
 
+def _three(values, fill):
+    """A 1-D or 2-D problem's per-dim ``values`` as 3-D ones, ``fill`` in the outer dims."""
+    return (fill,) * (3 - len(values)) + tuple(values)
+
+
+def nd_args(problem):
+    """naive_nd.cl's arguments after the buffers (ND_SIZES, then x's, w's and y's ND_STRIDES):
+    the problem as a 3-D one, each tensor's element strides."""
+    conv = problem.conv
+    sizes = (problem.n, problem.c, problem.k, problem.groups, *_three(problem.in_sizes, 1),
+             *_three(problem.out_sizes, 1), *_three(problem.fil_sizes, 1),
+             *_three([lo for lo, _ in conv.pads], 0), *_three(conv.strides, 1),
+             *_three(conv.dilations, 1))
+    strides = [value for desc in (problem.x, problem.w, problem.y)
+               for value in (*desc.strides[:2], *_three(desc.strides[2:], 0))]
+    return tuple(np.int32(value) for value in (*sizes, *strides))
+
+
 class _Naive(DirectSolver):
     """Shared body of the three naive solvers: a dynamic kernel launched over the output, the
-    work-group size (WG) its one tunable."""
+    work-group size (WG) its one tunable.  2-D NCHW problems run naive.cl (with their
+    epilogue), all others naive_nd.cl (one build for every rank and layout)."""
 
-    kernel = None       # kernel name in naive.cl
+    kernel = None       # kernel name in naive.cl; naive_nd.cl's is "naive_nd_" and the rest
+    spatial_dims = (1, 2, 3)
+    layouts = ALL_LAYOUTS
 
     @property
     def directions(self):
@@ -46,11 +68,16 @@ class _Naive(DirectSolver):
 
     @hookimpl
     def build_invoker(self, problem, handle, config):
-        kernel = handle.build(KERNELS / "naive.cl", self.kernel, problem.epilogue_defines())
+        if problem.is_2d_nchw:
+            kernel = handle.build(KERNELS / "naive.cl", self.kernel, problem.epilogue_defines())
+            values_at = set_sizes(kernel, 3, problem)
+        else:
+            kernel = handle.build(KERNELS / "naive_nd.cl",
+                                  self.kernel.replace("naive_", "naive_nd_"), {})
+            values_at = set_args(kernel, 3, nd_args(problem))
         count = getattr(problem, self.direction.output).size
         local = (config["WG"],)
         global_size = (round_up(count, local[0]),)
-        values_at = set_sizes(kernel, 3, problem)
 
         def invoker(buffers, scratch):
             return [enqueue(handle, kernel, global_size, local, *buffers,

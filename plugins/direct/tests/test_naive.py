@@ -1,4 +1,5 @@
 """direct.Naive*: every direction against the numpy reference on a sweep of awkward shapes."""
+import numpy as np
 import pytest
 from convsolve import Direction, Problem, registry, run
 from convsolve.testing import (
@@ -46,3 +47,36 @@ def test_matches_reference(handle, shape, direction):
 def test_check_solver(handle, name):
     """Each naive solver honours the whole contract on the standard problem set."""
     assert check_solver(registry().get(name), handle) > 0
+
+
+@pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
+def test_nd_kernel_equals_naive_cl_bit_for_bit(handle, direction):
+    """naive_nd.cl sums in naive.cl's order: on 2-D NCHW problems it gives naive.cl's results
+    bit for bit, and on the same problems with every tensor channels-last it gives them
+    transposed, bit for bit (so the N-D path generalises the 2-D one exactly)."""
+    from convsolve import reference
+    from convsolve_direct.naive import nd_args
+    from convsolve_direct.plan import KERNELS, enqueue, set_args
+    solver = registry().get(SOLVERS[direction])
+    for shape in (SHAPES[3], SHAPES[5], SHAPES[6]):   # asymmetric padding, groups, depthwise
+        problem = Problem.conv2d(*shape[:6], direction=direction)
+        host = random_tensors(problem, seed=3)
+        buffers = device_buffers(handle, host)
+        run(handle, problem, solver.name, **buffers)
+        expected = read_output(handle, problem, buffers)
+        kernel = handle.build(KERNELS / "naive_nd.cl",
+                              solver.kernel.replace("naive_", "naive_nd_"))
+        set_args(kernel, 3, nd_args(problem))
+        buffers = device_buffers(handle, host)
+        count = getattr(problem, direction.output).size
+        enqueue(handle, kernel, ((count + 63) // 64 * 64,), (64,), buffers["x"], buffers["w"],
+                buffers["y"]).wait()
+        assert np.array_equal(read_output(handle, problem, buffers), expected)
+        nhwc = Problem.conv2d(*shape[:6], direction=direction, layout="NHWC")
+        moved = {name: reference.in_memory(getattr(nhwc, name), array).astype(np.float32)
+                 for name, array in host.items()}
+        buffers = device_buffers(handle, moved)
+        run(handle, nhwc, solver.name, **buffers)
+        out = getattr(nhwc, direction.output)
+        assert np.array_equal(reference.logical(out, read_output(handle, nhwc, buffers)),
+                              expected)
