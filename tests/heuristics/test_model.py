@@ -195,20 +195,6 @@ BREAKS = {
 }
 
 
-@pytest.mark.parametrize("name", BREAKS)
-def test_a_malformed_model_raises_model_error_naming_what(tmp_path, name):
-    """Each break of the stored model's JSON, written to a file, fails load with a ModelError
-    naming the file and the field."""
-    data = json.loads((DATA / "tiny_ranker.json").read_text())
-    change, message = BREAKS[name]
-    change(data)
-    path = tmp_path / "broken.json"
-    path.write_text(json.dumps(data))
-    with pytest.raises(ModelError, match=message) as caught:
-        RankingModel.load(path)
-    assert str(path) in str(caught.value) and caught.value.path == path
-
-
 def _packed(part, change):
     """A break of one packed table of the version 2 file: change(table dict)."""
     return lambda d: change(d["solvers"]["fake.A"][part])
@@ -234,18 +220,20 @@ PACKED_BREAKS = {
 }
 
 
-@pytest.mark.parametrize("name", PACKED_BREAKS)
-def test_a_malformed_packed_table_raises_model_error_naming_it(tmp_path, name):
-    """Each break of a packed table of the version 2 file fails load with a ModelError naming
-    the file and the table."""
-    data = json.loads((DATA / "tiny_ranker_v2.json").read_text())
-    change, message = PACKED_BREAKS[name]
+@pytest.mark.parametrize("stored, breaks, name",
+                         [("tiny_ranker.json", BREAKS, name) for name in BREAKS]
+                         + [("tiny_ranker_v2.json", PACKED_BREAKS, name) for name in PACKED_BREAKS])
+def test_a_malformed_model_raises_model_error_naming_what(tmp_path, stored, breaks, name):
+    """Each break of a stored model's JSON (version 1's fields and lists, version 2's packed
+    tables), written to a file, fails load with a ModelError naming the file and the field."""
+    data = json.loads((DATA / stored).read_text())
+    change, message = breaks[name]
     change(data)
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(data))
     with pytest.raises(ModelError, match=message) as caught:
         RankingModel.load(path)
-    assert str(path) in str(caught.value)
+    assert str(path) in str(caught.value) and caught.value.path == path
 
 
 @pytest.mark.parametrize("cut", ["gzip", "json", "missing", "empty"])
