@@ -75,7 +75,7 @@ class ConfigSpace:
                 return f"{name}={config[name]!r} is not one of {list(values)}"
         for text, code in self._compiled:
             try:
-                satisfied = eval(code, {"__builtins__": _CONSTRAINT_BUILTINS}, dict(config))
+                satisfied = _evaluate(code, config)
             except Exception as exc:  # noqa: BLE001 - a plugin's constraint, reported as such
                 return f"constraint {text!r} raised {exc!r}"
             if not satisfied:
@@ -165,10 +165,15 @@ def _names_in(code: CodeType) -> set[str]:
                                       if isinstance(c, CodeType)), code.co_freevars)
 
 
+def _evaluate(code: CodeType, config: Mapping[str, ParamValue]) -> object:
+    """A compiled constraint's value for ``config`` (its names; _CONSTRAINT_BUILTINS besides)."""
+    return eval(code, {"__builtins__": _CONSTRAINT_BUILTINS}, dict(config))
+
+
 def _holds(code: CodeType, config: Config) -> bool:
     """Whether a compiled constraint is true of ``config`` (one that raises is not)."""
     try:
-        return bool(eval(code, {"__builtins__": _CONSTRAINT_BUILTINS}, dict(config)))
+        return bool(_evaluate(code, config))
     except Exception:  # noqa: BLE001 - a plugin's constraint; refusal() reports why
         return False
 

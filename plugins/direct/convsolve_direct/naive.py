@@ -34,7 +34,7 @@ class _Naive(DirectSolver):
     work-group size (WG) its one tunable.  2-D NCHW problems run naive.cl (with their
     epilogue), all others naive_nd.cl (one build for every rank and layout)."""
 
-    kernel = None       # kernel name in naive.cl; naive_nd.cl's is "naive_nd_" and the rest
+    kernel = None       # kernel name in naive.cl (naive_nd.cl's: "naive_" made "naive_nd_")
     spatial_dims = (1, 2, 3)
     layouts = ALL_LAYOUTS
 
