@@ -1,0 +1,174 @@
+"""Where a solver's time goes: each kernel of its invoker timed by its own profiling event.
+
+For each layer, direction and solver: the invoker of the solver's default config (or, with
+--tuned, the config the perf-db gives), one warm-up call, then --runs calls; per kernel name the
+median over the calls of its summed event time and its launch count, and the whole call's span
+(first start to last end).  With torch and CUDA present, cuDNN's time for the same problem
+(benchmark mode, TF32 off) beside it.  --set MODULE.NAME=VALUE replaces a module constant
+before anything is built (e.g. convsolve_winograd.plan.CHUNK_BYTES=67108864) to try a change
+without editing the plugin.  Run on the GPU machine:
+
+    scripts/bench_gpu.sh exec python3 scripts/stage_profile.py --solvers winograd.F4x3
+
+Kernel names come from wrapping pyopencl.enqueue_nd_range_kernel; other commands (fills,
+copies, Kernel.__call__) show as their command type.
+"""
+import argparse
+import importlib
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+import pyopencl as cl
+from convsolve import Buffers, Direction, Handle, Problem, registry
+from convsolve.solvers.calls import build_invoker
+from convsolve.testing import device_buffers, random_tensors
+
+#: (name, x shape at batch N, w shape, stride, padding): ResNet-50 v1.5's and VGG-16's 3x3 layers.
+LAYERS = {
+    "r50.l1.3x3": ((64, 56, 56), (64, 64, 3, 3), 1, 1),
+    "r50.l2.3x3": ((128, 28, 28), (128, 128, 3, 3), 1, 1),
+    "r50.l3.3x3": ((256, 14, 14), (256, 256, 3, 3), 1, 1),
+    "r50.l4.3x3": ((512, 7, 7), (512, 512, 3, 3), 1, 1),
+    "vgg.3x3.256": ((256, 56, 56), (256, 256, 3, 3), 1, 1),
+    "vgg.3x3.512": ((512, 28, 28), (512, 512, 3, 3), 1, 1),
+}
+DIRECTIONS = {"fwd": Direction.FORWARD, "bwd": Direction.BACKWARD_DATA,
+              "wrw": Direction.BACKWARD_WEIGHTS}
+_NAMES = {}
+
+
+def _record_names():
+    """Remember each kernel launch's function name by its event."""
+    enqueue = cl.enqueue_nd_range_kernel
+
+    def named(queue, kernel, *args, **kwargs):
+        event = enqueue(queue, kernel, *args, **kwargs)
+        _NAMES[event.int_ptr] = kernel.function_name
+        return event
+    cl.enqueue_nd_range_kernel = named
+
+
+def _set(assignment):
+    """Apply one --set MODULE.NAME=VALUE (VALUE a Python literal)."""
+    target, value = assignment.split("=", 1)
+    module, name = target.rsplit(".", 1)
+    setattr(importlib.import_module(module), name, eval(value, {}))
+
+
+def profile(invoker, buffers, scratch, runs):
+    """{kernel: (median ms, launches)} and the median span of a call, after one warm-up."""
+    cl.wait_for_events(invoker(buffers, scratch))
+    per_call, spans = [], []
+    for _ in range(runs):
+        events = invoker(buffers, scratch)
+        cl.wait_for_events(events)
+        sums, counts = defaultdict(float), defaultdict(int)
+        for event in events:
+            name = _NAMES.get(event.int_ptr, str(event.command_type))
+            sums[name] += (event.profile.end - event.profile.start) * 1e-6
+            counts[name] += 1
+        per_call.append((sums, counts))
+        spans.append((events[-1].profile.end - events[0].profile.start) * 1e-6)
+    names = list(per_call[0][0])
+    return ({n: (statistics.median(s[n] for s, _ in per_call), per_call[0][1][n])
+             for n in names}, statistics.median(spans))
+
+
+def cudnn_ms(problem, host, runs):
+    """cuDNN's median time for ``problem`` (None without torch and CUDA)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    dev = {k: torch.from_numpy(v).cuda() for k, v in host.items()}
+    (pt, _), (pl, _) = problem.conv.pads
+    stride, dilation = list(problem.conv.strides), list(problem.conv.dilations)
+    if problem.direction is Direction.FORWARD:
+        def call():
+            return torch.nn.functional.conv2d(dev["x"], dev["w"], None, stride, [pt, pl],
+                                              dilation, problem.groups)
+    else:
+        data = problem.direction is Direction.BACKWARD_DATA
+
+        def call():
+            return torch.ops.aten.convolution_backward(
+                dev["y"], dev["x"], dev["w"], None, stride, [pt, pl], dilation, False, [0, 0],
+                problem.groups, [data, not data, False])
+    for _ in range(3):
+        call()
+    times = []
+    for _ in range(runs):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(10):
+            call()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 10)
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--solvers", required=True, help="comma-separated solver names")
+    parser.add_argument("--layers", default="r50.l2.3x3", help=f"of {', '.join(LAYERS)}")
+    parser.add_argument("--directions", default="fwd,bwd,wrw")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE")
+    parser.add_argument("--config", action="append", default=[], metavar="K=V,K=V",
+                        help="configs to time besides the default (keys merged into it)")
+    parser.add_argument("--json", help="write the records here")
+    args = parser.parse_args()
+    for assignment in args.set:
+        _set(assignment)
+    _record_names()
+    handle, solvers, records = Handle(), registry(), []
+    print(f"device: {handle.name}  sets: {args.set}", flush=True)
+    for layer in args.layers.split(","):
+        x_shape, w_shape, stride, pad = LAYERS[layer]
+        for dname in args.directions.split(","):
+            problem = Problem.conv2d((args.batch, *x_shape), w_shape, stride=stride,
+                                     padding=pad, direction=DIRECTIONS[dname])
+            host = random_tensors(problem, 0)
+            buffers = device_buffers(handle, host)
+            reference = cudnn_ms(problem, host, args.runs)
+            print(f"{layer} {dname} b{args.batch}: cuDNN "
+                  f"{'-' if reference is None else f'{reference:.3f}'} ms", flush=True)
+            for name in args.solvers.split(","):
+                solver = solvers.get(name)
+                if not solver.is_applicable(problem):
+                    print(f"  {name}: not applicable")
+                    continue
+                size = solver.workspace(problem)
+                scratch = handle.scratch(size, name) if size else None
+                default = solver.default_config(problem, handle) \
+                    if hasattr(solver, "default_config") else None
+                variants = [("default", default)] + [
+                    (text, {**default, **{k: eval(v, {}) for k, v in
+                                          (kv.split("=") for kv in text.split(","))}})
+                    for text in args.config]
+                for label, config in variants:
+                    invoker = build_invoker(solver, problem, handle, config)
+                    stages, span = profile(invoker, Buffers(**buffers), scratch, args.runs)
+                    print(f"  {name} [{label}] span {span:.3f} ms, workspace "
+                          f"{size / 2**20:.1f} MiB")
+                    for kernel, (ms, count) in stages.items():
+                        print(f"    {kernel:32s} {ms:8.3f} ms  x{count}")
+                    records.append({"layer": layer, "direction": dname, "solver": name,
+                                    "config": label, "span_ms": span, "cudnn_ms": reference,
+                                    "stages": stages, "sets": args.set})
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"device": handle.name, "records": records}, out, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
