@@ -48,8 +48,9 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 #: by the planes a non-finite input reaches, and one word per thing: ``fused_stages`` and
 #: ``Buffers.epilogue_args``, 2.2's names still served with a DeprecationWarning; 2.4: constant
 #: weights, ``build_packing`` and ``Packing``; 2.5: problems of spatial rank 1 and 3 and
-#: channels-last layouts, served to solvers that declare ``spatial_dims`` and ``layouts``).
-SOLVER_API_VERSION = "2.5"
+#: channels-last layouts, served to solvers that declare ``spatial_dims`` and ``layouts``; 2.6:
+#: ``workspace`` may take the ``handle``, so that a solver sizes its scratch for the device).
+SOLVER_API_VERSION = "2.6"
 
 #: Per-solver hooks a solver must implement; the core refuses a solver that lacks one.
 REQUIRED_SOLVER_HOOKS = ("is_applicable", "get_wti", "workspace", "build_invoker")
@@ -300,14 +301,19 @@ def get_wti(problem: Problem) -> float:
 
 
 @hookspec
-def workspace(problem: Problem) -> int:
-    """Return the solver's workspace for ``problem``: bytes of device memory besides the tensors.
+def workspace(problem: Problem, handle: Handle) -> int:
+    """Return the solver's workspace for ``problem`` on ``handle``'s device: bytes of device
+    memory besides the tensors.
 
     Called for applicable problems before building; find skips the solver when a smaller
     scratch buffer is available, and ``run`` refuses one.  The figure must be exact: the invoker
-    uses at most this many bytes of ``scratch`` and runs correctly with exactly this many.
+    uses at most this many bytes of ``scratch`` and runs correctly with exactly this many.  It
+    may depend on the device (as MIOpen's takes the execution context: e.g. a batch processed in
+    chunks sized for a CPU's caches, whole on a GPU), never on the config.
 
     :param problem: the :class:`convsolve.Problem`.
+    :param handle: the :class:`convsolve.Handle` it will run on (solver API 2.6; an
+      implementation may leave it out).
     :returns: an int >= 0 (bytes).
 
     Example::
@@ -317,6 +323,7 @@ def workspace(problem: Problem) -> int:
             return problem.c * problem.fil_h * problem.fil_w * problem.out_h * problem.out_w * 4
 
     .. versionadded:: 1.0
+    .. versionchanged:: 2.6 the ``handle`` argument.
     """
 
 

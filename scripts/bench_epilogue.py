@@ -27,6 +27,7 @@ from convsolve.device.timing import elapsed_ms
 from convsolve.engine import fusion
 from convsolve.engine.search import tuned_invoker
 from convsolve.epilogue import Epilogue, EpilogueArgs
+from convsolve.solvers.calls import workspace_of
 
 STRUCTURES = {"bias+relu": Epilogue(bias=True, activation="relu"),
               "bias+add+relu": Epilogue(bias=True, residual=True, activation="relu")}
@@ -80,7 +81,7 @@ def bench_layer(handle, layer, batch, repeat, solver_name, clock):
                 kind = "unfused" if candidate.name.endswith(fusion.UNFUSED) else "fused"
                 key = f"{label} {kind}"
                 runs[key] = (tuned_invoker(handle, candidate, problem), buffers.with_epilogue_args(args))
-                size[key] = candidate.workspace(problem)
+                size[key] = workspace_of(candidate, problem, handle)
     scratch = handle.scratch(max(size.values()) or 1)
     calls = {key: (lambda inv=inv, b=b: inv(b, scratch)) for key, (inv, b) in runs.items()}
     return solver_name, _best(handle, calls, repeat, clock)

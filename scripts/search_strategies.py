@@ -21,6 +21,7 @@ import convsolve
 from convsolve.bench.command import layer_problem, load_suite, parse_directions, select_layers
 from convsolve.device.tensors import device_buffers, random_tensors
 from convsolve.engine.search import Budget, search
+from convsolve.solvers.calls import workspace_of
 
 
 def main():
@@ -43,7 +44,7 @@ def main():
             if not solver.is_applicable(problem) or direction not in solver.directions:
                 continue
             buffers = convsolve.Buffers(**device_buffers(handle, random_tensors(problem, 0)))
-            scratch = handle.scratch(solver.workspace(problem))
+            scratch = handle.scratch(workspace_of(solver, problem, handle))
             space = solver.config_space(problem, handle)
             valid = sum(1 for _ in space) if space.size() < 200000 else None
             row = {"layer": f"{index}:{layer['name']}", "direction": direction.value,

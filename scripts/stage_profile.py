@@ -22,7 +22,7 @@ from collections import defaultdict
 
 import pyopencl as cl
 from convsolve import Buffers, Direction, Handle, Problem, registry
-from convsolve.solvers.calls import build_invoker
+from convsolve.solvers.calls import build_invoker, workspace_of
 from convsolve.testing import device_buffers, random_tensors
 
 #: (name, x shape at batch N, w shape, stride, padding): ResNet-50 v1.5's and VGG-16's 3x3 layers.
@@ -146,7 +146,7 @@ def main():
                 if not solver.is_applicable(problem):
                     print(f"  {name}: not applicable")
                     continue
-                size = solver.workspace(problem)
+                size = workspace_of(solver, problem, handle)
                 scratch = handle.scratch(size, name) if size else None
                 default = solver.default_config(problem, handle) \
                     if hasattr(solver, "default_config") else None

@@ -79,7 +79,7 @@ def time_problem(handle, problem, repeat=5, include_naive=False, rng=None):
     failed, invokers, needs = {}, {}, {}
     for solver in solvers:
         try:
-            needs[solver] = workspace_of(solver, problem)
+            needs[solver] = workspace_of(solver, problem, handle)
             invokers[solver] = tuned_invoker(handle, solver, problem)
         except ConvsolveError as exc:
             failed[solver.name] = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"

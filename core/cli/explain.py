@@ -11,10 +11,10 @@ from ..solvers.registry import registry
 from ..text import format_bytes, table
 
 
-def _safe(call, solver, problem):
-    """``call(solver, problem)``, or None when the solver breaks the contract there."""
+def _safe(call, solver, *args):
+    """``call(solver, *args)``, or None when the solver breaks the contract there."""
     try:
-        return call(solver, problem)
+        return call(solver, *args)
     except ContractError:
         return None
 
@@ -57,7 +57,7 @@ def explain(handle, problem, buffers=None):
         usable = solver in applicable
         row = {"solver": solver.name, "family": solver.family,
                "wti": _safe(wti_of, solver, problem) if usable else None,
-               "workspace": _safe(workspace_of, solver, problem) if usable else None,
+               "workspace": _safe(workspace_of, solver, problem, handle) if usable else None,
                "db_time_ms": record.time_ms if record else None,
                "db_source": record.source if record else None,
                "time_ms": timed[solver.name][1].time_ms if solver.name in timed else None}

@@ -10,7 +10,7 @@ from ..bench import collect as collecting
 from ..bench.corpus import corpus
 from ..db.find_db import FindDb
 from ..device.handle import Handle
-from ..engine.solutions import wti_fallback
+from ..engine.solutions import wti_times
 from ..errors import ValidationError
 from ..heuristics import ranking
 from ..heuristics.data import Dataset, Record, read_dataset
@@ -120,7 +120,7 @@ def find_db_dataset(handle):
 
 def _wti_baseline(problem):
     """The old ranking, for eval: immediate mode's WTI fallback over the installed solvers."""
-    return {s.solver: s.time_ms for s in wti_fallback(registry().candidates(problem)[0], problem)}
+    return {s.name: t for s, t in wti_times(registry().candidates(problem)[0], problem).items()}
 
 
 def _datasets(paths):

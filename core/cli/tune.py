@@ -72,7 +72,7 @@ def problems_of(args):
 def _paired_times(handle, problem, solver, buffers):
     """(ms of ``solver``'s default config, ms of the config it builds now), timed one after the
     other (once when they are the same config)."""
-    need = workspace_of(solver, problem)
+    need = workspace_of(solver, problem, handle)
     scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, need) if need else None
     budget_ms = env.positive_number(env.FIND_SOLVER_BUDGET_MS)
     configs = (default_config_of(solver, problem, handle), config_for(solver, problem, handle))

@@ -187,7 +187,7 @@ def _fitting(handle, problem, solvers, scratch, skipped, failed, allocate):
     for solver in solvers:
         try:
             wtis[solver] = wti_of(solver, problem)
-            needs[solver] = workspace_of(solver, problem)
+            needs[solver] = workspace_of(solver, problem, handle)
         except ContractError as exc:
             skipped[solver.name] = failed[solver.name] = exc.reason
             log.info("skip %r: %s", solver.name, exc.reason)
@@ -357,7 +357,7 @@ def _parse_limit(limit):
 def _budget(handle, problem, state, limit):
     """Budgeted find: keep the ranking's top candidates in state.solvers; the rest as
     predicted Solutions (recorded as not timed)."""
-    ranked = predicted_ranking(handle.device, state.solvers, problem)
+    ranked = predicted_ranking(handle, state.solvers, problem)
     if not ranked or ranked[0].source != "predicted":
         return []
     if limit == "auto":
@@ -509,7 +509,7 @@ def tune_solvers(handle, problem, solvers, buffers, scratch, budget, retune, str
     needs = {}
     for solver in tunable:
         try:
-            needs[solver] = workspace_of(solver, problem)
+            needs[solver] = workspace_of(solver, problem, handle)
         except ContractError as exc:
             log.info("not tuning %r: %s", solver.name, exc.reason)
     scratch, available, _ = _scratch(handle, scratch, needs.values())
@@ -537,7 +537,7 @@ def _consult_db(handle, problem, mode, known, recorded, applicable, solvers):
         log.info("find %s: find-db hit (%d solutions)", problem.key(), len(known))
         return known, []
     if mode is FindMode.FAST:
-        fallback = predicted_ranking(handle.device, applicable, problem)
+        fallback = predicted_ranking(handle, applicable, problem)
         if not fallback:
             raise FindError(f"FAST find for {problem.key()}: find-db miss and no applicable "
                             "solver has a known WTI")

@@ -178,12 +178,12 @@ class Candidate:
         wti = wti_of(self.solver, self.inner(problem))
         return wti * UNFUSED_WTI if wti > 0 and self.rest(problem) else wti
 
-    def _offset(self, problem):
-        inner = workspace_of(self.solver, self.inner(problem))
+    def _offset(self, problem, handle):
+        inner = workspace_of(self.solver, self.inner(problem), handle)
         return inner, round_up(inner, ALIGN)
 
-    def workspace(self, problem):
-        inner, offset = self._offset(problem)
+    def workspace(self, problem, handle):
+        inner, offset = self._offset(problem, handle)
         if not self.to_scratch(problem):
             return inner
         return offset + getattr(problem, problem.direction.output).nbytes
@@ -206,7 +206,7 @@ class Candidate:
         core's pass over the stages it leaves; the invoker itself where it leaves none."""
         if not self.rest(problem):
             return invoker
-        finish, (inner, offset) = EpiloguePass(handle, problem, self.fused), self._offset(problem)
+        finish, (inner, offset) = EpiloguePass(handle, problem, self.fused), self._offset(problem, handle)
         to_scratch, out = self.to_scratch(problem), problem.direction.output
         nbytes = getattr(problem, out).nbytes
 

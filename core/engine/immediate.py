@@ -30,7 +30,7 @@ def get_solution_count(handle: Handle, problem: Problem) -> int:
 
 def get_solution_workspace_size(handle: Handle, problem: Problem, solver: str) -> int:
     """Bytes of workspace the named solver needs for ``problem``."""
-    return workspace_of(resolve_solver(handle, problem, solver), problem)
+    return workspace_of(resolve_solver(handle, problem, solver), problem, handle)
 
 
 def compile_solution(handle: Handle, problem: Problem, solver: str) -> None:

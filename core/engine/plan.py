@@ -164,7 +164,7 @@ class Plan:
         self._ranked = None   # a later resolution ranks afresh
         log.info("plan %s: %r%s", problem.key(), chosen.name,
                  " from packed weights" if packing else "")
-        return _Resolved(chosen, workspace_of(chosen, problem), invoker, numerics, trials,
+        return _Resolved(chosen, workspace_of(chosen, problem, handle), invoker, numerics, trials,
                          packing)
 
     def _trials(self, ranked: list[Solution], policy: Policy) -> Trials | None:
@@ -257,7 +257,7 @@ class Plan:
                               resolved.numerics, buffers, scratch)
         name, solver = picked
         try:   # a build that fails, or a caller's scratch too small for it: left out too
-            events = self._call(name, workspace_of(solver, self.problem),
+            events = self._call(name, workspace_of(solver, self.problem, self.handle),
                                 tuned_invoker(self.handle, solver, self.problem),
                                 resolved.numerics, buffers, scratch)
         except NumericsError as exc:   # it wrote the output: the caller hears of it

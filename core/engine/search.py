@@ -221,7 +221,7 @@ def search(handle, problem, solver, buffers, scratch, budget=None, strategy="aut
         raise ValidationError("strategy", strategy, f"expected one of {', '.join(STRATEGIES)}")
     budget = budget or Budget.from_env()
     state = _Search(handle, problem, solver, buffers,
-                    scratch if workspace_of(solver, problem) else None, budget)
+                    scratch if workspace_of(solver, problem, handle) else None, budget)
     default = default_config_of(solver, problem, handle)
     default_trial = _check_default(state, default)
     state.run(PerfDb().winners(handle.db_key, solver.name))

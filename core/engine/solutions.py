@@ -4,8 +4,6 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-import pyopencl as cl
-
 from ..db.find_db import FindDb, Record
 from ..device.handle import Handle
 from ..errors import ContractError
@@ -66,45 +64,55 @@ def usable_records(records: Iterable[Record], applicable: Iterable[Solver],
     return usable
 
 
-def wti_fallback(applicable: Iterable[Solver], problem: Problem) -> list[Solution]:
-    """The ``applicable`` solvers ranked by WTI, without running anything; unknown WTI left out."""
-    ranked = []
+def wti_times(applicable: Iterable[Solver], problem: Problem) -> dict[Solver, float]:
+    """The fallback's time of each ``applicable`` solver: FALLBACK_TIME_SCALE_MS over its WTI;
+    unknown WTI and broken hooks left out."""
+    times = {}
     for solver in applicable:
         try:
-            wti, ws = wti_of(solver, problem), workspace_of(solver, problem)
+            wti = wti_of(solver, problem)
         except ContractError as exc:
             log.warning("skip %r in fallback: %s", solver.name, exc)
             continue
-        if wti < 0:
+        if wti >= 0:
+            times[solver] = FALLBACK_TIME_SCALE_MS / wti
+        else:
             log.info("skip %r in fallback: WTI unknown", solver.name)
+    return times
+
+
+def _ranked(handle: Handle, times: dict, problem: Problem, source: str) -> list[Solution]:
+    """Solutions of ``source`` from each solver's time, fastest first; a solver whose workspace
+    hook breaks is left out."""
+    ranked = []
+    for solver, time_ms in times.items():
+        try:
+            workspace = workspace_of(solver, problem, handle)
+        except ContractError as exc:
+            log.warning("skip %r in the ranking: %s", solver.name, exc)
             continue
-        ranked.append(Solution(solver.name, solver.family, FALLBACK_TIME_SCALE_MS / wti, ws,
-                               "fallback"))
+        ranked.append(Solution(solver.name, solver.family, time_ms, workspace, source))
     return sorted(ranked, key=lambda s: s.time_ms)
 
 
-def predicted_ranking(device: cl.Device, applicable: Iterable[Solver],
+def wti_fallback(handle: Handle, applicable: Iterable[Solver], problem: Problem) -> list[Solution]:
+    """The ``applicable`` solvers ranked by WTI, without running anything; unknown WTI left out."""
+    return _ranked(handle, wti_times(applicable, problem), problem, "fallback")
+
+
+def predicted_ranking(handle: Handle, applicable: Iterable[Solver],
                       problem: Problem) -> list[Solution]:
     """The ``applicable`` solvers ranked by the learned model's predicted times (``source ==
     'predicted'``; heuristics.ranking), else by WTI (wti_fallback) where no model applies."""
     applicable = list(applicable)
-    predicted = ranking.predicted_ms(device, problem, applicable)
+    predicted = ranking.predicted_ms(handle.device, problem, applicable)
     if not predicted:
-        return wti_fallback(applicable, problem)
-    ranked = []
-    for solver in applicable:
-        if solver.name not in predicted:
-            log.info("skip %r in the ranking: the model knows it not and its WTI is unknown",
-                     solver.name)
-            continue
-        try:
-            workspace = workspace_of(solver, problem)
-        except ContractError as exc:
-            log.warning("skip %r in the ranking: %s", solver.name, exc)
-            continue
-        ranked.append(Solution(solver.name, solver.family, predicted[solver.name], workspace,
-                               "predicted"))
-    return sorted(ranked, key=lambda s: s.time_ms)
+        return wti_fallback(handle, applicable, problem)
+    for solver in (s for s in applicable if s.name not in predicted):
+        log.info("skip %r in the ranking: the model knows it not and its WTI is unknown",
+                 solver.name)
+    return _ranked(handle, {s: predicted[s.name] for s in applicable if s.name in predicted},
+                   problem, "predicted")
 
 
 def ranked_without_benchmark(handle: Handle, problem: Problem, policy: Policy) -> list[Solution]:
@@ -113,4 +121,4 @@ def ranked_without_benchmark(handle: Handle, problem: Problem, policy: Policy) -
     applicable, skipped = fusion.candidates(problem, policy, handle.device.name)
     solutions = usable_records(FindDb().records(handle.db_key, policy.db_key(problem)),
                                applicable, skipped)
-    return solutions or predicted_ranking(handle.device, applicable, problem)
+    return solutions or predicted_ranking(handle, applicable, problem)

@@ -111,7 +111,7 @@ def prebuild(job, seed):
             invoker = tuned_invoker(handle, solver, problem)
             built += 1
             if launch:
-                need = workspace_of(solver, problem)
+                need = workspace_of(solver, problem, handle)
                 scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, need) if need else None
                 wait(invoker(buffers, scratch), env.positive_number(env.FIND_RUN_TIMEOUT_S))
         except (ConvsolveError, cl.Error):

@@ -23,11 +23,11 @@ def call_hook(solver, hook, **arguments):
     return getattr(solver, hook)(**{name: arguments[name] for name in accepted})
 
 
-def workspace_of(solver, problem):
-    """The solver's workspace in bytes; ContractError when the hook raises or answers other than
-    an int >= 0."""
+def workspace_of(solver, problem, handle):
+    """The solver's workspace in bytes on ``handle``'s device; ContractError when the hook raises
+    or answers other than an int >= 0."""
     try:
-        value = solver.workspace(problem)
+        value = call_hook(solver, "workspace", problem=problem, handle=handle)
     except Exception as exc:
         raise ContractError(solver.name, f"workspace() raised {exc!r}") from exc
     if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:

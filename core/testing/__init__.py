@@ -290,7 +290,7 @@ def check_problem(solver, handle, problem, seed=0, configs=0, progress=None, epi
     key = problem.key()
     try:   # the contract's checks, as find applies them
         wti_of(solver, problem)
-        workspace = workspace_of(solver, problem)
+        workspace = workspace_of(solver, problem, handle)
         runs = _configs(solver, handle, problem, seed, configs) if is_tunable(solver) else [None]
     except ContractError as exc:
         return [f"{key}: {exc.reason}"]

@@ -23,7 +23,7 @@ from ..epilogue import Activation, Epilogue, EpilogueArgs
 from ..errors import ContractError
 from ..hookspecs import Buffers
 from ..problem import Direction
-from ..solvers.calls import build_invoker, events_of, fused_stages_of, fusing_hook
+from ..solvers.calls import build_invoker, events_of, fused_stages_of, fusing_hook, workspace_of
 from ..solvers.registry import solver_attribute
 from . import guarded
 
@@ -91,7 +91,7 @@ def _run(handle, candidate, problem, inputs, how, where, limit_s):
                             values.get("activation"), structure.activation),
                         extra.get("scale"), extra.get("bias"),
                         device[out] if structure.residual and "alias" in how else extra.get("z"))
-    need = candidate.workspace(problem)
+    need = candidate.workspace(problem, handle)
     scratch = guarded.allocate(handle, need) if need else None
     try:
         invoker = candidate.build_invoker(problem, handle)
@@ -115,7 +115,7 @@ def _own_expected(handle, solver, problem, inputs, expected, limit_s):
     convolution is finite, and the float64 epilogue of its own (non-finite) value elsewhere."""
     (host, arrays, z, values), bare = inputs, problem.with_epilogue(None)
     buffers = guarded.tensors(handle, host)
-    need = solver.workspace(bare)
+    need = workspace_of(solver, bare, handle)
     scratch = guarded.allocate(handle, need) if need else None
     invoker = build_invoker(solver, bare, handle)
     guarded.finish(events_of(solver.name, invoker(Buffers(**buffers), scratch)), limit_s,

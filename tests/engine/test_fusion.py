@@ -50,7 +50,7 @@ def test_composite_workspace_is_exact(handle, with_gemm):
     problem = BARE.with_epilogue(ALL)
     unfused = {c.name: c for c in candidates(problem)[0]}["gemm.Im2ColGemm" + UNFUSED]
     inner = convsolve.registry().get("gemm.Im2ColGemm").workspace(BARE)
-    need = unfused.workspace(problem)
+    need = unfused.workspace(problem, handle)
     assert need == -(-inner // ALIGN) * ALIGN + problem.y.nbytes
     scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, need)
     cl.enqueue_fill_buffer(handle.queue, scratch, np.uint8(0xA5), 0, need)
@@ -160,7 +160,7 @@ def test_isolated_find_times_epilogue_candidates_in_the_worker(handle, with_gemm
     names = {s.solver for s in found}
     assert {"gemm.Im2ColGemm", "gemm.Im2ColGemm" + UNFUSED} <= names, names
     assert all(s.workspace == next(c for c in candidates(problem)[0] if c.name == s.solver)
-               .workspace(problem) for s in found)
+               .workspace(problem, handle) for s in found)
     assert np.array_equal(read_output(handle, problem, buffers), prior)
 
 
@@ -186,7 +186,7 @@ def test_composite_keeps_no_part_of_the_callers_scratch(handle, with_gemm):
     import sys
     problem = BARE.with_epilogue(ALL)
     unfused = {c.name: c for c in candidates(problem)[0]}["gemm.Im2ColGemm" + UNFUSED]
-    scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, unfused.workspace(problem))
+    scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, unfused.workspace(problem, handle))
     buffers, before = device_buffers(handle, random_tensors(problem)), sys.getrefcount(scratch)
     convsolve.run(handle, problem, unfused.name, **buffers, scratch=scratch, beta=0.5,
                   **_device(handle, _arrays(problem)))

@@ -65,9 +65,9 @@ def test_fallback_ranking_skips_contract_breakers(handle, hostile):
 @pytest.mark.parametrize("value", [True, 1.5, "8", -1])
 def test_workspace_must_be_bytes(value):
     """workspace() answers of the wrong type or sign are PluginErrors naming the solver."""
-    solver = type("S", (), {"name": "x.S", "workspace": lambda self, p: value})()
+    solver = type("S", (), {"name": "x.S", "workspace": lambda self, problem: value})()
     with pytest.raises(ContractError, match=r"'x.S': workspace\(\) returned"):
-        workspace_of(solver, PROBLEM)
+        workspace_of(solver, PROBLEM, None)
 
 
 @pytest.mark.parametrize("value, ok", [(0.5, True), (-1.0, True), (1, True), (0.0, False),
@@ -138,3 +138,12 @@ def test_buffers_epilogue_is_the_deprecated_name_of_epilogue_args(handle):
     assert carrying.epilogue_args is args
     with pytest.warns(DeprecationWarning, match="epilogue_args"):
         assert carrying.epilogue is args
+
+
+def test_workspace_may_take_the_handle():
+    """Solver API 2.6: a workspace hook that declares ``handle`` is given the one it runs on."""
+    seen = []
+    solver = type("S", (), {"name": "x.S", "workspace":
+                            lambda self, problem, handle: seen.append(handle) or 8})()
+    assert workspace_of(solver, PROBLEM, "the handle") == 8
+    assert seen == ["the handle"]

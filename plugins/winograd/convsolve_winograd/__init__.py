@@ -7,7 +7,7 @@ from .f6x3 import F6x3
 
 __version__ = "0.1.0"
 #: Solver API versions this plugin supports.
-CONVSOLVE_SOLVER_API = ">=2.4,<3"   # fused_stages (2.3), build_packing (2.4)
+CONVSOLVE_SOLVER_API = ">=2.6,<3"   # fused_stages (2.3), build_packing (2.4), workspace(handle) (2.6)
 
 
 @hookimpl

@@ -17,12 +17,17 @@ TILE_ALIGN = 32
 ROW_SKEW = 16
 #: Rows per panel of the transformed filter U (UPACK in the kernels): the GEMM's TM divides it.
 U_PANEL = 16
-#: Bytes the per-tile buffers of one chunk may take (transformed input and output, or for
-#: backward-weights transformed x and dy); the batch is processed in chunks of as many whole tile
-#: rows as fit (at least one), so the workspace stays bounded whatever the batch.  8 MiB holds
-#: about one ResNet-50 image of a 56x56 layer, so a chunk's data stays in the CPU's caches
+#: Bytes the per-tile buffers of one chunk may take on a CPU (transformed input and output, or
+#: for backward-weights transformed x and dy); the batch is processed in chunks of as many whole
+#: tile rows as fit (at least one), so the workspace stays bounded whatever the batch.  8 MiB
+#: holds about one ResNet-50 image of a 56x56 layer, so a chunk's data stays in the CPU's caches
 #: between the transform, GEMM and output stages.
 CHUNK_BYTES = 8 << 20
+#: The same on a GPU (at most half the device's largest allocation): there a chunk's product
+#: must fill the device, and each chunk costs four launches of host time.  On the H200, ResNet-50's
+#: 3x3 128->128 28x28 layer at batch 32 took 2.9 ms in 7 chunks of 8 MiB (the kernels 0.31 ms,
+#: the rest the GPU waiting for launches) and 0.43 ms whole (kernels 0.15 ms); README.md.
+GPU_CHUNK_BYTES = 256 << 20
 FLOAT = 4
 
 
@@ -46,6 +51,7 @@ class Geometry:
     tiles_h: int
     tiles_w: int
     batch: int
+    budget: int        # bytes of per-tile buffers a chunk may take (chunk_bytes)
 
     @property
     def alpha(self):
@@ -94,7 +100,7 @@ class Geometry:
         """Tile rows per chunk: the batch's tile rows in as few chunks as CHUNK_BYTES allows
         (at least one row each), spread evenly over them."""
         total = self.batch * self.tiles_h
-        fit = max(1, CHUNK_BYTES // (self.tile_bytes * self.tiles_w))
+        fit = max(1, self.budget // (self.tile_bytes * self.tiles_w))
         return ceil_div(total, ceil_div(total, fit))
 
     @property
@@ -143,21 +149,27 @@ class Geometry:
         return [(r0, min(step, total - r0)) for r0 in range(0, total, step)]
 
 
-def geometry(problem, m):
-    """The Geometry of ``problem`` computed with F(m x m, 3 x 3)."""
+def chunk_bytes(handle):
+    """The chunk budget on ``handle``'s device: CHUNK_BYTES on CPUs, GPU_CHUNK_BYTES on GPUs."""
+    if not handle.is_gpu:
+        return CHUNK_BYTES
+    return min(GPU_CHUNK_BYTES, handle.device.max_mem_alloc_size // 2)
+
+
+def geometry(problem, m, budget=None):
+    """The Geometry of ``problem`` computed with F(m x m, 3 x 3) in chunks of ``budget`` bytes
+    (None: CHUNK_BYTES)."""
     (pt, _), (pl, _) = problem.conv.pads
     n, c, h, w = problem.x.shape
     k, oh, ow, g = problem.k, problem.out_h, problem.out_w, problem.groups
     tiles = (ceil_div(oh, m), ceil_div(ow, m))
+    budget = CHUNK_BYTES if budget is None else budget
     if problem.direction is Direction.BACKWARD_DATA:   # dy (*) rotated, transposed filter
         return Geometry(m, problem.direction, c // g, k // g, g, (k, oh, ow), (c, h, w),
-                        (2 - pt, 2 - pl), ceil_div(h, m), ceil_div(w, m), n)
-    if problem.direction is Direction.FORWARD:
-        return Geometry(m, problem.direction, k // g, c // g, g, (c, h, w), (k, oh, ow),
-                        (pt, pl), *tiles, n)
-    # backward-weights: S[k][c] per group and position; x tiles in, dy tiles "out" (read)
+                        (2 - pt, 2 - pl), ceil_div(h, m), ceil_div(w, m), n, budget)
+    # forward; backward-weights: S[k][c] per group and position, x tiles in, dy tiles "out"
     return Geometry(m, problem.direction, k // g, c // g, g, (c, h, w), (k, oh, ow),
-                    (pt, pl), *tiles, n)
+                    (pt, pl), *tiles, n, budget)
 
 
 def fits_int32(geo):
@@ -230,7 +242,7 @@ def build(problem, handle, m, config):
     """The invoker of ``problem`` with F(m x m, 3 x 3) and ``config``; the output's kernel
     stores the problem's epilogue.  Forward and backward-data transform the filter into the
     workspace's U on every call."""
-    geo = geometry(problem, m)
+    geo = geometry(problem, m, chunk_bytes(handle))
     local = config["WG"]
     gemm_local = local if handle.is_gpu else CPU_GEMM_GROUP
     if geo.direction is Direction.BACKWARD_WEIGHTS:
@@ -247,7 +259,7 @@ def build_packing(problem, handle, m, config):
     """Forward and backward-data with constant weights: the filter transform alone fills a
     buffer of U (``geo.fixed_floats``), and the other stages read U from there; None for
     backward-weights, whose filter is the output."""
-    geo = geometry(problem, m)
+    geo = geometry(problem, m, chunk_bytes(handle))
     if geo.direction is Direction.BACKWARD_WEIGHTS:
         return None
     pack, run = _stages(problem, geo, handle, m, config)

@@ -39,7 +39,7 @@ class WinogradSolver:
         return (problem.dtype == "float32" and problem.n > 0 and problem.fil_h == problem.fil_w == 3
                 and problem.conv.strides == (1, 1) and problem.conv.dilations == (1, 1)
                 and not (cpg == 1 and kpg == 1)    # depthwise: README.md says why
-                and plan.fits_int32(plan.geometry(problem, self.m)))
+                and plan.fits_int32(plan.geometry(problem, self.m, plan.GPU_CHUNK_BYTES)))  # the largest
 
     @hookimpl
     def get_wti(self, problem):
@@ -58,8 +58,10 @@ class WinogradSolver:
         return max(0.01, min(1.0, 0.5 * problem.flops / cost))
 
     @hookimpl
-    def workspace(self, problem):
-        return plan.geometry(problem, self.m).workspace()
+    def workspace(self, problem, handle):
+        """The chunks' buffers and the filter's transform, chunks sized for the device
+        (plan.chunk_bytes): the figure differs between a CPU and a GPU."""
+        return plan.geometry(problem, self.m, plan.chunk_bytes(handle)).workspace()
 
     @hookimpl
     def fused_stages(self, problem):

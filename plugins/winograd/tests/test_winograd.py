@@ -8,7 +8,7 @@ import numpy as np
 import pyopencl as cl
 import pytest
 from convsolve import Direction, Problem, testing
-from convsolve.testing import check_solver, device_buffers, random_tensors, read_output
+from convsolve.testing import check_solver, device_buffers, fake_handle, random_tensors, read_output
 from convsolve_winograd import F2x3, F4x3, F6x3, configs, convsolve_solvers, plan
 from convsolve_winograd.solver import WinogradSolver
 
@@ -58,7 +58,7 @@ def run(handle, solver, problem, host):
     invoker = solver.build_invoker(problem, handle, solver.default_config(problem, handle))
     buffers = device_buffers(handle, host)
     cl.wait_for_events(invoker(convsolve.Buffers(**buffers),
-                               handle.scratch(solver.workspace(problem))))
+                               handle.scratch(solver.workspace(problem, handle))))
     with np.errstate(invalid="ignore"):
         return read_output(handle, problem, buffers), convsolve.reference.compute(problem, **host)
 
@@ -115,12 +115,13 @@ def test_chunks_of_tile_rows(handle, monkeypatch, direction):
                              direction=direction)
     geo = plan.geometry(problem, 4)
     monkeypatch.setattr(plan, "CHUNK_BYTES", 2 * geo.tile_bytes * geo.tiles_w + 1)
+    geo = plan.geometry(problem, 4)
     assert geo.chunk_rows == 2 and len(geo.chunks()) == 5           # 9 tile rows: 2,2,2,2,1
     assert check_solver(F4x3(), handle, [problem], configs=1, isolate=False,
                         sanitize=False) == 1
 
 
-def test_workspace_is_exact_and_bounded():
+def test_workspace_is_exact_and_bounded(handle):
     """Transformed rows of one chunk (pitch = its tiles rounded up to 32, plus 16), then the
     transformed filter (or weight-gradient sum); a large batch stays within the chunk budget."""
     problem = Problem.conv2d((8, 64, 56, 56), (64, 64, 3, 3), padding=1)
@@ -130,17 +131,31 @@ def test_workspace_is_exact_and_bounded():
     rows = -(-112 // -(-112 // fit))                          # 112 tile rows in even chunks
     pitch = -(-rows * 14 // 32) * 32 + 16
     u_plane = 64 * 64 + 16                                    # U: 64 rows (4 panels of 16)
-    assert F4x3().workspace(problem) == (36 * 128 * pitch + 35 * u_plane + 64 * 64) * 4
+    assert F4x3().workspace(problem, handle) == (36 * 128 * pitch + 35 * u_plane + 64 * 64) * 4
     huge = Problem.conv2d((4096, 64, 56, 56), (64, 64, 3, 3), padding=1)
     geo = plan.geometry(huge, 4)
     assert geo.chunk_rows * geo.tiles_w * geo.tile_bytes <= plan.CHUNK_BYTES
     slack = 36 * 128 * (32 + 16) * 4                          # row padding and skew
-    assert F4x3().workspace(huge) <= plan.CHUNK_BYTES + geo.fixed_floats * 4 + slack
+    assert F4x3().workspace(huge, handle) <= plan.CHUNK_BYTES + geo.fixed_floats * 4 + slack
     # backward-weights, 2 groups: S (4 rows of 32 per position), tile-major x (32 tiles of
     # 2 x 32 + 16), then dy's transformed rows (pitch 48), the last ending at tile 32
     wrw = Problem.conv2d((2, 6, 8, 8), (4, 3, 3, 3), padding=1, groups=2, direction="wrw")
-    assert F2x3().workspace(wrw) == (15 * (4 * 32 + 16) + 4 * 32 + 16 * 32 * 80
+    assert F2x3().workspace(wrw, handle) == (15 * (4 * 32 + 16) + 4 * 32 + 16 * 32 * 80
                                      + (16 * 4 - 1) * 48 + 32) * 4
+
+
+def test_gpu_chunks_take_the_gpu_budget():
+    """On a GPU a chunk may hold GPU_CHUNK_BYTES (at most half the largest allocation): ResNet-50's
+    3x3 128->128 28x28 layer at batch 32 is one chunk there (7 on a CPU), and the workspace
+    follows the device."""
+    problem = Problem.conv2d((32, 128, 28, 28), (128, 128, 3, 3), padding=1)
+    gpu, cpu, small = fake_handle("gpu"), fake_handle("avx2"), fake_handle(
+        "gpu", max_mem_alloc_size=64 << 20)
+    assert plan.chunk_bytes(gpu) == plan.GPU_CHUNK_BYTES and plan.chunk_bytes(small) == 32 << 20
+    assert plan.chunk_bytes(cpu) == plan.CHUNK_BYTES
+    whole, chunked = (plan.geometry(problem, 4, plan.chunk_bytes(h)) for h in (gpu, cpu))
+    assert len(whole.chunks()) == 1 and len(chunked.chunks()) == 7
+    assert F4x3().workspace(problem, gpu) == whole.workspace() > F4x3().workspace(problem, cpu)
 
 
 def test_applicability():
@@ -187,7 +202,8 @@ def test_work_groups_stay_within_the_device(kind, largest):
     device = SimpleNamespace(name="Small device", version="OpenCL 3.0", vendor="Acme",
                              type=cl.device_type.GPU if gpu else cl.device_type.CPU,
                              native_vector_width_float=1 if gpu else 8,
-                             max_work_group_size=largest, local_mem_size=32 << 10)
+                             max_work_group_size=largest, local_mem_size=32 << 10,
+                             max_mem_alloc_size=1 << 30)
     handle = SimpleNamespace(device=device, is_gpu=gpu)
     problem = Problem.conv2d((2, 32, 28, 28), (32, 32, 3, 3), padding=1)
     for solver in SOLVERS:
@@ -229,7 +245,7 @@ def test_error_within_tolerance_on_large_and_positive_inputs(handle, solver):
         problem = Problem.conv2d((2, 64, 14, 14), (64, 64, 3, 3), padding=1,
                                  direction=direction)
         invoker = solver.build_invoker(problem, handle, solver.default_config(problem, handle))
-        scratch = handle.scratch(solver.workspace(problem))
+        scratch = handle.scratch(solver.workspace(problem, handle))
         for scale, low in ((1e4, -1.0), (1.0, 0.0)):
             host = {name: (scale * rng.uniform(low, 1.0, getattr(problem, name).shape))
                     .astype(np.float32) for name in "xwy"}
@@ -275,7 +291,7 @@ def test_sampled_configs_give_the_same_numbers(handle):
         problem = Problem.conv2d((2, 5, 10, 21), (7, 5, 3, 3), padding=1, direction=direction)
         host = random_tensors(problem)
         expected = convsolve.reference.compute(problem, **host)
-        scratch = handle.scratch(solver.workspace(problem))
+        scratch = handle.scratch(solver.workspace(problem, handle))
         for config in solver.config_space(problem, handle).sample(2, random.Random(3)):
             buffers = device_buffers(handle, host)
             invoker = solver.build_invoker(problem, handle, config)

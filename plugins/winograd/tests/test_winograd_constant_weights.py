@@ -31,7 +31,7 @@ def test_packed_path_matches_the_reference(handle, solver, problem):
     expected = reference.compute(problem, **host)
     buffers = guarded.tensors(handle, host, blank=(out,))
     packed = guarded.allocate(handle, packing.nbytes)
-    workspace = solver.workspace(problem)
+    workspace = solver.workspace(problem, handle)
     scratch = guarded.allocate(handle, workspace)
     cl.wait_for_events(packing.pack(buffers["w"], packed))
     cl.enqueue_fill_buffer(handle.queue, buffers["w"], np.float32(np.nan), 0, host["w"].nbytes)

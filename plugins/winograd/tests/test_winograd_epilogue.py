@@ -30,7 +30,7 @@ def structure(direction):
 
 
 @pytest.mark.parametrize("solver", SOLVERS, ids=lambda s: s.name)
-def test_fuses_every_stage_with_the_bare_workspace(solver):
+def test_fuses_every_stage_with_the_bare_workspace(solver, handle):
     """The hook answers every stage of the epilogue, an int, in each direction (forward all six
     of ALL, backward alpha and blend), and the workspace does not change with an epilogue."""
     for problem in problems():
@@ -39,7 +39,8 @@ def test_fuses_every_stage_with_the_bare_workspace(solver):
                          else [Epilogue(blend=True)]) + [Epilogue()]:
             fused = solver.fused_stages(problem.with_epilogue(epilogue))
             assert type(fused) is int and fused == len(epilogue.stages)
-            assert solver.workspace(problem.with_epilogue(epilogue)) == solver.workspace(problem)
+            assert solver.workspace(problem.with_epilogue(epilogue), handle) == \
+                solver.workspace(problem, handle)
         assert solver.fused_stages(problem.with_epilogue(structure(problem.direction))) == (
             6 if forward else 2)
 

@@ -63,7 +63,7 @@ def main():
                     invoker = solver.build_invoker(problem, handle,
                                                    solver.default_config(problem, handle))
                     buffers = device_buffers(handle, host)
-                    scratch = handle.scratch(solver.workspace(problem))
+                    scratch = handle.scratch(solver.workspace(problem, handle))
                     cl.wait_for_events(invoker(Buffers(**buffers), scratch))
                     error = reference.relative_error(read_output(handle, problem, buffers),
                                                      expected)
