@@ -1,6 +1,6 @@
 """gemm.Gemm1x1: 1x1 filters without padding as grouped GEMMs, channels-first or channels-last;
 strided inputs are gathered first."""
-from convsolve import Direction, hookimpl
+from convsolve import Direction, Problem, hookimpl
 
 from . import channels_last, configs
 from .solver import GemmSolver
@@ -59,4 +59,14 @@ class Gemm1x1(GemmSolver):
     def build_invoker(self, problem, handle, config):
         if channels_last.serves(problem):
             return channels_last.build(problem, handle, config)
-        return super().build_invoker(problem, handle, config)
+        return super().build_invoker(kcrs_weights(problem), handle, config)
+
+
+def kcrs_weights(problem):
+    """``problem`` with its 1x1 weights described as NCHW (KCRS): NHWC's memory order is the
+    same, and im2col's conv arguments (Problem.kernel_args) describe 2-D NCHW problems only."""
+    p = problem
+    if p.w.layout == "NCHW":
+        return p
+    return Problem.convolution(p.x.shape, p.w.shape, p.conv.strides, p.conv.pads,
+                               p.conv.dilations, p.groups, p.direction, p.dtype)

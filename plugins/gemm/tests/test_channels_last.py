@@ -10,13 +10,17 @@ from convsolve_gemm import channels_last, conv_layout
 
 NHWC = "NHWC"
 W_NCHW = {"x": "NHWC", "w": "NCHW", "y": "NHWC"}   # 1x1 weights: the same memory either way
+W_NHWC = {"x": "NCHW", "w": "NHWC", "y": "NCHW"}   # so the NCHW plan serves these too
 #: (x_shape, w_shape, stride, groups, layout), logical shapes: odd and non-square sizes,
 #: batch 1 and 3, groups, unequal strides.
 SHAPES = [
     ((1, 5, 7, 3), (6, 5, 1, 1), 1, 1, NHWC),
     ((3, 6, 9, 7), (4, 3, 1, 1), (2, 3), 2, W_NCHW),
     ((2, 9, 5, 6), (6, 3, 1, 1), 2, 3, NHWC),
+    ((2, 6, 5, 7), (6, 2, 1, 1), 2, 3, W_NHWC),
 ]
+#: Run on Oclgrind (memory and race checks): the plain GEMM and the gather / scatter, grouped.
+SANITIZED = [((2, 6, 5, 4), (4, 3, 1, 1), 1, 2, NHWC), ((2, 6, 5, 4), (4, 3, 1, 1), (2, 3), 2, NHWC)]
 
 
 def _gemm_1x1():
@@ -25,8 +29,8 @@ def _gemm_1x1():
 
 @pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
 def test_check_solver_on_nhwc(handle, direction):
-    """check_solver passes on NHWC problems (w NHWC or NCHW) of every kind above: correct, all
-    of the output written, the workspace exact, deterministic."""
+    """check_solver passes on NHWC problems (w NHWC or NCHW; and NCHW x, y with NHWC w) of
+    every kind above: correct, all of the output written, the workspace exact, deterministic."""
     problems = [Problem.conv2d(x, w, stride, groups=g, direction=direction, layout=layout)
                 for x, w, stride, g, layout in SHAPES]
     assert check_solver(_gemm_1x1(), handle, problems, configs=1) == len(problems)
@@ -42,6 +46,16 @@ def test_nhwc_in_chunks_of_images(handle, monkeypatch, direction):
     monkeypatch.setattr(conv_layout, "COLUMN_BUDGET_BYTES", 2 * per_image + 1)
     assert channels_last.layout(problem).chunk == 2
     assert check_solver(_gemm_1x1(), handle, [problem], configs=0) == 1
+
+
+@pytest.mark.sanitized
+def test_nhwc_kernels_are_clean_under_oclgrind():
+    """The NHWC plan's launches (column-sliced groups, the gather and the scatter) run clean
+    under Oclgrind's memory and race checks, as a CPU and as a GPU, in every direction (the
+    core's sanitized suite only reaches the NHWC problems convsolve.testing generates)."""
+    problems = [Problem.conv2d(x, w, stride, groups=g, direction=d, layout=layout)
+                for x, w, stride, g, layout in SANITIZED for d in Direction]
+    assert check_solver(_gemm_1x1(), None, problems, configs=1, sanitize=True) == len(problems)
 
 
 def test_numpy_api_with_layout_nhwc(handle):
