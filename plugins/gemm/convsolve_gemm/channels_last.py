@@ -52,10 +52,12 @@ def layout(problem):
 
 
 def strided(problem):
+    """Whether x's pixels are gathered first (stride > 1 in either dim)."""
     return problem.conv.strides != (1, 1)
 
 
 def workspace_bytes(problem):
+    """The exact workspace: one chunk's pixel matrix when strided, else none."""
     return layout(problem).elements * 4 if strided(problem) else 0
 
 
