@@ -1,24 +1,72 @@
-"""gemm.Gemm1x1: 1x1 filters without padding as grouped GEMMs; strided inputs are gathered first."""
-from convsolve import Direction, hookimpl
+"""gemm.Gemm1x1: 1x1 filters without padding as grouped GEMMs, channels-first or channels-last;
+strided inputs are gathered first."""
+from convsolve import Direction, Problem, hookimpl
 
+from . import channels_last, configs
 from .solver import GemmSolver
 
 
 class Gemm1x1(GemmSolver):
     name = "gemm.Gemm1x1"
     directions = tuple(Direction)
+    #: 2-D NCHW, and NHWC x and y (channels_last.py); w either, one memory order for 1x1.
+    layouts = ("NCHW", "NHWC")
     #: Estimated fraction of peak: a plain GEMM with no unfolding (stride 1)...
     wti = 0.5
     #: ...times this when strided inputs are gathered first.
     strided_factor = 0.8
 
     def uses_columns(self, problem):
-        """Strided inputs are gathered into column matrices; at stride 1, x itself serves."""
+        """Strided inputs are gathered into column matrices (NHWC: a pixel matrix); at stride
+        1, x itself serves."""
         return problem.conv.strides != (1, 1)
 
     def applies_to(self, problem):
-        return problem.fil_h == problem.fil_w == 1 and problem.conv.pads == ((0, 0), (0, 0))
+        """1x1, unpadded, x and y in one layout."""
+        return (problem.fil_h == problem.fil_w == 1 and problem.conv.pads == ((0, 0), (0, 0))
+                and problem.x.layout == problem.y.layout)
+
+    @hookimpl
+    def is_applicable(self, problem):
+        if not channels_last.serves(problem):
+            return super().is_applicable(problem)
+        return (problem.dtype == "float32" and self.applies_to(problem)
+                and channels_last.fits_int32(problem))
 
     @hookimpl
     def get_wti(self, problem):
         return self.wti * (self.strided_factor if self.uses_columns(problem) else 1.0)
+
+    @hookimpl
+    def workspace(self, problem):
+        if channels_last.serves(problem):
+            return channels_last.workspace_bytes(problem)
+        return super().workspace(problem)
+
+    @hookimpl
+    def fused_stages(self, problem):
+        """NCHW: all of it (GemmSolver); channels-last problems carry no epilogue (the core
+        has them on 2-D NCHW only), and their GEMM stores would give a row's channel."""
+        return 0 if channels_last.serves(problem) else super().fused_stages(problem)
+
+    @hookimpl
+    def default_config(self, problem, handle):
+        if channels_last.serves(problem):
+            return configs.default(handle, *channels_last.main_product(problem))
+        return super().default_config(problem, handle)
+
+    @hookimpl
+    def build_invoker(self, problem, handle, config):
+        if channels_last.serves(problem):
+            return channels_last.build(problem, handle, config)
+        return super().build_invoker(kcrs_weights(problem), handle, config)
+
+
+def kcrs_weights(problem):
+    """``problem`` with its 1x1 weights described as NCHW (KCRS): NHWC's memory order is the
+    same, and im2col's conv arguments (Problem.kernel_args) describe 2-D NCHW problems only."""
+    p = problem
+    if p.w.layout == "NCHW":
+        return p
+    return Problem.convolution(p.x.shape, p.w.shape, p.conv.strides, p.conv.pads,
+                               p.conv.dilations, p.groups, p.direction, p.dtype)

@@ -1,0 +1,155 @@
+"""1x1 convolutions on channels-last (NHWC) tensors as one grouped GEMM per direction: the plan
+of gemm.Gemm1x1 for NHWC problems.
+
+With Cg = C/G, Kg = K/G and P output pixels (N * OH * OW), X is the P x C matrix of the pixels
+x is read at (memory order: a pixel's channels are a row), Y the P x K matrix that y is, and
+W[g] the Kg x Cg matrix of group g's weights (w's memory order, NCHW or NHWC alike for 1x1):
+  forward:          Y[:, g]  = X[:, g] W[g]^T        (P x Kg; gemm.cl's TRANS_B)
+  backward-data:    dX[:, g] = dY[:, g] W[g]         (P x Cg)
+  backward-weights: dW[g]    = dY[:, g]^T X[:, g]    (Kg x Cg; TRANS_A, one reduction over all P)
+Group g's columns of X and Y are the column block g (channel c of group g is column
+c + g * Cg), so one launch runs every group (its batch stride: Cg or Kg columns).
+At stride 1, X is x itself and there is no workspace. Strided, X is gathered (pixels.cl) a chunk
+of images at a time into the workspace, rows padded_pitch(C) apart; backward-data computes dX
+there and scatters it into dx (zeros between the strided pixels), backward-weights adds the
+chunks' products into dW in chunk order. Every order is fixed: results are deterministic.
+Channels-last problems carry no epilogue (the core has epilogues on 2-D NCHW problems only).
+"""
+from typing import NamedTuple
+
+import numpy as np
+import pyopencl as cl
+from convsolve import Direction, round_up
+
+from . import conv_layout
+from .conv_layout import images_per_chunk, padded_pitch
+from .gemm import KERNELS, Gemm
+
+#: Work-group shape of the gather and the scatter: 64 channels of 4 pixels (a fixed shape, so
+#: that PoCL compiles one work-group function per build, not one per problem).
+PIXELS_LOCAL = (64, 4, 1)
+
+
+def serves(problem):
+    """Whether ``problem``'s x and y are both NHWC (w may be NCHW or NHWC: the same memory
+    order for a 1x1 filter)."""
+    return problem.x.layout == problem.y.layout == "NHWC"
+
+
+class Layout(NamedTuple):
+    """The gathered pixels of one chunk of images in the workspace (strided problems)."""
+
+    chunk: int      # images per chunk
+    ld: int         # row pitch of the pixel matrix (elements)
+    elements: int   # workspace size: the last row ends exactly here
+
+
+def layout(problem):
+    """The workspace layout of a strided channels-last problem (stride 1 needs none)."""
+    p, ld = problem, padded_pitch(problem.c)
+    chunk = images_per_chunk(p, p.out_h * p.out_w * ld * 4, conv_layout.COLUMN_BUDGET_BYTES)
+    return Layout(chunk, ld, (chunk * p.out_h * p.out_w - 1) * ld + p.c)
+
+
+def strided(problem):
+    """Whether x's pixels are gathered first (stride > 1 in either dim)."""
+    return problem.conv.strides != (1, 1)
+
+
+def workspace_bytes(problem):
+    """The exact workspace: one chunk's pixel matrix when strided, else none."""
+    return layout(problem).elements * 4 if strided(problem) else 0
+
+
+def fits_int32(problem):
+    """True when every element offset the kernels take fits their 32-bit int arguments."""
+    return max(problem.x.size, problem.y.size, workspace_bytes(problem) // 4) <= 2 ** 31 - 1
+
+
+def main_product(problem):
+    """(M, N, batch, trans_a) of the product a plan launches: what the default config is
+    chosen for."""
+    p, g = problem, problem.groups
+    pixels = (layout(p).chunk if strided(p) else p.n) * p.out_h * p.out_w
+    if p.direction is Direction.FORWARD:
+        return pixels, p.k // g, g, False
+    if p.direction is Direction.BACKWARD_DATA:
+        return pixels, p.c // g, g, False
+    return p.k // g, p.c // g, g, True
+
+
+def build(problem, handle, config):
+    """The invoker computing the channels-last ``problem`` (1x1, no padding) with one GEMM
+    launch per chunk of images (the whole batch at stride 1)."""
+    p, g = problem, problem.groups
+    cg, kg, ohow = p.c // g, p.k // g, p.out_h * p.out_w
+    direction = p.direction
+    gemm = Gemm(handle, config, trans_a=direction is Direction.BACKWARD_WEIGHTS,
+                trans_b=direction is Direction.FORWARD)
+    plan = layout(p) if strided(p) else Layout(p.n, p.c, 0)
+    pixels = Pixels(handle, p) if strided(p) else None
+    weights = (0, cg, kg * cg)                  # W[g]: offset, ld, batch stride
+
+    def invoker(buffers, scratch):
+        events = []
+        w = (buffers.w, *weights)
+        for n0 in range(0, p.n, plan.chunk):
+            count = min(plan.chunk, p.n - n0)
+            rows = count * ohow                                       # P of this chunk
+            y = (buffers.y, n0 * ohow * p.k, p.k, kg)                 # Y[:, g]
+            if pixels is None:
+                x = (buffers.x, n0 * ohow * p.c, p.c, cg)             # X[:, g]: x itself
+            else:
+                x = (scratch, 0, plan.ld, cg)
+                if direction is not Direction.BACKWARD_DATA:
+                    events.append(pixels.gather(buffers.x, n0, count, scratch, plan.ld))
+            if direction is Direction.FORWARD:
+                events.append(gemm(rows, kg, cg, 1.0, 0.0, x, w, y, batch=g))
+            elif direction is Direction.BACKWARD_DATA:
+                events.append(gemm(rows, cg, kg, 1.0, 0.0, y, w, x, batch=g))
+                if pixels is not None:
+                    events.append(pixels.scatter(scratch, plan.ld, buffers.x, n0, count))
+            else:  # dW accumulates over the chunks
+                events.append(gemm(kg, cg, rows, 1.0, float(n0 > 0), y, x, w, batch=g))
+        return events
+    return invoker
+
+
+def conv_args(problem):
+    """``problem``'s sizes as CS_CONV_PARAMS (convsolve.h) takes them, for any layout (the
+    core's Problem.kernel_args() gives them for NCHW problems only)."""
+    p, ((pad_t, _), (pad_l, _)) = problem, problem.conv.pads
+    return tuple(np.int32(v) for v in (
+        p.n, p.c, p.in_h, p.in_w, p.k, p.fil_h, p.fil_w, p.out_h, p.out_w, p.groups, pad_t,
+        pad_l, *p.conv.strides, *p.conv.dilations))
+
+
+class Pixels:
+    """The gather of x's strided pixels into a pixel matrix, and its adjoint, the scatter of one
+    into dx (pixels.cl), for one channels-last problem."""
+
+    def __init__(self, handle, problem):
+        self.queue, self.problem, self.args = handle.queue, problem, conv_args(problem)
+        self.kernels = {}
+        for name in ("gather_pixels", "scatter_pixels"):
+            kernel = handle.build(KERNELS / "pixels.cl", name)
+            kernel.set_scalar_arg_dtypes([None, None, *[np.int32] * (len(self.args) + 3)])
+            self.kernels[name] = kernel
+
+    def gather(self, x, image0, count, rows, ld):
+        """The pixel matrix of images [image0, image0 + count) of x, into ``rows`` (pitch ld)."""
+        p = self.problem
+        return self._enqueue("gather_pixels", (p.c, p.out_h * p.out_w, count),
+                             x, rows, image0 * p.in_h * p.in_w * p.c, 0, ld)
+
+    def scatter(self, rows, ld, dx, image0, count):
+        """Images [image0, image0 + count) of dx from the pixel matrix ``rows`` (pitch ld)."""
+        p = self.problem
+        return self._enqueue("scatter_pixels", (p.c, p.in_h * p.in_w, count),
+                             rows, dx, 0, ld, image0 * p.in_h * p.in_w * p.c)
+
+    def _enqueue(self, name, size, src, dst, *offsets):
+        kernel = self.kernels[name]
+        kernel.set_args(src, dst, *self.args, *offsets)
+        size = tuple(round_up(extent, step) for extent, step in zip(size, PIXELS_LOCAL))
+        return cl.enqueue_nd_range_kernel(self.queue, kernel, size, PIXELS_LOCAL)
