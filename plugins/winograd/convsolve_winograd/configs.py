@@ -86,7 +86,7 @@ def default(problem, handle, m):
     space's largest work-group where the device takes none as large as the class's; the local
     GEMM's block from GPU_BLOCKS (the vector GEMM where the device refuses them all)."""
     config = dict(tuning.pick(DEFAULT_CONFIGS, handle.device))
-    geo = plan.geometry(problem, m, plan.chunk_bytes(handle))
+    geo = plan.device_geometry(problem, m, handle)
     if geo.tiles_w <= SMALL_RUN < config["TT"]:
         config["TT"] = SMALL_RUN
     if config["WG"] > handle.device.max_work_group_size:

@@ -1,5 +1,5 @@
 """A Winograd convolution as kernel launches: tile geometry, chunks, workspace layout, invokers."""
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 
 import numpy as np
@@ -28,6 +28,12 @@ CHUNK_BYTES = 8 << 20
 #: 3x3 128->128 28x28 layer at batch 32 took 2.9 ms in 7 chunks of 8 MiB (the kernels 0.31 ms,
 #: the rest the GPU waiting for launches) and 0.43 ms whole (kernels 0.15 ms); README.md.
 GPU_CHUNK_BYTES = 256 << 20
+#: Backward-weights on a GPU: at most this many parts of a chunk's tiles summed apart (split-K),
+#: each of at least MIN_SPLIT_TILES tiles, their copies of S within SPLIT_BYTES.  ResNet-50's
+#: 3x3 layers at batch 32 give 36 to 144 work-groups of 64 x 64 for the 132 of an H200.
+MAX_SPLITS = 16
+MIN_SPLIT_TILES = 128
+SPLIT_BYTES = 64 << 20
 FLOAT = 4
 
 
@@ -52,6 +58,7 @@ class Geometry:
     tiles_w: int
     batch: int
     budget: int        # bytes of per-tile buffers a chunk may take (chunk_bytes)
+    splits: int = 1    # backward-weights: copies of S the local GEMM sums parts of the tiles into
 
     @property
     def alpha(self):
@@ -124,8 +131,10 @@ class Geometry:
 
     @property
     def fixed_floats(self):
-        """Floats of that part, up to the end of its last position."""
-        return (self.positions - 1) * self.plane + self.position_floats
+        """Floats of that part, up to the end of its last position (backward-weights: of S's
+        last copy, the copies ``positions * plane`` apart)."""
+        return ((self.splits - 1) * self.positions + self.positions - 1) * self.plane \
+            + self.position_floats
 
     @property
     def row_count(self):
@@ -154,6 +163,27 @@ def chunk_bytes(handle):
     if not handle.is_gpu:
         return CHUNK_BYTES
     return min(GPU_CHUNK_BYTES, handle.device.max_mem_alloc_size // 2)
+
+
+def wrw_splits(geo, handle):
+    """Parts the local GEMM of backward-weights splits the chunk's tiles into on ``handle``'s
+    device (a power of two up to MAX_SPLITS): enough for two work-groups per compute unit with
+    64 x 64 blocks, each part MIN_SPLIT_TILES tiles or more, the copies of S within
+    SPLIT_BYTES; 1 on CPUs and in the other directions."""
+    if not (geo.wrw and handle.is_gpu):
+        return 1
+    blocks = ceil_div(geo.rows, 64) * ceil_div(geo.depth, 64) * geo.positions * geo.groups
+    want = min(MAX_SPLITS, ceil_div(2 * handle.device.max_compute_units, blocks),
+               geo.chunk_rows * geo.tiles_w // MIN_SPLIT_TILES,
+               SPLIT_BYTES // (geo.positions * geo.plane * FLOAT))
+    return 1 << max(0, want.bit_length() - 1) if want > 1 else 1
+
+
+def device_geometry(problem, m, handle):
+    """The Geometry of ``problem`` on ``handle``'s device: its chunk budget and, for
+    backward-weights, its splits."""
+    geo = geometry(problem, m, chunk_bytes(handle))
+    return replace(geo, splits=wrw_splits(geo, handle))
 
 
 def geometry(problem, m, budget=None):
@@ -207,10 +237,11 @@ GEMM_TUNABLES = ("TM", "VW", "NV", "MR")
 LOCAL_TUNABLES = ("BM", "BN", "BK", "RM", "RN")
 
 
-def _gemm(handle, config, wrw, vector_group):
+def _gemm(handle, config, wrw, vector_group, splits=1):
     """The GEMM of ``config`` (wino_gemm or wino_gemm_wrw: the vector kernel, or with GEMM =
-    "local" its local-memory form; configs without GEMM, the CPU's, take the vector kernel),
-    and how to enqueue it over ``rows`` x ``cols`` of each of ``batches`` products."""
+    "local" its local-memory form, backward-weights' in ``splits`` parts; configs without GEMM,
+    the CPU's, take the vector kernel), and how to enqueue it over ``rows`` x ``cols`` of each
+    of ``batches`` products."""
     name = "wino_gemm_wrw" if wrw else "wino_gemm"
     if config.get("GEMM", "vector") == "vector":
         kernel = handle.build(KERNELS / f"{name}.cl", name,
@@ -222,12 +253,13 @@ def _gemm(handle, config, wrw, vector_group):
                            vector_group)
         return kernel, launch
     kernel = handle.build(KERNELS / "wino_gemm_local.cl", f"{name}_local",
-                          {"WRW": int(wrw), **{k: config[k] for k in LOCAL_TUNABLES}})
+                          {"WRW": int(wrw), **{k: config[k] for k in LOCAL_TUNABLES},
+                           **({"SPLIT": splits} if splits > 1 else {})})
     group = (config["BN"] // config["RN"], config["BM"] // config["RM"], 1)
 
     def launch(queue, rows, cols, batches):
         grid = (ceil_div(cols, config["BN"]) * group[0], ceil_div(rows, config["BM"]) * group[1],
-                batches)
+                batches * splits)
         return cl.enqueue_nd_range_kernel(queue, kernel, grid, group)
     return kernel, launch
 
@@ -242,7 +274,7 @@ def build(problem, handle, m, config):
     """The invoker of ``problem`` with F(m x m, 3 x 3) and ``config``; the output's kernel
     stores the problem's epilogue.  Forward and backward-data transform the filter into the
     workspace's U on every call."""
-    geo = geometry(problem, m, chunk_bytes(handle))
+    geo = device_geometry(problem, m, handle)
     local = config["WG"]
     gemm_local = local if handle.is_gpu else CPU_GEMM_GROUP
     if geo.direction is Direction.BACKWARD_WEIGHTS:
@@ -259,7 +291,7 @@ def build_packing(problem, handle, m, config):
     """Forward and backward-data with constant weights: the filter transform alone fills a
     buffer of U (``geo.fixed_floats``), and the other stages read U from there; None for
     backward-weights, whose filter is the output."""
-    geo = geometry(problem, m, chunk_bytes(handle))
+    geo = device_geometry(problem, m, handle)
     if geo.direction is Direction.BACKWARD_WEIGHTS:
         return None
     pack, run = _stages(problem, geo, handle, m, config)
@@ -314,12 +346,16 @@ def _stages(problem, geo, handle, m, config):
 
 def _build_wrw(problem, geo, handle, config, local, gemm_local):
     """Backward-weights: S = sum over chunks of E X per position and group, then G^T S G (and
-    the epilogue, in the one kernel that writes dw)."""
+    the epilogue, in the one kernel that writes dw).  The local GEMM sums parts of each chunk's
+    tiles into geo.splits copies of S, which the last kernel adds up; the vector GEMM writes
+    one (its workspace then holds copies it does not use)."""
     grad = _data_kernel(handle, "wino_grad", geo.m, config["TT"])
     inp = _data_kernel(handle, "wino_input", geo.m, config["TT"])
-    gemm, gemm_launch = _gemm(handle, config, True, gemm_local)
+    splits = geo.splits if config.get("GEMM") == "local" else 1
+    gemm, gemm_launch = _gemm(handle, config, True, gemm_local, splits)
     lanes = config["VW"]     # filters per work-item: the GEMM's vector width
-    final = _data_kernel(handle, "wino_filter_out", geo.m, lanes, **problem.epilogue_defines())
+    final = _data_kernel(handle, "wino_filter_out", geo.m, lanes, **problem.epilogue_defines(),
+                         **({"SPLIT": splits} if splits > 1 else {}))
     (c, h, w), (k, oh, ow) = geo.in_shape, geo.out_shape
     chunk = geo.chunk_rows * geo.tiles_w
     xt, et = geo.fixed_floats, geo.fixed_floats + geo.positions * chunk * geo.x_row

@@ -61,7 +61,7 @@ class WinogradSolver:
     def workspace(self, problem, handle):
         """The chunks' buffers and the filter's transform, chunks sized for the device
         (plan.chunk_bytes): the figure differs between a CPU and a GPU."""
-        return plan.geometry(problem, self.m, plan.chunk_bytes(handle)).workspace()
+        return plan.device_geometry(problem, self.m, handle).workspace()
 
     @hookimpl
     def fused_stages(self, problem):

@@ -76,6 +76,40 @@ def test_local_gemm_sums_chunks_in_backward_weights(handle, monkeypatch):
                         sanitize=False) == 3
 
 
+@pytest.mark.parametrize("splits", [3, 16])
+def test_local_gemm_sums_backward_weights_in_splits(handle, monkeypatch, splits):
+    """Split-K: with the tiles' sum in 3 parts (uneven) or 16 (the last ones empty: 60 and 63
+    tiles a chunk, BK 8), each into its own copy of S that wino_filter_out adds up, backward-
+    weights matches the reference within the exact workspace, also summed over chunks of two
+    tile rows."""
+    monkeypatch.setattr(plan, "wrw_splits", lambda geo, handle: splits if geo.wrw else 1)
+    problems = [p for p in _odd_problems() if p.direction is Direction.BACKWARD_WEIGHTS]
+    assert plan.device_geometry(problems[0], 2, handle).splits == splits
+    assert check_solver(ForcedLocal(BLOCKS[0]), handle, problems, configs=0, isolate=False,
+                        sanitize=False) == 2
+    geo = plan.geometry(problems[0], 2)
+    monkeypatch.setattr(plan, "CHUNK_BYTES", 2 * geo.tile_bytes * geo.tiles_w + 1)
+    assert check_solver(ForcedLocal(BLOCKS[1]), handle, problems[:1], configs=0, isolate=False,
+                        sanitize=False) == 1
+
+
+def test_wrw_splits_fill_an_h200():
+    """Backward-weights on an H200 splits the tiles' sum where 64 x 64 blocks leave compute
+    units idle (ResNet-50 at batch 32, F(4, 3): 8 parts at 56x56 x 64, 2 at 28x28 x 128, 1 at
+    7x7 x 512), never in the other directions nor on a CPU; the workspace holds the copies."""
+    def layer(c, side, direction="wrw"):
+        return Problem.conv2d((32, c, side, side), (c, c, 3, 3), padding=1, direction=direction)
+    cpu = fake_handle("avx2")
+    assert [plan.device_geometry(layer(c, s), 4, H200).splits
+            for c, s in ((64, 56), (128, 28), (512, 7))] == [8, 2, 1]
+    assert plan.device_geometry(layer(64, 56, "fwd"), 4, H200).splits == 1
+    assert plan.device_geometry(layer(64, 56), 4, cpu).splits == 1
+    one, eight = plan.geometry(layer(64, 56), 4, plan.GPU_CHUNK_BYTES), \
+        plan.device_geometry(layer(64, 56), 4, H200)
+    assert eight.fixed_floats - one.fixed_floats == 7 * one.positions * one.plane
+    assert eight.workspace() - one.workspace() == 7 * one.positions * one.plane * 4
+
+
 def test_gpu_default_takes_the_local_gemm_with_a_block_that_fills_the_device():
     """On an H200 the default is the local GEMM, 64 x 64 blocks where the grid gives its 132
     compute units a work-group each, smaller blocks where it would not; every default lies in
@@ -119,9 +153,9 @@ def test_local_gemm_configs_beyond_the_device_are_refused():
 
 def test_local_kernel_defaults_equal_the_gpu_default():
     """wino_gemm_local.cl compiles on its own to the "gpu" default's block (its #ifndef
-    defaults), forward (WRW 0)."""
+    defaults), forward (WRW 0), backward-weights in one part (SPLIT 1)."""
     text = (Path(plan.KERNELS) / "wino_gemm_local.cl").read_text()
     found = {k: int(v) for k, v in re.findall(r"#ifndef (\w+)\n#define \1 (\d+)", text)}
     gpu = configs.DEFAULT_CONFIGS["gpu"]
-    assert found == {"WRW": 0, **{k: gpu[k] for k in plan.LOCAL_TUNABLES}}
+    assert found == {"WRW": 0, "SPLIT": 1, **{k: gpu[k] for k in plan.LOCAL_TUNABLES}}
 

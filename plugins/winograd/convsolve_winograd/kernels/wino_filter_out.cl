@@ -5,13 +5,17 @@
  * wino_filter_out(sum, sum_off, plane, dw, K, Cg, Cgpad [, CS_EPILOGUE_PARAMS])
  * Range: 1-D, K * ceil(Cg / TT) work-items, any local size.
  *
- * Defines read: WINO_M, TT, CS_PRECISION, CS_EPI and the epilogue's structure
+ * Defines read: WINO_M, TT, SPLIT, CS_PRECISION, CS_EPI and the epilogue's structure
  * (winograd_common.cl).
  */
 #include "winograd_common.cl"
 
+#ifndef SPLIT
+#define SPLIT 1 /* copies of S to add up, in order, alpha^2 planes apart (wino_gemm_local.cl) */
+#endif
+
 /* dw[k][c][r][s] = (G^T S[.][k][c] G)[r][s] for TT adjacent c, S in [pos][k][Cgpad] at
- * sum_off, and its epilogue (alpha, blend) with CS_EPI. */
+ * sum_off (the sum of its SPLIT copies), and its epilogue (alpha, blend) with CS_EPI. */
 __kernel void wino_filter_out(__global const real *sum, const int sum_off, const int plane,
                               __global real *dw, const int K, const int Cg,
                               const int Cgpad CS_EPI_ARGS)
@@ -30,6 +34,8 @@ __kernel void wino_filter_out(__global const real *sum, const int sum_off, const
 #pragma unroll
         for (int j = 0; j < ALPHA; ++j) {
             v[i][j] = WVLOAD(src + (size_t)(i * ALPHA + j) * plane); /* inside Cgpad */
+            for (int q = 1; q < SPLIT; ++q)
+                v[i][j] += WVLOAD(src + (size_t)((q * ALPHA + i) * ALPHA + j) * plane);
         }
 #pragma unroll
     for (int i = 0; i < ALPHA; ++i)

@@ -26,11 +26,14 @@
  *
  * wino_gemm_local(u, u_off, u_plane, v, v_off, mm, mm_off, Rows, D, G, P, pitch, npos)
  * wino_gemm_wrw_local(e, e_off, e_pitch, x, x_off, x_row, x_plane, s, s_off, s_plane, Kg, Cg,
- *                     Cgpad, G, P, npos, accumulate)
- * Range: 3-D, (ceil(cols / BN) * WGN, ceil(rows / BM) * WGM, npos * G), local (WGN, WGM, 1).
+ *                     Cgpad, G, tiles, npos, accumulate)
+ * Range: 3-D, (ceil(cols / BN) * WGN, ceil(rows / BM) * WGM, npos * G), local (WGN, WGM, 1);
+ * backward-weights with SPLIT > 1, npos * G * SPLIT: split q sums its own run of the chunk's
+ * tiles (whole BK slices, in order) into its own copy of S, npos * s_plane further on, which
+ * wino_filter_out adds up in order (a deep reduction over a small dw fills a GPU: split-K).
  * Local memory: 2 * BK * (LDA + BN) * 4 bytes (configs.local_bytes).
  *
- * Defines read: WRW, BM, BN, BK, RM, RN, CS_PRECISION (winograd_common.cl).
+ * Defines read: WRW, BM, BN, BK, RM, RN, SPLIT, CS_PRECISION (winograd_common.cl).
  */
 #include "winograd_common.cl"
 
@@ -51,6 +54,9 @@
 #endif
 #ifndef RN
 #define RN 4 /* columns per work-item */
+#endif
+#ifndef SPLIT
+#define SPLIT 1 /* backward-weights: the tiles' sum in this many parts, each to its own S */
 #endif
 
 #define WGM (BM / RM)                 /* work-items along the rows */
@@ -146,14 +152,19 @@ void wino_gemm_wrw_local(__global const real *restrict e, const int e_off, const
                          __global const real *restrict x, const int x_off, const int x_row,
                          const int x_plane, __global real *restrict s, const int s_off,
                          const int s_plane, const int Kg, const int Cg, const int Cgpad,
-                         const int G, const int P, const int npos, const int accumulate)
+                         const int G, const int tiles, const int npos, const int accumulate)
 {
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * WGN + tx;
-    const int c0 = get_group_id(0) * BN, r0 = get_group_id(1) * BM, b = get_group_id(2);
+    const int c0 = get_group_id(0) * BN, r0 = get_group_id(1) * BM;
+    const int b = get_group_id(2) % (npos * G), split = get_group_id(2) / (npos * G);
     const int pos = b / G, g = b % G;
-    __global const real *ab = e + e_off + ((size_t)pos * G + g) * Kg * e_pitch;
-    __global const real *bb = x + x_off + (size_t)pos * x_plane + g * Cgpad;
-    __global real *sb = s + s_off + (size_t)pos * s_plane + (size_t)g * Kg * Cgpad;
+    /* this split's tiles: p0 .. p0 + P - 1, whole BK slices but the last (none past the end) */
+    const int span = CS_DIV_UP(CS_DIV_UP(tiles, SPLIT), BK) * BK, p0 = split * span;
+    const int P = max(0, min(span, tiles - p0));
+    __global const real *ab = e + e_off + ((size_t)pos * G + g) * Kg * e_pitch + p0;
+    __global const real *bb = x + x_off + (size_t)pos * x_plane + (size_t)p0 * x_row + g * Cgpad;
+    __global real *sb = s + s_off + ((size_t)split * npos + pos) * s_plane
+                        + (size_t)g * Kg * Cgpad;
     GL_PRODUCT(P)
 #pragma unroll
     for (int i = 0; i < RM; ++i)
