@@ -166,11 +166,11 @@ def resolve_solver(handle, problem, solver, policy=None):
                                       "run find first, or name a solver")
                 reg.get(solver)  # raises: neither a solver nor a family
             name = family_records[0].solver
-    if problem.epilogue is not None or fusion.solver_of(name) != name:   # a candidate
+    if problem.epilogue is not None or name.endswith(fusion.NCHW):   # a candidate
         reg.enabled(fusion.solver_of(name))   # says which switch turned it off
         return fusion.resolve(problem, name, policy, handle.device.name)
     chosen = reg.enabled(name)
-    applicable, skipped = reg.candidates(problem, policy, handle.device.name)
+    applicable, skipped = fusion.candidates(problem, policy, handle.device.name)
     if chosen not in applicable:
         raise SolverError(f"solver {name!r} cannot run {problem.key()}: {skipped[name]}")
     return chosen
