@@ -3,7 +3,10 @@ channels-first tensors only runs a channels-last problem on channels-first copie
 (`<name>/nchw`), matches the reference in every direction and rank, and reports its workspace
 exactly."""
 
+import sys
+
 import convsolve
+import pyopencl as cl
 import pytest
 from convsolve import Direction, Problem, SolverError, reference
 from convsolve.arith import ALIGN, round_up
@@ -157,3 +160,29 @@ def test_run_immediate_and_explain_name_the_composite(handle, with_gemm):
                             "copies of x, w, y (transposes timed with it)")
     assert status["gemm.Im2ColGemm"].endswith(f"{name} runs it on channels-first copies")
     assert f"    {name}: composite: gemm.Im2ColGemm" in explain_text(rows)
+
+
+def test_isolated_and_exhaustive_find_time_composites(handle, with_gemm, monkeypatch):
+    """The find worker (CONVSOLVE_FIND_ISOLATION=process) resolves composites by name, and an
+    exhaustive find ranks them too (their solvers are not searched on the channels-last key)."""
+    monkeypatch.setenv("CONVSOLVE_TUNING_BUDGET_CONFIGS", "2")
+    problem = Problem.conv2d((2, 4, 5, 3), (4, 4, 1, 3), padding=(0, 1), layout="NHWC")
+    buffers = device_buffers(handle, random_tensors(problem))
+    found = convsolve.find(handle, problem, **buffers, exhaustive=True)
+    assert "gemm.Im2ColGemm" + NCHW in {s.solver for s in found}
+    monkeypatch.setenv("CONVSOLVE_FIND_ISOLATION", "process")
+    found = convsolve.find(handle, problem.with_direction("bwd"), **buffers, mode="NORMAL")
+    assert "gemm.Im2ColGemm" + NCHW in {s.solver for s in found}
+
+
+def test_composite_keeps_no_part_of_the_callers_scratch(handle, with_gemm):
+    """A composite makes its sub-buffers for each call: its kept invoker holds no reference to
+    a scratch the caller then releases (RELIABILITY.md: NVIDIA's OpenCL crashed releasing a
+    kept sub-buffer after its parent)."""
+    composite = {c.name: c for c in candidates(NHWC)[0]}["gemm.Im2ColGemm" + NCHW]
+    scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE,
+                        composite.workspace(NHWC, handle))
+    buffers, before = device_buffers(handle, random_tensors(NHWC)), sys.getrefcount(scratch)
+    convsolve.run(handle, NHWC, composite.name, **buffers, scratch=scratch)
+    handle.queue.finish()
+    assert sys.getrefcount(scratch) == before
