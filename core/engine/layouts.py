@@ -117,14 +117,15 @@ class Composite:
                 round_up(cols, tile), round_up(rows, tile), n), (tile, tile, 1))
 
         def composite(buffers, scratch):
-            # sub-buffers made for this call: one kept beyond it outlives a scratch its owner
-            # releases, and NVIDIA's OpenCL crashes releasing a sub-buffer after its parent
+            # disjoint sub-buffers (a kernel given a buffer and its sub-buffer is undefined),
+            # made for this call: one kept beyond it outlives a scratch its owner releases, and
+            # NVIDIA's OpenCL crashes releasing a sub-buffer after its parent (RELIABILITY.md)
             copies = {name: scratch.get_sub_region(offset, getattr(problem, name).nbytes)
                       for name, offset in offsets.items()}
             events = [transpose(name, getattr(buffers, name), copy, False)
                       for name, copy in copies.items() if name != out]
-            events += events_of(self.inner.name, invoker(buffers._replace(**copies),
-                                                          scratch if own else None))
+            events += events_of(self.inner.name, invoker(buffers._replace(**copies), (
+                scratch.get_sub_region(0, own) if own else None)))
             if out in copies:
                 events.append(transpose(out, copies[out], getattr(buffers, out), True))
             return events
