@@ -3,6 +3,7 @@ from .. import env
 from ..db.find_db import FindDb
 from ..engine import fusion
 from ..engine.find import FindMode, _dynamic_only, benchmark
+from ..engine.layouts import Composite
 from ..engine.run import check_buffers
 from ..errors import ContractError
 from ..solvers.calls import workspace_of, wti_of
@@ -32,6 +33,9 @@ def explain(handle, problem, buffers=None):
     anything; without them, only what needs no device is reported.  For a problem with an
     epilogue, the rows are find's candidates (a fusing solver's ``<name>/unfused`` too) and the
     solvers left out; ``buffers`` then also holds the epilogue's values as find takes them.
+    A problem with a channels-last tensor gets a row for each composite layout candidate
+    (``<name>/nchw``, engine/layouts.py) after its solver's, whose status names it; the
+    composite's second line says what it runs.
     """
     reg, policy = registry(), Policy.resolve()
     applicable, skipped = fusion.candidates(problem, policy, handle.device.name)
@@ -50,8 +54,11 @@ def explain(handle, problem, buffers=None):
     rows = [{"solver": name, "family": name[:-2], "wti": None, "workspace": None,
              "db_time_ms": None, "db_source": None, "time_ms": None, "status": why}
             for name, why in skipped.items() if name.endswith(".*")]   # plugins not imported
-    shown = reg.solvers.values() if problem.epilogue is None else [*applicable, *(
-        s for s in reg.solvers.values() if s.name in skipped)]
+    shown = [*applicable, *(s for s in reg.solvers.values() if s.name in skipped)]
+    if problem.epilogue is None:   # each solver, then its composite layout candidate if any
+        composite = {c.inner.name: c for c in applicable if c.name not in reg.solvers}
+        shown = [s for solver in reg.solvers.values()
+                 for s in (solver, composite.get(solver.name)) if s is not None]
     for solver in shown:
         record = records.get(solver.name)
         usable = solver in applicable
@@ -66,6 +73,8 @@ def explain(handle, problem, buffers=None):
         else:
             row["status"] = (f"rank {timed[solver.name][0]}" if solver.name in timed
                              else "applicable (not run)")
+            if isinstance(solver, Composite):
+                row["status"] += "\n" + solver.describe(problem)
             if solver.name in unbenchmarked:
                 row["status"] += (f"\nfind skips it: {unbenchmarked[solver.name]}; "
                                   f"{env.FIND_MODE.name}=HYBRID or -s 1 runs it")

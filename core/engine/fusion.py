@@ -18,7 +18,7 @@ import numpy as np
 import pyopencl as cl
 
 from .. import reference
-from ..arith import ceil_div, round_up
+from ..arith import ALIGN, ceil_div, round_up
 from ..device.tensors import array_buffer, is_device_array, read_tensor
 from ..device.weights_cache import build_packing
 from ..epilogue import KERNEL_ARG_DTYPES, Activation, EpilogueArgs, finite
@@ -26,20 +26,19 @@ from ..errors import ContractError, SolverError, ValidationError
 from ..hookspecs import OPTIONAL_SOLVER_ATTRIBUTES, Packing
 from ..solvers.calls import build_invoker, events_of, fused_stages_of, workspace_of, wti_of
 from ..solvers.registry import registry, solver_attribute
+from .layouts import NCHW, composites
 from .search import config_for
 from .verify import OutputCheck, read, sample_index
 
 log = logging.getLogger("convsolve")
 
 KERNELS = resources.files("convsolve") / "kernels"
-#: Offset of the output's scratch copy after a solver's own workspace: a multiple of every
-#: device's sub-buffer alignment (CL_DEVICE_MEM_BASE_ADDR_ALIGN), so the workspace a candidate
-#: reports does not depend on the device.
-ALIGN = 4096
 #: The WTI of an unfused candidate is its solver's times this (the pass costs a memory sweep),
 #: so that the fallback ranking prefers a fused one.
 UNFUSED_WTI = 0.9
 UNFUSED = "/unfused"
+#: NCHW, "/nchw" (layouts.py): the suffix of a composite layout candidate, a solver serving only
+#: channels-first tensors run on channels-first copies of a problem's channels-last ones.
 
 
 # {{{ run-time values
@@ -224,13 +223,19 @@ class Candidate:
         return composite
 
 
+def solver_of(name):
+    """The installed solver's name a candidate's name starts with (the part before '/')."""
+    return name.split("/")[0]
+
+
 def candidates(problem, policy=None, device=None):
     """(applicable solvers, {name: why not}) as Registry.candidates gives them (``device``: the
-    device's name, for errata), and for a problem with an epilogue, the Candidates of the solvers
-    applicable to its bare convolution."""
+    device's name, for errata), then a bare problem's composite layout candidates (layouts.py);
+    for a problem with an epilogue, the Candidates of the solvers applicable to its bare
+    convolution."""
     applicable, skipped = registry().candidates(problem.with_epilogue(None), policy, device)
     if problem.epilogue is None:
-        return applicable, skipped
+        return applicable + composites(problem, skipped, policy, device), skipped
     found = []
     for solver in applicable:
         try:
@@ -251,12 +256,13 @@ def resolve(problem, name, policy=None, device=None):
     for candidate in applicable:
         if candidate.name == name:
             return candidate
-    base = name.removesuffix(UNFUSED)
+    base = solver_of(name)
     reason = skipped.get(base) or (registry().refusal(base) and "refused at load time")
     if reason is None and base not in registry().solvers:
         registry().get(base)   # raises, listing what is installed
-    raise SolverError(f"solver {name!r} cannot run {problem.key()}: "
-                      f"{reason or 'it fuses none of this epilogue: no unfused variant'}")
+    reason = reason or ("it serves these layouts itself: no composite" if name.endswith(NCHW)
+                        else "it fuses none of this epilogue: no unfused variant")
+    raise SolverError(f"solver {name!r} cannot run {problem.key()}: {reason}")
 
 # }}}
 

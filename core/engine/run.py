@@ -153,12 +153,12 @@ def resolve_solver(handle, problem, solver, policy=None):
     policy = policy or Policy.resolve()
     reg = registry()
     name = solver
-    if solver.removesuffix(fusion.UNFUSED) not in reg.solvers:
+    if fusion.solver_of(solver) not in reg.solvers:
         name = handle.best_of_family(policy.db_key(problem), solver)
         if name is None:
             family_records = [r for r in FindDb().records(handle.db_key, policy.db_key(problem))
                               if r.family == solver and not r.failure
-                              and r.solver.removesuffix(fusion.UNFUSED) in reg.solvers]
+                              and fusion.solver_of(r.solver) in reg.solvers]
             if not family_records:
                 families = {s.family for s in reg.solvers.values()}
                 if solver in families:
@@ -166,11 +166,11 @@ def resolve_solver(handle, problem, solver, policy=None):
                                       "run find first, or name a solver")
                 reg.get(solver)  # raises: neither a solver nor a family
             name = family_records[0].solver
-    if problem.epilogue is not None:
-        reg.enabled(name.removesuffix(fusion.UNFUSED))   # says which switch turned it off
+    if problem.epilogue is not None or name.endswith(fusion.NCHW):   # a candidate
+        reg.enabled(fusion.solver_of(name))   # says which switch turned it off
         return fusion.resolve(problem, name, policy, handle.device.name)
     chosen = reg.enabled(name)
-    applicable, skipped = reg.candidates(problem, policy, handle.device.name)
+    applicable, skipped = fusion.candidates(problem, policy, handle.device.name)
     if chosen not in applicable:
         raise SolverError(f"solver {name!r} cannot run {problem.key()}: {skipped[name]}")
     return chosen

@@ -53,6 +53,7 @@ def serve(device_index, parent_pid):
                 skipped, failed = {}, {}
                 try:
                     solver = (registry().solvers[name] if problem.epilogue is None
+                              and name in registry().solvers
                               else fusion.resolve(problem, name, ADMIT_ALL))
                     timed = benchmark(device, problem, [solver], buffers, None, skipped, failed,
                                       verify, best)

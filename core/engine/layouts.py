@@ -1,0 +1,132 @@
+"""Composite layout candidates: a solver that serves channels-first tensors only runs a problem
+with channels-last ones on channels-first copies in scratch, the transposes timed with it.
+
+For a problem (without epilogue) with a channels-last tensor, each solver the registry refuses
+only for a layout (``shape_refusal``) that is applicable to the same problem with every tensor
+channels-first yields ``<name>/nchw``: each channels-last input transposed into scratch, the
+solver run on the copies (its own workspace first in scratch), a channels-last output written
+into scratch and transposed out (kernels/layout.cl).  The candidate answers the solver hooks, so
+find times, records and ranks it as a solver; its workspace counts the copies, exactly.
+"""
+import math
+from importlib import resources
+
+import numpy as np
+import pyopencl as cl
+
+from ..arith import ALIGN, round_up
+from ..hookspecs import OPTIONAL_SOLVER_ATTRIBUTES
+from ..problem import ALL_LAYOUTS, LAYOUTS, Problem, TensorDesc
+from ..solvers.calls import build_invoker, events_of, workspace_of, wti_of
+from ..solvers.registry import registry, shape_refusal, solver_attribute
+from .search import config_for
+
+KERNEL = resources.files("convsolve") / "kernels" / "layout.cl"
+#: The suffix of a composite layout candidate's name: its solver on channels-first copies.
+NCHW = "/nchw"
+#: The WTI of a composite is its solver's times this (the transposes sweep each copied tensor
+#: twice), so that the fallback ranking prefers a solver serving the layout itself.
+TRANSPOSED_WTI = 0.8
+#: The side of layout.cl's tile (its CS_LAYOUT_TILE default): 16 x 16 work-items, else 8 x 8.
+TILE = 16
+
+
+def channels_first(problem):
+    """``problem`` with every tensor in the channels-first layout of its rank (NCW, NCHW,
+    NCDHW), the same logical shapes."""
+    first = LAYOUTS[problem.spatial_dims][0]
+    return Problem(problem.direction, *(TensorDesc(t.shape, t.dtype, first) for t in (
+        problem.x, problem.w, problem.y)), problem.conv)
+
+
+def composites(problem, skipped, policy=None, device=None):
+    """The composite candidates of ``problem`` (none when it has an epilogue, an empty tensor or
+    no channels-last tensor), given the reasons ``skipped`` of Registry.candidates; the reason
+    of each solver that gets one then names it."""
+    tensors = (problem.x, problem.w, problem.y)
+    if problem.epilogue is not None or not all(t.size for t in tensors) or not any(
+            t.channels_last for t in tensors):
+        return []
+    found = []
+    for solver in registry().candidates(channels_first(problem), policy, device)[0]:
+        reason = skipped.get(solver.name)
+        if reason is not None and reason == shape_refusal(solver, problem):
+            found.append(Composite(solver))
+            skipped[solver.name] = f"{reason}; {found[-1].name} runs it on channels-first copies"
+    return found
+
+
+class Composite:
+    """``solver`` on channels-first copies of a problem's channels-last tensors: transposes in,
+    the solver, a transpose out; it answers the solver hooks as find needs them."""
+
+    def __init__(self, solver):
+        self.inner, self.name = solver, solver.name + NCHW
+        self.family, self.directions, self.dynamic = solver.family, solver.directions, \
+            solver.dynamic
+        for attribute in OPTIONAL_SOLVER_ATTRIBUTES:
+            setattr(self, attribute, solver_attribute(solver, attribute))
+        self.layouts = ALL_LAYOUTS
+
+    def __repr__(self):
+        return f"<layout candidate {self.name!r}>"
+
+    def describe(self, problem):
+        """What it runs, in explain's words."""
+        copied = [name for name in "xwy" if getattr(problem, name).channels_last]
+        return (f"composite: {self.inner.name} on channels-first copies of "
+                f"{', '.join(copied)} (transposes timed with it)")
+
+    def is_applicable(self, problem):
+        return self.inner.is_applicable(channels_first(problem))
+
+    def get_wti(self, problem):
+        wti = wti_of(self.inner, channels_first(problem))
+        return wti * TRANSPOSED_WTI if wti > 0 else wti
+
+    def _copies(self, problem, handle):
+        """(the solver's workspace, {tensor name: offset of its channels-first copy}, bytes in
+        all): the copies follow the solver's workspace, each at a multiple of ALIGN."""
+        own = end = workspace_of(self.inner, channels_first(problem), handle)
+        offsets = {}
+        for name in "xwy":
+            desc = getattr(problem, name)
+            if desc.channels_last:
+                offsets[name] = round_up(end, ALIGN)
+                end = offsets[name] + desc.nbytes
+        return own, offsets, end
+
+    def workspace(self, problem, handle):
+        return self._copies(problem, handle)[2]
+
+    def build_invoker(self, problem, handle):
+        first = channels_first(problem)
+        invoker = build_invoker(self.inner, first, handle, config_for(self.inner, first, handle))
+        own, offsets, _ = self._copies(problem, handle)
+        tile = TILE if handle.device.max_work_group_size >= TILE * TILE else 8
+        kernel = handle.build(KERNEL, "cs_layout", {"CS_LAYOUT_TILE": tile})
+        kernel.set_scalar_arg_dtypes([None, None, np.int32, np.int32, np.int32])
+        out, queue = problem.direction.output, handle.queue
+
+        def transpose(name, src, dst, to_last):
+            n, c, *spatial = getattr(problem, name).shape
+            s = math.prod(spatial)
+            rows, cols = (c, s) if to_last else (s, c)
+            kernel.set_args(src, dst, c, s, int(to_last))
+            return cl.enqueue_nd_range_kernel(queue, kernel, (
+                round_up(cols, tile), round_up(rows, tile), n), (tile, tile, 1))
+
+        def composite(buffers, scratch):
+            # disjoint sub-buffers (a kernel given a buffer and its sub-buffer is undefined),
+            # made for this call: one kept beyond it outlives a scratch its owner releases, and
+            # NVIDIA's OpenCL crashes releasing a sub-buffer after its parent (RELIABILITY.md)
+            copies = {name: scratch.get_sub_region(offset, getattr(problem, name).nbytes)
+                      for name, offset in offsets.items()}
+            events = [transpose(name, getattr(buffers, name), copy, False)
+                      for name, copy in copies.items() if name != out]
+            events += events_of(self.inner.name, invoker(buffers._replace(**copies), (
+                scratch.get_sub_region(0, own) if own else None)))
+            if out in copies:
+                events.append(transpose(out, copies[out], getattr(buffers, out), True))
+            return events
+        return composite
