@@ -263,7 +263,8 @@ class Handle:
 
     def build(self, file: Traversable, kernel: str,
               defines: Mapping[str, int | float | str] | None = None) -> cl.Kernel:
-        """A fresh ``Kernel`` (a typed ``pyopencl.Kernel``) named ``kernel`` from the .cl ``file`` built with ``defines``.
+        """A fresh ``Kernel`` (a typed ``pyopencl.Kernel``) named ``kernel`` from the .cl ``file``
+        built with ``defines``.
 
         ``file`` is a path or an importlib.resources file (a plugin's ``kernels/x.cl``); the core's
         ``convsolve.h`` and the file's own folder are on the include path.  Programs are built once
