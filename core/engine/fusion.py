@@ -37,8 +37,8 @@ KERNELS = resources.files("convsolve") / "kernels"
 #: so that the fallback ranking prefers a fused one.
 UNFUSED_WTI = 0.9
 UNFUSED = "/unfused"
-#: NCHW, "/nchw" (layouts.py): the suffix of a composite layout candidate, a solver serving only
-#: channels-first tensors run on channels-first copies of a problem's channels-last ones.
+# NCHW ("/nchw", imported from layouts.py) is the other suffix: a composite layout candidate, a
+# solver serving only channels-first tensors run on channels-first copies of channels-last ones.
 
 
 # {{{ run-time values
