@@ -95,18 +95,20 @@ def torch_call(torch, problem, host, dtype):
         problem.groups, [data, not data, False])[0 if data else 1]
 
 
-def cuda_ms(torch, call, runs):
-    """Median CUDA-event time of ``call`` in ms after warm-ups."""
+def cuda_ms(torch, call, runs, calls=1):
+    """Median CUDA-event time of ``call`` in ms after warm-ups: each sample ``calls`` calls
+    back to back between two events, divided by ``calls``."""
     for _ in range(3):
         call()
     times = []
     for _ in range(runs):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        call()
+        for _ in range(calls):
+            call()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
+        times.append(start.elapsed_time(end) / calls)
     return statistics.median(times)
 
 

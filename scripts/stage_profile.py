@@ -24,6 +24,7 @@ import pyopencl as cl
 from convsolve import Buffers, Direction, Handle, Problem, registry
 from convsolve.solvers.calls import build_invoker, workspace_of
 from convsolve.testing import device_buffers, random_tensors
+from igemm_gpu_sweep import cuda_ms, torch_call  # scripts/, beside this file
 
 #: (name, x shape at batch N, w shape, stride, padding): ResNet-50 v1.5's and VGG-16's 3x3 layers.
 LAYERS = {
@@ -77,7 +78,8 @@ def profile(invoker, buffers, scratch, runs):
 
 
 def cudnn_ms(problem, host, runs):
-    """cuDNN's median time for ``problem`` (None without torch and CUDA)."""
+    """cuDNN's median time for ``problem``, 10 calls back to back a sample (None without torch
+    and CUDA)."""
     try:
         import torch
     except ImportError:
@@ -86,32 +88,7 @@ def cudnn_ms(problem, host, runs):
         return None
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
-    dev = {k: torch.from_numpy(v).cuda() for k, v in host.items()}
-    (pt, _), (pl, _) = problem.conv.pads
-    stride, dilation = list(problem.conv.strides), list(problem.conv.dilations)
-    if problem.direction is Direction.FORWARD:
-        def call():
-            return torch.nn.functional.conv2d(dev["x"], dev["w"], None, stride, [pt, pl],
-                                              dilation, problem.groups)
-    else:
-        data = problem.direction is Direction.BACKWARD_DATA
-
-        def call():
-            return torch.ops.aten.convolution_backward(
-                dev["y"], dev["x"], dev["w"], None, stride, [pt, pl], dilation, False, [0, 0],
-                problem.groups, [data, not data, False])
-    for _ in range(3):
-        call()
-    times = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(10):
-            call()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 10)
-    return statistics.median(times)
+    return cuda_ms(torch, torch_call(torch, problem, host, torch.float32), runs, calls=10)
 
 
 def main():
