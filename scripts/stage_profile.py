@@ -1,12 +1,14 @@
 """Where a solver's time goes: each kernel of its invoker timed by its own profiling event.
 
-For each layer, direction and solver: the invoker of the solver's default config (or, with
---tuned, the config the perf-db gives), one warm-up call, then --runs calls; per kernel name the
+For each layer, direction and solver: the invoker of the solver's default config (and of each
+--config), one warm-up call, then --runs calls; per kernel name the
 median over the calls of its summed event time and its launch count, and the whole call's span
 (first start to last end).  With torch and CUDA present, cuDNN's time for the same problem
 (benchmark mode, TF32 off) beside it.  --set MODULE.NAME=VALUE replaces a module constant
 before anything is built (e.g. convsolve_winograd.plan.CHUNK_BYTES=67108864) to try a change
-without editing the plugin.  Run on the GPU machine:
+without editing the plugin.  --sweep N times N configs drawn from the solver's config space
+(those its check_config accepts) by their spans and prints the fastest beside the default.
+Run on the GPU machine:
 
     scripts/bench_gpu.sh exec python3 scripts/stage_profile.py --solvers winograd.F4x3
 
@@ -16,6 +18,7 @@ copies, Kernel.__call__) show as their command type.
 import argparse
 import importlib
 import json
+import random
 import statistics
 import sys
 from collections import defaultdict
@@ -26,14 +29,20 @@ from convsolve.solvers.calls import build_invoker, workspace_of
 from convsolve.testing import device_buffers, random_tensors
 from igemm_gpu_sweep import cuda_ms, torch_call  # scripts/, beside this file
 
-#: (name, x shape at batch N, w shape, stride, padding): ResNet-50 v1.5's and VGG-16's 3x3 layers.
+#: (name, x shape at batch N, w shape, stride, padding[, groups]): ResNet-50 v1.5's stem and 3x3
+#: layers, VGG-16's 3x3 layers, MobileNet-v2's depthwise ones.
 LAYERS = {
+    "r50.stem": ((3, 224, 224), (64, 3, 7, 7), 2, 3),
     "r50.l1.3x3": ((64, 56, 56), (64, 64, 3, 3), 1, 1),
+    "r50.l2.3x3s2": ((128, 56, 56), (128, 128, 3, 3), 2, 1),
     "r50.l2.3x3": ((128, 28, 28), (128, 128, 3, 3), 1, 1),
     "r50.l3.3x3": ((256, 14, 14), (256, 256, 3, 3), 1, 1),
     "r50.l4.3x3": ((512, 7, 7), (512, 512, 3, 3), 1, 1),
     "vgg.3x3.256": ((256, 56, 56), (256, 256, 3, 3), 1, 1),
     "vgg.3x3.512": ((512, 28, 28), (512, 512, 3, 3), 1, 1),
+    **{f"mb.dw{c}.{h}{'s2' if s == 2 else ''}": ((c, h, h), (c, 1, 3, 3), s, 1, c)
+       for c, h, s in ((32, 112, 1), (96, 112, 2), (144, 56, 1), (144, 56, 2), (192, 28, 1),
+                       (192, 28, 2), (384, 14, 1), (576, 14, 1), (576, 14, 2), (960, 7, 1))},
 }
 DIRECTIONS = {"fwd": Direction.FORWARD, "bwd": Direction.BACKWARD_DATA,
               "wrw": Direction.BACKWARD_WEIGHTS}
@@ -77,6 +86,23 @@ def profile(invoker, buffers, scratch, runs):
              for n in names}, statistics.median(spans))
 
 
+def sweep(solver, problem, handle, buffers, scratch, args, default):
+    """Time ``args.sweep`` configs of ``solver``'s space that its check_config accepts (the
+    default first); print the fastest few and return the record."""
+    space = solver.config_space(problem, handle)
+    configs = [default] + [c for c in space.sample(args.sweep * 4, random.Random(0))
+                           if c != default and not solver.check_config(problem, handle, c)]
+    timed = []
+    for config in configs[:args.sweep + 1]:
+        invoker = build_invoker(solver, problem, handle, config)
+        timed.append((profile(invoker, buffers, scratch, args.runs)[1], config))
+    best = sorted(timed, key=lambda pair: pair[0])
+    print(f"  {solver.name} sweep of {len(timed)}: default {timed[0][0]:.3f} ms; best " +
+          "; ".join(f"{ms:.3f} {config}" for ms, config in best[:3]), flush=True)
+    return {"solver": solver.name, "config": "sweep", "default_ms": timed[0][0],
+            "timed": [{"ms": ms, "config": config} for ms, config in best]}
+
+
 def cudnn_ms(problem, host, runs):
     """cuDNN's median time for ``problem``, 10 calls back to back a sample (None without torch
     and CUDA)."""
@@ -101,6 +127,8 @@ def main():
     parser.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE")
     parser.add_argument("--config", action="append", default=[], metavar="K=V,K=V",
                         help="configs to time besides the default (keys merged into it)")
+    parser.add_argument("--sweep", type=int, default=0, metavar="N",
+                        help="also time N configs drawn from the config space, report the best")
     parser.add_argument("--json", help="write the records here")
     args = parser.parse_args()
     for assignment in args.set:
@@ -109,10 +137,11 @@ def main():
     handle, solvers, records = Handle(), registry(), []
     print(f"device: {handle.name}  sets: {args.set}", flush=True)
     for layer in args.layers.split(","):
-        x_shape, w_shape, stride, pad = LAYERS[layer]
+        x_shape, w_shape, stride, pad, *groups = LAYERS[layer]
         for dname in args.directions.split(","):
             problem = Problem.conv2d((args.batch, *x_shape), w_shape, stride=stride,
-                                     padding=pad, direction=DIRECTIONS[dname])
+                                     padding=pad, groups=(groups or [1])[0],
+                                     direction=DIRECTIONS[dname])
             host = random_tensors(problem, 0)
             buffers = device_buffers(handle, host)
             reference = cudnn_ms(problem, host, args.runs)
@@ -141,6 +170,9 @@ def main():
                     records.append({"layer": layer, "direction": dname, "solver": name,
                                     "config": label, "span_ms": span, "cudnn_ms": reference,
                                     "stages": stages, "sets": args.set})
+                if args.sweep:
+                    records.append(sweep(solver, problem, handle, Buffers(**buffers), scratch,
+                                         args, default) | {"layer": layer, "direction": dname})
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"device": handle.name, "records": records}, out, indent=1)

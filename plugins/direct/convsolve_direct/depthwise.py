@@ -116,7 +116,8 @@ class Depthwise(DirectSolver):
             while vw > narrowest and 2 * columns(problem) <= vw:
                 vw //= 2
             return dict(entry, VW=vw, FIXED=fixed_default(problem, entry["FIXED"]))
-        table = {key: fitted(entry) for key, entry in configs.DEPTHWISE_DEFAULT_CONFIGS.items()}
+        table = {key: fitted(entry) for key, entry in configs.depthwise_defaults(
+            columns(problem), problem.direction is Direction.BACKWARD_WEIGHTS).items()}
         config = pick_default(table, handle, space, shrink)
         while config and self.check_config(problem, handle, config):
             config = shrink(config)

@@ -66,10 +66,14 @@ def test_applicability_and_defaults(handle, fake_handle):
     solver = registry().get("direct.Depthwise")
     assert not solver.is_applicable(Problem.conv2d((1, 4, 8, 8), (4, 2, 3, 3), groups=2))
     problem = Problem.conv2d((8, 32, 112, 112), (32, 1, 3, 3), padding=1, groups=32)
-    for kind, width in (("avx512", 16), ("avx2", 8), ("gpu", 1)):
-        config = solver.default_config(problem, fake_handle(kind))
+    wrw = problem.with_direction(Direction.BACKWARD_WEIGHTS)
+    narrow = Problem.conv2d((8, 960, 7, 7), (960, 1, 3, 3), padding=1, groups=960,
+                            direction=Direction.BACKWARD_WEIGHTS)
+    for kind, case, width in (("avx512", problem, 16), ("avx2", problem, 8), ("gpu", problem, 4),
+                              ("gpu", wrw, 1), ("gpu", narrow, 2)):
+        config = solver.default_config(case, fake_handle(kind))
         assert config["VW"] == width
-        assert solver.check_config(problem, fake_handle(kind), config) == []
+        assert solver.check_config(case, fake_handle(kind), config) == []
     huge = dict(solver.default_config(problem, handle), TH=1024, TWV=256)   # > 1 MiB on any
     assert solver.check_config(problem, handle, huge)
     assert solver.workspace(problem) == 0
