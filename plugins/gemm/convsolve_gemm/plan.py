@@ -32,8 +32,7 @@ from typing import NamedTuple
 from convsolve import Direction, Epilogue, EpilogueArgs, SplitSum, ceil_div
 
 from . import conv_layout
-from .conv_layout import (Columns, View, images_per_chunk, in_pixels, out_pixels, padded_pitch,
-                          taps)
+from .conv_layout import Columns, View, images_per_chunk, in_pixels, out_pixels, padded_pitch, taps
 from .gemm import Gemm
 
 #: The edge of the dW tiles the split rule counts: the tile of the GPU's 64 x 64 GEMM config
