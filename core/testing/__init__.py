@@ -168,7 +168,8 @@ MAX_FLOPS = 1_000_000
 #: asymmetric padding, as small as Oclgrind needs.
 ND_SHAPES = {
     1: [((2, 4, 11), (6, 2, 3), 2, ((1, 2),), 2, 2),                   # groups, stride, dilation
-        ((1, 3, 7), (3, 1, 3), 1, 1, 1, 3)],                           # depthwise
+        ((1, 3, 7), (3, 1, 3), 1, 1, 1, 3),                            # depthwise
+        ((2, 6, 9), (4, 3, 1), 2, 0, 1, 2)],                           # pointwise: strided, groups
     2: [((2, 6, 7, 5), (9, 2, 3, 2), (2, 1), ((0, 2), (1, 0)), (1, 2), 3),
         ((2, 6, 7, 5), (4, 3, 1, 1), 2, 0, 1, 2)],                     # pointwise: strided, groups
     3: [((1, 4, 5, 6, 7), (6, 2, 3, 2, 3), (1, 2, 2), ((1, 0), (0, 1), (2, 1)), (2, 1, 1), 2),

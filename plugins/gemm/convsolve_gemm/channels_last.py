@@ -1,5 +1,5 @@
-"""1x1 convolutions on channels-last (NHWC) tensors as one grouped GEMM per direction: the plan
-of gemm.Gemm1x1 for NHWC problems.
+"""1x1 convolutions on channels-last (NWC, NHWC, NDHWC) tensors as one grouped GEMM per
+direction: the plan of gemm.Gemm1x1 for channels-last problems.
 
 With Cg = C/G, Kg = K/G and P output pixels (N * OH * OW), X is the P x C matrix of the pixels
 x is read at (memory order: a pixel's channels are a row), Y the P x K matrix that y is, and
@@ -14,12 +14,14 @@ of images at a time into the workspace, rows padded_pitch(C) apart; backward-dat
 there and scatters it into dx (zeros between the strided pixels), backward-weights adds the
 chunks' products into dW in chunk order. Every order is fixed: results are deterministic.
 Channels-last problems carry no epilogue (the core has epilogues on 2-D NCHW problems only).
+An NWC or NDHWC problem runs as the NHWC problem with its memory (planar): a row of pixels for
+1-D, the depth slices as images for 3-D (so 3-D takes depth stride 1).
 """
 from typing import NamedTuple
 
 import numpy as np
 import pyopencl as cl
-from convsolve import Direction, round_up
+from convsolve import Direction, Problem, round_up
 
 from . import conv_layout
 from .conv_layout import images_per_chunk, padded_pitch
@@ -31,9 +33,30 @@ PIXELS_LOCAL = (64, 4, 1)
 
 
 def serves(problem):
-    """Whether ``problem``'s x and y are both NHWC (w may be NCHW or NHWC: the same memory
+    """Whether ``problem``'s x and y are both channels-last (w may be either: the same memory
     order for a 1x1 filter)."""
-    return problem.x.layout == problem.y.layout == "NHWC"
+    return problem.x.channels_last and problem.y.channels_last
+
+
+def plannable(problem):
+    """Whether ``problem`` (1x1, unpadded, x and y channels-last) has a planar NHWC problem:
+    every 1-D and 2-D one, a 3-D one at depth stride 1."""
+    return problem.spatial_dims != 3 or problem.conv.strides[0] == 1
+
+
+def planar(problem):
+    """The 2-D NHWC problem with ``problem``'s memory (plannable, 1x1, unpadded): itself in
+    2-D, its W pixels as a 1 x W image in 1-D, its N * D depth slices as H x W images in 3-D."""
+    p = problem
+    if p.spatial_dims == 2:
+        return p
+    (n, c, *sizes), strides = p.x.shape, p.conv.strides
+    if p.spatial_dims == 1:
+        images, strides = (n, c, 1, *sizes), (1, *strides)
+    else:
+        images, strides = (n * sizes[0], c, *sizes[1:]), strides[1:]
+    return Problem.conv2d(images, (p.k, c // p.groups, 1, 1), strides, groups=p.groups,
+                          direction=p.direction, dtype=p.dtype, layout="NHWC")
 
 
 class Layout(NamedTuple):

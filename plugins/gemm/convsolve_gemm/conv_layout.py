@@ -1,4 +1,5 @@
 """Convolution tensors as matrices: views, pitches, chunks, and the kernels that unfold them."""
+import math
 from importlib import resources
 from typing import NamedTuple
 
@@ -28,7 +29,35 @@ LOCAL_SIZE = {"cpu": {"im2col": (1, 8, 1), "col2im": (8, 1, 1)}, "gpu": {}}
 #: plan.bytes_per_image; a split reduction's partial dW comes on top).
 COLUMN_BUDGET_BYTES = 64 << 20
 
-_CONV_ARGS = [np.int32] * 16    # CS_CONV_PARAMS of convsolve.h, as Problem.kernel_args() gives them
+def out_pixels(problem):
+    """Output elements per channel of an image: OH * OW in 2-D, the product of any rank's."""
+    return math.prod(problem.out_sizes)
+
+
+def in_pixels(problem):
+    """Input elements per channel of an image: H * W in 2-D, the product of any rank's."""
+    return math.prod(problem.in_sizes)
+
+
+def taps(problem):
+    """Filter taps per channel: R * S in 2-D, the product of any rank's filter sizes."""
+    return math.prod(problem.fil_sizes)
+
+
+def unfold_args(problem):
+    """``problem``'s sizes as its unfold kernels take them: CS_CONV_PARAMS (convsolve.h, via
+    Problem.kernel_args) for a 2-D one, else ND_CONV_PARAMS of unfold_nd.cl, the problem as a
+    3-D one (a 1-D one: depth and height 1, pad 0, stride and dilation 1)."""
+    if problem.spatial_dims == 2:
+        return problem.kernel_args()
+    conv, outer = problem.conv, 3 - problem.spatial_dims
+
+    def three(values, fill):
+        return (fill,) * outer + tuple(values)
+    return tuple(np.int32(v) for v in (
+        problem.c, *three(problem.in_sizes, 1), *three(problem.fil_sizes, 1),
+        *three(problem.out_sizes, 1), problem.groups, *three([lo for lo, _ in conv.pads], 0),
+        *three(conv.strides, 1), *three(conv.dilations, 1)))
 
 
 class View(NamedTuple):
@@ -46,40 +75,51 @@ class View(NamedTuple):
 
 
 class Columns:
-    """im2col, col2im and the output-gradient gather of one problem, into or out of Views;
-    col2im stores ``epilogue`` (backward data's, or None) into dx."""
+    """im2col, col2im and the output-gradient gather of one channels-first problem of any
+    spatial rank, into or out of Views: 2-D through im2col.cl and col2im.cl, ranks 1 and 3
+    through unfold_nd.cl; col2im stores ``epilogue`` (backward data's, or None; 2-D only, as the
+    core has them) into dx."""
 
     def __init__(self, handle, problem, epilogue=None):
         self.queue = handle.queue
         self.problem = p = problem
+        rank = p.spatial_dims
+        if epilogue is not None and rank != 2:
+            raise ValueError(f"{p.key()}: epilogues serve 2-D NCHW problems only")
         # dy as the input of a plain 1x1 convolution: its column matrices are dy's own
-        self.outputs_problem = Problem.conv2d((p.n, p.k, p.out_h, p.out_w),
-                                              (p.k, p.k // p.groups, 1, 1), groups=p.groups)
+        self.outputs_problem = Problem.convolution(
+            (p.n, p.k, *p.out_sizes), (p.k, p.k // p.groups, *[1] * rank), groups=p.groups)
         kind = device_kind(handle)
         self.im2col_tw, self.col2im_tw = IM2COL_TW[kind], COL2IM_TW[kind]
         self.local_size = LOCAL_SIZE[kind]   # {kernel name: work-group shape}
-        self.im2col_kernel = handle.build(KERNELS / "im2col.cl", "im2col",
-                                          {"IM2COL_TW": self.im2col_tw})
-        self.im2col_kernel.set_scalar_arg_dtypes([None, None, *_CONV_ARGS, *[np.int32] * 5])
-        self.col2im_kernel = epilogue_kernel(handle, "col2im.cl", "col2im",
-                                              {"COL2IM_TW": self.col2im_tw},
-                                              [None, None, *_CONV_ARGS, *[np.int32] * 5], epilogue)
+        if rank == 2:   # one define each: the builds that 2-D tunings and find-dbs timed
+            builds = (("im2col.cl", "im2col", {"IM2COL_TW": self.im2col_tw}),
+                      ("col2im.cl", "col2im", {"COL2IM_TW": self.col2im_tw}))
+        else:           # unfold_nd.cl: one program for both kernels
+            both = {"IM2COL_TW": self.im2col_tw, "COL2IM_TW": self.col2im_tw}
+            builds = (("unfold_nd.cl", "im2col_nd", both), ("unfold_nd.cl", "col2im_nd", both))
+        scalars = [None, None, *[np.int32] * (len(unfold_args(p)) + 5)]   # 5 offsets, pitches
+        (im2col_file, im2col, im2col_defines), (col2im_file, col2im, col2im_defines) = builds
+        self.im2col_kernel = handle.build(KERNELS / im2col_file, im2col, im2col_defines)
+        self.im2col_kernel.set_scalar_arg_dtypes(scalars)
+        self.col2im_kernel = epilogue_kernel(handle, col2im_file, col2im, col2im_defines,
+                                             scalars, epilogue)
 
     def im2col(self, x, image0, count, col):
         """Unfold images [image0, image0 + count) of x into the column matrices ``col``."""
         return self._unfold(self.problem, x, image0, count, col)
 
     def gather_outputs(self, dy, image0, count, dst):
-        """Copy images [image0, image0 + count) of dy (per group Kg x OH*OW) into ``dst``."""
+        """Copy images [image0, image0 + count) of dy (per group Kg x output pixels) into
+        ``dst``."""
         return self._unfold(self.outputs_problem, dy, image0, count, dst)
 
     def _unfold(self, problem, src, image0, count, dst):
         """im2col of images [image0, image0 + count) of ``problem``'s input ``src`` into ``dst``."""
         p = problem
-        size = (p.out_h * ceil_div(p.out_w, self.im2col_tw), p.c // p.groups * p.fil_h * p.fil_w,
-                count * p.groups)
-        self.im2col_kernel.set_args(src, dst.buffer, *p.kernel_args(),
-                                    image0 * p.c * p.in_h * p.in_w, dst.offset, dst.ld, dst.image,
+        size = (_runs(p.out_sizes, self.im2col_tw), p.c // p.groups * taps(p), count * p.groups)
+        self.im2col_kernel.set_args(src, dst.buffer, *unfold_args(p),
+                                    image0 * p.c * in_pixels(p), dst.offset, dst.ld, dst.image,
                                     dst.group)
         return self._enqueue(self.im2col_kernel, size, "im2col")
 
@@ -87,9 +127,9 @@ class Columns:
         """Fold the column matrices ``col`` into images [image0, image0 + count) of dx,
         overwriting them (with the epilogue's ``values``, EpilogueArgs, where it has one)."""
         p = self.problem
-        size = (p.in_h * ceil_div(p.in_w, self.col2im_tw), p.c // p.groups, count * p.groups)
-        self.col2im_kernel.set_args(col.buffer, dx, *p.kernel_args(), col.offset, col.ld,
-                                    col.image, col.group, image0 * p.c * p.in_h * p.in_w,
+        size = (_runs(p.in_sizes, self.col2im_tw), p.c // p.groups, count * p.groups)
+        self.col2im_kernel.set_args(col.buffer, dx, *unfold_args(p), col.offset, col.ld,
+                                    col.image, col.group, image0 * p.c * in_pixels(p),
                                     *(values.kernel_args() if values else ()))
         return self._enqueue(self.col2im_kernel, size, "col2im")
 
@@ -100,6 +140,13 @@ class Columns:
         if local is not None:
             size = tuple(round_up(extent, step) for extent, step in zip(size, local))
         return cl.enqueue_nd_range_kernel(self.queue, kernel, size, local)
+
+
+def _runs(sizes, width):
+    """Work-items over an image of ``sizes`` (outermost first) that take ``width`` consecutive
+    elements of a row each: an unfold launch's first dimension."""
+    *outer, last = sizes
+    return math.prod(outer) * ceil_div(last, width)
 
 
 def padded_pitch(count):

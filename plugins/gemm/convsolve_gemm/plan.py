@@ -5,6 +5,9 @@ Per image n and group g, with Cg = C/G, Kg = K/G, the column matrix col[n, g] is
   forward:          y[n, g]  = W[g] col[n, g]                    (Kg x OHOW)
   backward-data:    col[n, g] = W[g]^T dy[n, g], then col2im     (x itself for the plain 1x1)
   backward-weights: dW[g]   = sum over n of dy[n, g] col[n, g]^T
+In spatial rank 1 and 3 (channels-first) R*S, OH*OW and H*W stand for the products of the
+filter, output and input sizes (conv_layout.taps, out_pixels, in_pixels); only the unfold
+kernels differ (conv_layout.Columns).
 Images go in chunks that fit the workspace. By default a chunk's column matrices are stacked
 image after image, and the products of a chunk are batched into one GEMM launch per image or
 per group, whichever needs fewer launches. Backward-weights then writes one partial dW per image
@@ -29,7 +32,7 @@ from typing import NamedTuple
 from convsolve import Direction, Epilogue, EpilogueArgs, SplitSum, ceil_div
 
 from . import conv_layout
-from .conv_layout import Columns, View, images_per_chunk, padded_pitch
+from .conv_layout import Columns, View, images_per_chunk, in_pixels, out_pixels, padded_pitch, taps
 from .gemm import Gemm
 
 #: The edge of the dW tiles the split rule counts: the tile of the GPU's 64 x 64 GEMM config
@@ -61,7 +64,7 @@ def layout(problem, side_by_side=False):
     """The workspace layout of a solver that goes through column matrices (``side_by_side``:
     backward-weights only)."""
     p, g = problem, problem.groups
-    rows, ohow = _columns_rows(p), p.out_h * p.out_w
+    rows, ohow = _columns_rows(p), out_pixels(p)
     chunk = images_per_chunk(p, bytes_per_image(p, side_by_side),
                              conv_layout.COLUMN_BUDGET_BYTES)
     if side_by_side:
@@ -86,7 +89,7 @@ def layout(problem, side_by_side=False):
 def bytes_per_image(problem, side_by_side=False):
     """Workspace bytes per image of a chunk: its column matrices, and for backward-weights its
     gathered dy (side by side) or its partial dW (stacked)."""
-    p, ohow = problem, problem.out_h * problem.out_w
+    p, ohow = problem, out_pixels(problem)
     columns = p.groups * _columns_rows(p)
     if side_by_side:
         return (columns + p.k) * ohow * 4
@@ -109,8 +112,8 @@ def reduction_slices(problem, width, most=None):
 
 
 def _columns_rows(problem):
-    """Rows of one column matrix: C/G * R * S."""
-    return problem.c // problem.groups * problem.fil_h * problem.fil_w
+    """Rows of one column matrix: C/G * R * S (the taps of any rank)."""
+    return problem.c // problem.groups * taps(problem)
 
 
 def workspace_bytes(problem, side_by_side=False):
@@ -166,7 +169,7 @@ def main_product(problem, use_columns, side_by_side=False):
     """(M, N, batch) of the products a plan launches most of: what the default config is chosen
     for."""
     p, g = problem, problem.groups
-    kg, ohow, rows = p.k // g, p.out_h * p.out_w, _columns_rows(problem)
+    kg, ohow, rows = p.k // g, out_pixels(p), _columns_rows(problem)
     images = layout(p, side_by_side).chunk if use_columns else p.n
     if p.direction is Direction.FORWARD:
         return kg, ohow, images * g
@@ -184,7 +187,7 @@ def build(problem, handle, config, use_columns, side_by_side=False):
     Without columns (1x1, stride 1, no padding) x / dx serve as the column matrices directly.
     """
     p, g = problem, problem.groups
-    kg, hw, ohow = p.k // g, p.in_h * p.in_w, p.out_h * p.out_w
+    kg, hw, ohow = p.k // g, in_pixels(p), out_pixels(p)
     cg_rs = _columns_rows(p)
     direction, epilogue = p.direction, stored_epilogue(p)
     folds = use_columns and direction is Direction.BACKWARD_DATA   # col2im writes dx
@@ -233,7 +236,7 @@ def _reduction_invoker(problem, plan, cols, gemm, split_sum):
     slices (one per image when stacked), their partial dW added up in order; the chunks' sums
     accumulate into dW, each stored with the epilogue where there is one."""
     p, g = problem, problem.groups
-    kg, ohow, cg_rs = p.k // g, p.out_h * p.out_w, _columns_rows(problem)
+    kg, ohow, cg_rs = p.k // g, out_pixels(p), _columns_rows(problem)
 
     def invoker(buffers, scratch):
         events, values = [], buffers.epilogue_args
@@ -280,5 +283,5 @@ def _weights(problem, buffers):
 
 def _outputs(problem, buffers, n0):
     """y (dy) from image n0 on as the matrices y[n, g], Kg x OH*OW."""
-    p, ohow = problem, problem.out_h * problem.out_w
+    p, ohow = problem, out_pixels(problem)
     return View(buffers.y, n0 * p.k * ohow, ohow, p.k * ohow, p.k // p.groups * ohow)

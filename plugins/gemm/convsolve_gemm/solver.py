@@ -15,6 +15,9 @@ class GemmSolver:
 
     family = "gemm"
     dynamic = True
+    #: Every spatial rank, channels-first (solver API 2.5): 2-D unfolds through im2col.cl and
+    #: col2im.cl, ranks 1 and 3 through unfold_nd.cl (conv_layout.Columns).
+    spatial_dims = (1, 2, 3)
     #: Estimated fraction of peak (the get_wti hook).
     wti = None
     #: Backward-weights only: a chunk's images side by side, one split reduction per group.
