@@ -40,7 +40,10 @@ MIN_ROUNDS = 3
 #: call before they sleep; on a 2-core machine they would slow whichever side runs next.  The
 #: sample's hot loop wakes its own side's threads again before it times (hot_loop.WAKE_MS).
 SETTLE_S = 0.005
-LAYER_FIELDS = ("name", "c", "h", "w", "k", "r", "s", "stride", "pad", "count")
+LAYER_FIELDS = ("name", "c", "k", "stride", "pad", "count")
+#: A layer's sizes: h, w, r and s for a 2-D layer, or "in" and "fil" lists of any spatial rank
+#: (outermost first: [w], [h, w] or [d, h, w]); an optional "layout" names its tensors' (NHWC...).
+SIZE_FIELDS = (("h", "w", "r", "s"), ("in", "fil"))
 
 
 # {{{ suites
@@ -61,7 +64,8 @@ def load_suite(name):
     except ValueError as exc:
         raise ValidationError("--suite", name, f"not valid JSON: {exc}") from None
     for index, layer in enumerate(suite.get("layers", ())):
-        missing = [f for f in LAYER_FIELDS if f not in layer]
+        sizes = min(([f for f in fields if f not in layer] for fields in SIZE_FIELDS), key=len)
+        missing = [f for f in LAYER_FIELDS if f not in layer] + sizes
         if missing:
             raise ValidationError(f"suite {name!r} layer {index}", layer, f"lacks {missing}")
     return suite
@@ -69,12 +73,13 @@ def load_suite(name):
 
 def layer_problem(layer, batch, direction):
     """The Problem of one suite entry at ``batch`` (None: the entry's own n) in ``direction``."""
-    n = batch if batch is not None else layer.get("n", 8)
-    return Problem.conv2d((n, layer["c"], layer["h"], layer["w"]),
-                          (layer["k"], layer["c"] // layer.get("groups", 1), layer["r"], layer["s"]),
-                          stride=tuple(layer["stride"]), padding=tuple(layer["pad"]),
-                          dilation=tuple(layer.get("dilation", (1, 1))),
-                          groups=layer.get("groups", 1), direction=direction)
+    n, groups = batch if batch is not None else layer.get("n", 8), layer.get("groups", 1)
+    sizes, filters = ((layer["in"], layer["fil"]) if "in" in layer else
+                      ((layer["h"], layer["w"]), (layer["r"], layer["s"])))
+    return Problem.convolution((n, layer["c"], *sizes), (layer["k"], layer["c"] // groups, *filters),
+                               stride=tuple(layer["stride"]), padding=tuple(layer["pad"]),
+                               dilation=tuple(layer.get("dilation", (1,) * len(sizes))),
+                               groups=groups, direction=direction, layout=layer.get("layout"))
 
 
 def select_layers(layers, spec):

@@ -32,11 +32,13 @@ def network_total(rows, peak_gflops=None):
 
 
 def shape(problem):
-    """A short label of a problem's sizes: 'n8 c64 56x56 k64 3x3/1 p1' (+ ' g32' when grouped)."""
-    (ph, _), _ = problem.conv.pads
-    group = f" g{problem.groups}" if problem.groups > 1 else ""
-    return (f"n{problem.n} c{problem.c} {problem.in_h}x{problem.in_w} k{problem.k} "
-            f"{problem.fil_h}x{problem.fil_w}/{problem.conv.strides[0]} p{ph}{group}")
+    """A short label of a problem's sizes: 'n8 c64 56x56 k64 3x3/1 p1' (+ ' g32' when grouped,
+    + ' NHWC' when not channels-first; one size per spatial dim in 1-D and 3-D)."""
+    p, (first, _) = problem, problem.conv.pads[0]
+    group = f" g{p.groups}" if p.groups > 1 else ""
+    layout = f" {p.x.layout}" if p.x.channels_last else ""
+    return (f"n{p.n} c{p.c} {'x'.join(map(str, p.in_sizes))} k{p.k} "
+            f"{'x'.join(map(str, p.fil_sizes))}/{p.conv.strides[0]} p{first}{group}{layout}")
 
 
 def _fmt(value, digits=2):
@@ -84,8 +86,7 @@ def format_report(report, markdown=False):
 
 
 def _is_1x1(key):
-    problem = Problem.from_key(key)
-    return problem.fil_h == problem.fil_w == 1
+    return all(size == 1 for size in Problem.from_key(key).fil_sizes)
 
 
 def _total_row(label, t):

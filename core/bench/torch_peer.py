@@ -38,11 +38,21 @@ def available():
 
 def torch_args(problem):
     """(stride, padding, dilation, groups) for torch's conv functions; pads must be symmetric."""
-    (top, bottom), (left, right) = problem.conv.pads
-    if top != bottom or left != right:
+    pads = problem.conv.pads
+    if any(before != after for before, after in pads):
         raise ConvsolveError(f"torch peer: {problem.key()} has asymmetric padding, which "
                              "torch.nn.functional.conv2d cannot express; leave --compare off")
-    return problem.conv.strides, (top, left), problem.conv.dilations, problem.groups
+    return (problem.conv.strides, tuple(before for before, _ in pads), problem.conv.dilations,
+            problem.groups)
+
+
+def memory_format(torch, problem):
+    """torch's memory format for ``problem``'s tensors: channels_last (2-D) or
+    channels_last_3d when its x is channels-last, else None (contiguous; torch has no
+    channels-last 1-D format, so an NWC problem is compared with torch's NCW)."""
+    if not problem.x.channels_last or problem.spatial_dims == 1:
+        return None
+    return torch.channels_last if problem.spatial_dims == 2 else torch.channels_last_3d
 
 
 class Peer:
@@ -194,13 +204,15 @@ def _convolution(torch, problem, device, memory_format=None):
         tensors = {"x": x, "w": w, "scale": torch.randn(k, device=device),
                    "bias": torch.randn(k, device=device), "z": torch.randn_like(dy), "prior": dy}
         return epilogue_call(torch, problem, device, tensors, (stride, padding, dilation, groups))
+    name = f"conv{problem.spatial_dims}d"
     if problem.direction is Direction.FORWARD:
-        return lambda: F.conv2d(x, w, None, stride, padding, dilation, groups), "conv2d"
+        conv = getattr(F, name)
+        return lambda: conv(x, w, None, stride, padding, dilation, groups), name
     if problem.direction is Direction.BACKWARD_DATA:
-        return (lambda: grad.conv2d_input(x.shape, w, dy, stride, padding, dilation, groups),
-                "conv2d_input")
-    return (lambda: grad.conv2d_weight(x, w.shape, dy, stride, padding, dilation, groups),
-            "conv2d_weight")
+        data = getattr(grad, name + "_input")
+        return (lambda: data(x.shape, w, dy, stride, padding, dilation, groups), name + "_input")
+    weights = getattr(grad, name + "_weight")
+    return (lambda: weights(x, w.shape, dy, stride, padding, dilation, groups), name + "_weight")
 
 
 def _dropping(fn):
@@ -267,8 +279,9 @@ def _serve(stdin, stdout):
             elif request["op"] == "setup":
                 state.pop("fn", None)
                 state.pop("loop", None)
-                fn, op = _convolution(torch, Problem.from_key(request["problem"]),
-                                      state["device"])
+                problem = Problem.from_key(request["problem"])
+                fn, op = _convolution(torch, problem, state["device"],
+                                      memory_format(torch, problem))
                 state["fn"] = _warm(fn)
                 if state["device"] != "cuda":
                     state["loop"] = hot_loop.HotLoop(_dropping(state["fn"]))

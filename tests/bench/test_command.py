@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 from convsolve import Direction, Problem, bench, registry
-from convsolve.bench import command, hot_loop
+from convsolve.bench import command, hot_loop, report
 from convsolve.errors import ValidationError
 
 NETWORKS = {  # suite: (distinct shapes, layers, GFLOP per 224x224 image) from the issue and data
@@ -16,7 +16,8 @@ NETWORKS = {  # suite: (distinct shapes, layers, GFLOP per 224x224 image) from t
 
 def test_shipped_suites():
     """The package ships the network suites, DeepBench's subset and the tiny test suite."""
-    assert {"resnet50", "vgg16", "mobilenet_v2", "deepbench", "tiny"} <= set(command.suite_names())
+    assert {"resnet50", "vgg16", "mobilenet_v2", "deepbench", "tiny", "r3d_18",
+            "wav2vec2"} <= set(command.suite_names())
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))
@@ -51,7 +52,40 @@ def test_deepbench_subset():
     assert command.layer_problem(suite["layers"][0], 2, "fwd").n == 2  # --batch overrides n
 
 
-@pytest.mark.parametrize("name", ["resnet50", "vgg16", "mobilenet_v2", "deepbench", "tiny"])
+def test_rank_suites():
+    """R3D-18 is 3-D (40.7 GMACs a 16-frame 112x112 clip, torchvision's figure), wav2vec 2.0's
+    encoder 1-D (one second of 16 kHz audio down to 49 frames, then the grouped positional
+    convolution); both are channels-first and count their layers."""
+    for name, rank in (("r3d_18", 3), ("wav2vec2", 1)):
+        suite = command.load_suite(name)
+        problems = [command.layer_problem(l, 1, "fwd") for l in suite["layers"]]
+        assert {p.spatial_dims for p in problems} == {rank}
+        assert all(not p.x.channels_last for p in problems)
+        assert sum(l["count"] for l in suite["layers"]) == suite["layers_total"]
+    r3d = command.load_suite("r3d_18")["layers"]
+    macs = sum(l["count"] * command.layer_problem(l, 1, "fwd").flops for l in r3d) / 2
+    assert macs / 1e9 == pytest.approx(40.70, abs=0.01)
+    encoder = [command.layer_problem(l, 1, "fwd") for l in command.load_suite("wav2vec2")["layers"]]
+    assert encoder[-2].out_sizes == (49,) and encoder[-1].groups == 16
+
+
+def test_layer_layout_and_sizes_of_any_rank(tmp_path):
+    """A suite entry gives "in" and "fil" for any rank and may name a layout; one lacking both
+    size forms is refused, naming the shorter list of what is missing."""
+    layer = {"name": "a", "c": 4, "k": 8, "in": [5, 6, 7], "fil": [1, 3, 3], "stride": [1, 2, 2],
+             "pad": [0, 1, 1], "count": 1, "layout": "NDHWC"}
+    problem = command.layer_problem(layer, 2, "wrw")
+    assert problem.x.shape == (2, 4, 5, 6, 7) and problem.w.layout == "NDHWC"
+    assert report.shape(problem) == "n2 c4 5x6x7 k8 1x3x3/1 p0 NDHWC"
+    path = tmp_path / "bad.json"
+    del layer["fil"]
+    path.write_text(json.dumps({"name": "bad", "layers": [layer]}))
+    with pytest.raises(ValidationError, match=r"lacks \['fil'\]"):
+        command.load_suite(str(path))
+
+
+@pytest.mark.parametrize("name", ["resnet50", "vgg16", "mobilenet_v2", "deepbench", "tiny",
+                                  "r3d_18", "wav2vec2"])
 def test_every_entry_is_a_valid_problem(name):
     """Every entry of every suite is a valid Problem in all three directions."""
     for layer in command.load_suite(name)["layers"]:

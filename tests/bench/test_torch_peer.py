@@ -7,7 +7,7 @@ import time
 import types
 
 import pytest
-from convsolve import Problem
+from convsolve import Direction, Problem
 from convsolve.bench import hot_loop, torch_peer
 from convsolve.errors import ConvsolveError
 
@@ -45,6 +45,35 @@ def test_torch_args_refuses_asymmetric_padding():
     problem = Problem.conv2d((1, 2, 5, 5), (2, 2, 3, 3), padding=((0, 1), (1, 1)))
     with pytest.raises(ConvsolveError, match="asymmetric"):
         torch_peer.torch_args(problem)
+
+
+def test_torch_args_and_memory_format_of_every_rank():
+    """torch's arguments take one value per spatial dim; channels-last 2-D and 3-D problems are
+    compared with torch's channels_last and channels_last_3d formats, 1-D ones with its NCW."""
+    fake = types.SimpleNamespace(channels_last="2d", channels_last_3d="3d")
+    problem = Problem.convolution((1, 4, 5, 6, 7), (8, 4, 1, 3, 3), (1, 2, 2), (0, 1, 2),
+                                  (1, 1, 2), layout="NDHWC")
+    assert torch_peer.torch_args(problem) == ((1, 2, 2), (0, 1, 2), (1, 1, 2), 1)
+    assert torch_peer.memory_format(fake, problem) == "3d"
+    assert torch_peer.memory_format(fake, Problem.conv2d((1, 4, 5, 5), (4, 4, 1, 1),
+                                                         layout="NHWC")) == "2d"
+    for layout in ("NWC", "NCW"):
+        one = Problem.conv1d((1, 4, 9), (4, 2, 3), groups=2, layout=layout)
+        assert torch_peer.memory_format(fake, one) is None
+    assert torch_peer.memory_format(fake, Problem.conv2d((1, 4, 5, 5), (4, 4, 1, 1))) is None
+
+
+@pytest.mark.skipif(not torch_peer.available(), reason="torch is not installed")
+@pytest.mark.parametrize("direction", list(Direction))
+def test_torch_convolution_of_rank_3(direction):
+    """The peer calls torch's 3-D functions for a 3-D problem, on tensors in its layout."""
+    import torch
+    problem = Problem.convolution((1, 2, 3, 4, 5), (4, 2, 1, 3, 3), padding=(0, 1, 1),
+                                  direction=direction, layout="NDHWC")
+    call, op = torch_peer._convolution(torch, problem, "cpu", torch_peer.memory_format(torch,
+                                                                                       problem))
+    assert op.startswith("conv3d") and tuple(call().shape) == getattr(
+        problem, direction.output).shape
 
 
 @pytest.mark.skipif(not torch_peer.available(), reason="torch is not installed")
