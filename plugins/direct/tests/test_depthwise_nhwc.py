@@ -6,8 +6,6 @@ import convsolve
 import numpy as np
 import pytest
 from convsolve import Direction, Problem, registry
-from convsolve.engine.fusion import candidates
-from convsolve.solvers.calls import wti_of
 from convsolve.testing import check_solver, device_buffers, expected_output, random_tensors
 from convsolve_direct import plan
 from direct_helpers import assert_matches_reference, equal_bits, run_config
@@ -127,17 +125,19 @@ def test_defaults_per_device_class(fake_handle):
 
 
 def test_find_and_the_numpy_api_reach_it(handle, monkeypatch):
-    """find times it for an NHWC depthwise problem beside direct.Depthwise's composite, which
-    the WTI ranks below it; conv2d(..., layout="NHWC") through it matches the reference."""
+    """Immediate mode's WTI fallback ranks it first for an NHWC depthwise problem, above
+    direct.Depthwise's composite; find times both (verified); conv2d(..., layout="NHWC")
+    through it matches the reference."""
     monkeypatch.setenv("CONVSOLVE_PLUGINS", "direct")
     monkeypatch.setenv("CONVSOLVE_DISABLE_SOLVERS", "direct.Tiled")
     problem = nhwc(SHAPES[1], "fwd")
+    fallback = convsolve.get_solutions(handle, problem)
+    assert [s.source for s in fallback[:2]] == ["fallback"] * 2
+    assert [s.solver for s in fallback[:2]] == [NAME, "direct.Depthwise/nchw"]
     host = random_tensors(problem)
     found = {s.solver for s in convsolve.find(handle, problem, **device_buffers(handle, host),
                                               mode="NORMAL", verify=True)}
     assert {NAME, "direct.Depthwise/nchw"} <= found
-    wti = {c.name: wti_of(c, problem) for c in candidates(problem)[0]}
-    assert wti[NAME] > wti["direct.Depthwise/nchw"]
     y = convsolve.conv2d(host["x"], host["w"], stride=2, padding=1, groups=5, layout="NHWC",
                          solver=NAME, handle=handle)
     expected = expected_output(problem, host)
