@@ -16,4 +16,5 @@ CONVSOLVE_SOLVER_API = ">=2.5,<3"   # fused_stages (2.3), spatial_dims and layou
 
 @hookimpl
 def convsolve_solvers():
-    return [Tiled(), Depthwise(), DepthwiseNhwc(), Wrw(), NaiveFwd(), NaiveBwdData(), NaiveBwdWeights()]
+    return [Tiled(), Depthwise(), DepthwiseNhwc(), Wrw(), NaiveFwd(), NaiveBwdData(),
+            NaiveBwdWeights()]

@@ -72,11 +72,11 @@ def enqueue(handle, kernel, global_size, local_size, *buffers, values=None, at=0
 
 
 # {{{ backward-weights in two stages: the reduction over N * OH * OW is cut into tiles of TR
-# output rows (output_rows: (od, oh) pairs in 3-D) of one image (tiles_per_image of them); stage 1 (the solver's kernel) writes one
-# partial dW per tile into the workspace, stage 2 (convsolve.SplitSum) adds them up in tile
-# order, chunk after chunk of images, so the result is bitwise the same for any chunking.  The
-# tiling reads the problem only (never the config or the device), so the workspace is exact and
-# config-independent.
+# output rows (output_rows: (od, oh) pairs in 3-D) of one image (tiles_per_image of them);
+# stage 1 (the solver's kernel) writes one partial dW per tile into the workspace, stage 2
+# (convsolve.SplitSum) adds them up in tile order, chunk after chunk of images, so the result is
+# bitwise the same for any chunking.  The tiling reads the problem only (never the config or the
+# device), so the workspace is exact and config-independent.
 
 @dataclass(frozen=True)
 class Partials:
