@@ -1,8 +1,10 @@
-"""convsolve-direct: direct convolutions: register-tiled (Tiled), depthwise (Depthwise), a
-deterministic two-stage backward-weights (Wrw), and the naive reference solvers."""
+"""convsolve-direct: direct convolutions: register-tiled (Tiled), depthwise (Depthwise; on
+channels-last tensors DepthwiseNhwc), a deterministic two-stage backward-weights (Wrw), and the
+naive reference solvers."""
 from convsolve import hookimpl
 
 from .depthwise import Depthwise
+from .depthwise_nhwc import DepthwiseNhwc
 from .naive import NaiveBwdData, NaiveBwdWeights, NaiveFwd
 from .tiled import Tiled
 from .wrw import Wrw
@@ -14,4 +16,5 @@ CONVSOLVE_SOLVER_API = ">=2.5,<3"   # fused_stages (2.3), spatial_dims and layou
 
 @hookimpl
 def convsolve_solvers():
-    return [Tiled(), Depthwise(), Wrw(), NaiveFwd(), NaiveBwdData(), NaiveBwdWeights()]
+    return [Tiled(), Depthwise(), DepthwiseNhwc(), Wrw(), NaiveFwd(), NaiveBwdData(),
+            NaiveBwdWeights()]

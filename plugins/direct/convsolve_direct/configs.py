@@ -150,6 +150,26 @@ def depthwise_defaults(problem_columns, backward_weights):
 
 # }}}
 
+# {{{ direct.DepthwiseNhwc
+
+#: Tuning spaces as data: channels per vector (VW), pixels along the width per work-item (PX),
+#: the launch's work-group size (WG; fixed per config, so PoCL compiles one work-group function
+#: per build).  CPUs: wide vectors (float16 is what makes PoCL emit AVX-512 code, float8 AVX2),
+#: small groups; GPUs: 1-4 channels per item (neighbouring items read neighbouring channels),
+#: groups of 64-256 items.  WG is a launch size only, so it costs no build.
+DEPTHWISE_NHWC_CPU_SPACE = ConfigSpace({"VW": (4, 8, 16), "PX": (1, 2, 4, 8),
+                                        "WG": (1, 2, 4, 8, 16)})
+DEPTHWISE_NHWC_GPU_SPACE = ConfigSpace({"VW": (1, 2, 4), "PX": (1, 2, 4, 8), "WG": (64, 128, 256)})
+#: Device-class defaults, fitted to the problem by the solver (narrower vectors where they do
+#: not divide the channels, fewer pixels on narrow images).  Not measured yet: chosen by the
+#: same reasoning as direct.Depthwise's (VW as wide as the device's vectors on CPUs, 4 on GPUs).
+DEPTHWISE_NHWC_DEFAULT_CONFIGS = {"cpu/vector16": {"VW": 16, "PX": 4, "WG": 8},
+                                  "cpu": {"VW": 8, "PX": 4, "WG": 8},
+                                  "gpu": {"VW": 4, "PX": 2, "WG": 128},
+                                  "*": {"VW": 4, "PX": 2, "WG": 64}}
+
+# }}}
+
 # {{{ direct.Wrw
 
 #: Tunables: vector width, output channels (KB) and filter columns (SB) per work-item, and the

@@ -4,29 +4,19 @@ import numpy as np
 from convsolve import ALL_LAYOUTS, Direction, hookimpl, round_up, tuning
 
 from . import configs
-from .plan import KERNELS, enqueue, set_args, set_sizes
+from .plan import KERNELS, enqueue, nd_sizes, set_args, set_sizes, three_d
 from .solver import DirectSolver
 
 #: Estimated fraction of peak: a scalar loop with no reuse reaches a few percent of it.
 NAIVE_WTI = 0.01
 
 
-def _three(values, fill):
-    """A 1-D or 2-D problem's per-dim ``values`` as 3-D ones, ``fill`` in the outer dims."""
-    return (fill,) * (3 - len(values)) + tuple(values)
-
-
 def nd_args(problem):
     """naive_nd.cl's arguments after the buffers (ND_SIZES, then x's, w's and y's ND_STRIDES):
     the problem as a 3-D one, each tensor's element strides."""
-    conv = problem.conv
-    sizes = (problem.n, problem.c, problem.k, problem.groups, *_three(problem.in_sizes, 1),
-             *_three(problem.out_sizes, 1), *_three(problem.fil_sizes, 1),
-             *_three([lo for lo, _ in conv.pads], 0), *_three(conv.strides, 1),
-             *_three(conv.dilations, 1))
     strides = [value for desc in (problem.x, problem.w, problem.y)
-               for value in (*desc.strides[:2], *_three(desc.strides[2:], 0))]
-    return tuple(np.int32(value) for value in (*sizes, *strides))
+               for value in (*desc.strides[:2], *three_d(desc.strides[2:], 0))]
+    return (*nd_sizes(problem), *(np.int32(value) for value in strides))
 
 
 class _Naive(DirectSolver):

@@ -1,5 +1,7 @@
 """The direct solvers' launches: the kernel folder, the defines that compile a filter size in,
-kernel arguments set once per build, and backward-weights' two-stage reduction (Partials)."""
+kernel arguments set once per build (nd_common.cl's sizes of any rank among them), and
+backward-weights' two-stage reduction (Partials)."""
+import math
 from dataclasses import dataclass
 from importlib import resources
 
@@ -38,6 +40,27 @@ def set_sizes(kernel, first, problem, *extra):
     return set_args(kernel, first, (*problem.kernel_args(), *map(np.int32, extra)))
 
 
+def three_d(values, fill):
+    """A 1-D or 2-D problem's per-dim ``values`` as 3-D ones, ``fill`` in the outer dims."""
+    return (fill,) * (3 - len(values)) + tuple(values)
+
+
+def nd_sizes(problem):
+    """nd_common.cl's ND_SIZES (int32s): ``problem`` of any spatial rank as a 3-D one."""
+    conv = problem.conv
+    return tuple(np.int32(value) for value in (
+        problem.n, problem.c, problem.k, problem.groups, *three_d(problem.in_sizes, 1),
+        *three_d(problem.out_sizes, 1), *three_d(problem.fil_sizes, 1),
+        *three_d([lo for lo, _ in conv.pads], 0), *three_d(conv.strides, 1),
+        *three_d(conv.dilations, 1)))
+
+
+def output_rows(problem):
+    """The output rows of one image: every output position but the innermost (width) axis's
+    (OH in 2-D, OD * OH in 3-D, 1 in 1-D)."""
+    return math.prod(problem.out_sizes[:-1])
+
+
 def enqueue(handle, kernel, global_size, local_size, *buffers, values=None, at=0):
     """Set ``buffers`` as the kernel's first arguments and ``values`` (an epilogue's
     convsolve.EpilogueArgs; None for a bare problem) from index ``at`` on (CS_EPI_ARGS), and
@@ -49,11 +72,11 @@ def enqueue(handle, kernel, global_size, local_size, *buffers, values=None, at=0
 
 
 # {{{ backward-weights in two stages: the reduction over N * OH * OW is cut into tiles of TR
-# output rows of one image (tiles_per_image of them); stage 1 (the solver's kernel) writes one
-# partial dW per tile into the workspace, stage 2 (convsolve.SplitSum) adds them up in tile
-# order, chunk after chunk of images, so the result is bitwise the same for any chunking.  The
-# tiling reads the problem only (never the config or the device), so the workspace is exact and
-# config-independent.
+# output rows (output_rows: (od, oh) pairs in 3-D) of one image (tiles_per_image of them);
+# stage 1 (the solver's kernel) writes one partial dW per tile into the workspace, stage 2
+# (convsolve.SplitSum) adds them up in tile order, chunk after chunk of images, so the result is
+# bitwise the same for any chunking.  The tiling reads the problem only (never the config or the
+# device), so the workspace is exact and config-independent.
 
 @dataclass(frozen=True)
 class Partials:
@@ -71,9 +94,10 @@ class Partials:
         >= ``min_rows`` rows where the image allows), chunks within BUDGET_BYTES."""
         count = problem.w.size
         wanted = ceil_div(TARGET_UNITS, max(1, units_per_tile))
-        per_image = min(ceil_div(wanted, problem.n), ceil_div(problem.out_h, min_rows))
-        rows = ceil_div(problem.out_h, max(1, per_image))
-        per_image = ceil_div(problem.out_h, rows)
+        out_rows = output_rows(problem)
+        per_image = min(ceil_div(wanted, problem.n), ceil_div(out_rows, min_rows))
+        rows = ceil_div(out_rows, max(1, per_image))
+        per_image = ceil_div(out_rows, rows)
         chunk = max(1, min(problem.n, BUDGET_BYTES // (4 * count * per_image)))
         return cls(rows, per_image, chunk, count)
 

@@ -18,13 +18,7 @@
  * Defines read: CS_PRECISION (convsolve.h).
  */
 #include "convsolve.h"
-
-/* Sizes, pads (the near side), strides and dilations, outermost dim first. */
-#define ND_SIZES                                                                             \
-    const int N, const int C, const int K, const int G, const int D, const int H, const int W, \
-    const int OD, const int OH, const int OW, const int Z, const int R, const int S,          \
-    const int PAD_F, const int PAD_T, const int PAD_L, const int STRIDE_D, const int STRIDE_H, \
-    const int STRIDE_W, const int DIL_D, const int DIL_H, const int DIL_W
+#include "nd_common.cl"   /* ND_SIZES */
 
 /* One tensor's element strides, named with the prefix P: P##N (batch or output channel), P##C,
  * P##D, P##H, P##W. */
