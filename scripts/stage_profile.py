@@ -124,6 +124,7 @@ def main():
     parser.add_argument("--directions", default="fwd,bwd,wrw")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--layout", default="NCHW", help="of every tensor (NCHW or NHWC)")
     parser.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE")
     parser.add_argument("--config", action="append", default=[], metavar="K=V,K=V",
                         help="configs to time besides the default (keys merged into it)")
@@ -141,7 +142,7 @@ def main():
         for dname in args.directions.split(","):
             problem = Problem.conv2d((args.batch, *x_shape), w_shape, stride=stride,
                                      padding=pad, groups=(groups or [1])[0],
-                                     direction=DIRECTIONS[dname])
+                                     direction=DIRECTIONS[dname], layout=args.layout)
             host = random_tensors(problem, 0)
             buffers = device_buffers(handle, host)
             reference = cudnn_ms(problem, host, args.runs)

@@ -161,10 +161,14 @@ DEPTHWISE_NHWC_CPU_SPACE = ConfigSpace({"VW": (4, 8, 16), "PX": (1, 2, 4, 8),
                                         "WG": (1, 2, 4, 8, 16)})
 DEPTHWISE_NHWC_GPU_SPACE = ConfigSpace({"VW": (1, 2, 4), "PX": (1, 2, 4, 8), "WG": (64, 128, 256)})
 #: Device-class defaults, fitted to the problem by the solver (narrower vectors where they do
-#: not divide the channels, fewer pixels on narrow images).  Not measured yet: chosen by the
-#: same reasoning as direct.Depthwise's (VW as wide as the device's vectors on CPUs, 4 on GPUs).
-DEPTHWISE_NHWC_DEFAULT_CONFIGS = {"cpu/vector16": {"VW": 16, "PX": 4, "WG": 8},
-                                  "cpu": {"VW": 8, "PX": 4, "WG": 8},
+#: not divide the channels, fewer pixels on narrow images).  CPUs: the best of
+#: `scripts/stage_profile.py --layout NHWC --sweep 30` on MobileNet-v2's 56x56x144 and 14x14x576
+#: layers at batch 8 in every direction (2-vCPU AMD EPYC, Zen 3, AVX2, PoCL 3.1, 2026-12-05,
+#: quiet): 16 channels x 8 pixels in work-groups of 2, within 25% of each case's best and
+#: 1.5-3.4x the former 8 x 4 x 8; AVX-512 CPUs take it too (unmeasured there).  GPUs: by the
+#: same reasoning as direct.Depthwise's (4-wide vectors), unmeasured.
+DEPTHWISE_NHWC_DEFAULT_CONFIGS = {"cpu/vector16": {"VW": 16, "PX": 8, "WG": 2},
+                                  "cpu": {"VW": 16, "PX": 8, "WG": 2},
                                   "gpu": {"VW": 4, "PX": 2, "WG": 128},
                                   "*": {"VW": 4, "PX": 2, "WG": 64}}
 

@@ -112,12 +112,12 @@ def test_defaults_per_device_class(fake_handle):
     solver = registry().get(NAME)
     problem = Problem.conv2d((8, 32, 112, 112), (32, 1, 3, 3), padding=1, groups=32,
                              layout="NHWC")
-    for kind, wanted in (("avx512", {"VW": 16, "PX": 4, "WG": 8}),
-                         ("avx2", {"VW": 8, "PX": 4, "WG": 8}),
+    for kind, wanted in (("avx512", {"VW": 16, "PX": 8, "WG": 2}),
+                         ("avx2", {"VW": 16, "PX": 8, "WG": 2}),
                          ("gpu", {"VW": 4, "PX": 2, "WG": 128})):
         assert solver.default_config(problem, fake_handle(kind)) == wanted
     odd = Problem.conv2d((1, 24, 9, 3), (24, 1, 3, 3), groups=24, layout="NHWC")
-    assert solver.default_config(odd, fake_handle("avx512")) == {"VW": 8, "PX": 1, "WG": 8}
+    assert solver.default_config(odd, fake_handle("avx512")) == {"VW": 8, "PX": 1, "WG": 2}
     assert solver.default_config(odd.with_direction("bwd"), fake_handle("gpu"))["PX"] == 2
     small = fake_handle("gpu", max_work_group_size=64)
     assert solver.check_config(problem, small, {"VW": 4, "PX": 2, "WG": 128})
