@@ -34,11 +34,17 @@ def network_total(rows, peak_gflops=None):
 def shape(problem):
     """A short label of a problem's sizes: 'n8 c64 56x56 k64 3x3/1 p1' (+ ' g32' when grouped,
     + ' NHWC' when not channels-first; one size per spatial dim in 1-D and 3-D)."""
-    p, (first, _) = problem, problem.conv.pads[0]
+    p = problem
     group = f" g{p.groups}" if p.groups > 1 else ""
     layout = f" {p.x.layout}" if p.x.channels_last else ""
-    return (f"n{p.n} c{p.c} {'x'.join(map(str, p.in_sizes))} k{p.k} "
-            f"{'x'.join(map(str, p.fil_sizes))}/{p.conv.strides[0]} p{first}{group}{layout}")
+    return (f"n{p.n} c{p.c} {_sizes(p.in_sizes)} k{p.k} {_sizes(p.fil_sizes)}/"
+            f"{_sizes(p.conv.strides, True)} p{_sizes([b for b, _ in p.conv.pads], True)}"
+            f"{group}{layout}")
+
+
+def _sizes(values, merge=False):
+    """'3x7x7'; with ``merge``, one value when every dim has it ('1', not '1x1')."""
+    return str(values[0]) if merge and len(set(values)) == 1 else "x".join(map(str, values))
 
 
 def _fmt(value, digits=2):

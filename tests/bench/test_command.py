@@ -76,7 +76,7 @@ def test_layer_layout_and_sizes_of_any_rank(tmp_path):
              "pad": [0, 1, 1], "count": 1, "layout": "NDHWC"}
     problem = command.layer_problem(layer, 2, "wrw")
     assert problem.x.shape == (2, 4, 5, 6, 7) and problem.w.layout == "NDHWC"
-    assert report.shape(problem) == "n2 c4 5x6x7 k8 1x3x3/1 p0 NDHWC"
+    assert report.shape(problem) == "n2 c4 5x6x7 k8 1x3x3/1x2x2 p0x1x1 NDHWC"
     path = tmp_path / "bad.json"
     del layer["fil"]
     path.write_text(json.dumps({"name": "bad", "layers": [layer]}))
