@@ -115,6 +115,7 @@ class DepthwiseNhwc(DirectSolver):
         return Packing(problem.w.nbytes, pack, lambda buffers, scratch, packed: run(buffers, packed))
 
     def _build(self, problem, handle, config, name):
+        """Kernel ``name`` of depthwise_nhwc.cl built with ``config``'s VW and PX."""
         return handle.build(KERNELS / "depthwise_nhwc.cl", name,
                             {"VW": config["VW"], "PX": config["PX"]})
 
