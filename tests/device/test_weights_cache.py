@@ -16,7 +16,8 @@ MF = cl.mem_flags
 
 @pytest.fixture(autouse=True)
 def installed_plugins(monkeypatch):
-    """The installed families (Winograd packs its filters; direct and gemm have no packing)."""
+    """The installed families (Winograd packs its filters, direct.DepthwiseNhwc its weights
+    transposed; direct.Tiled and gemm have no packing)."""
     monkeypatch.setenv("CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD", "0")
     monkeypatch.setenv("CONVSOLVE_PLUGINS", "")
 

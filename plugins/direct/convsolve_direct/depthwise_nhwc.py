@@ -1,10 +1,12 @@
 """direct.DepthwiseNhwc: depthwise convolutions (groups = C, any multiplier) on channels-last
 tensors of spatial rank 1 to 3, all three directions, a vector of channels per work-item
-(kernels/depthwise_nhwc.cl): no transposes around direct.Depthwise (its `/nchw` composite)."""
+(kernels/depthwise_nhwc.cl): no transposes around direct.Depthwise (its `/nchw` composite).
+Forward and backward-data read the weights transposed to taps x K (a tap's channels one vector)
+in the workspace, or packed once per weights version when they are constant."""
 import math
 
 import numpy as np
-from convsolve import ALL_LAYOUTS, Direction, ceil_div, hookimpl, round_up
+from convsolve import ALL_LAYOUTS, Direction, Packing, ceil_div, hookimpl, round_up
 
 from . import configs
 from .configs import pick_default, work_group_reasons
@@ -57,8 +59,10 @@ class DepthwiseNhwc(DirectSolver):
 
     @hookimpl
     def workspace(self, problem):
+        """Forward and backward-data: the transposed weights (|w|); backward-weights: the
+        partial dWs of a chunk (plan.Partials)."""
         if problem.direction is not Direction.BACKWARD_WEIGHTS:
-            return 0
+            return problem.w.nbytes
         return self._partials(problem).workspace
 
     def _partials(self, problem):
@@ -96,30 +100,60 @@ class DepthwiseNhwc(DirectSolver):
 
     @hookimpl
     def build_invoker(self, problem, handle, config):
-        vw, wg, n = config["VW"], config["WG"], problem.n
-        kernel = handle.build(KERNELS / "depthwise_nhwc.cl", KERNEL[problem.direction],
-                              {"VW": vw, "PX": config["PX"]})
-        at = set_args(kernel, 3, nd_sizes(problem))
-        vectors = ceil_div(channels(problem), vw)
         if problem.direction is Direction.BACKWARD_WEIGHTS:
-            partials = self._partials(problem)
-            at = set_args(kernel, at, (np.int32(partials.rows), np.int32(partials.tiles_per_image)))
-            fold = partials.reducer(handle, problem)
-            items = round_up(vectors * math.prod(problem.fil_sizes), wg)
+            return self._wrw_invoker(problem, handle, config)
+        pack, run = self._stages(problem, handle, config)
+        return lambda buffers, scratch: pack(buffers.w, scratch) + run(buffers, scratch)
 
-            def invoker(buffers, scratch):
-                events = []
-                for first, images in partials.chunks(n):
-                    kernel.set_arg(at, np.int32(first))
-                    tiles = images * partials.tiles_per_image
-                    events.append(enqueue(handle, kernel, (items, tiles), (wg, 1), buffers.x,
-                                          buffers.y, scratch))
-                    events.append(fold(buffers.w, scratch, tiles, first == 0))
-                return events
-            return invoker
+    @hookimpl
+    def build_packing(self, problem, handle, config):
+        """Forward and backward-data: the weights transposed once per weights version (solver
+        API 2.4); None for backward-weights, which writes them."""
+        if problem.direction is Direction.BACKWARD_WEIGHTS:
+            return None
+        pack, run = self._stages(problem, handle, config)
+        return Packing(problem.w.nbytes, pack, lambda buffers, scratch, packed: run(buffers, packed))
+
+    def _build(self, problem, handle, config, name):
+        """Kernel ``name`` of depthwise_nhwc.cl built with ``config``'s VW and PX."""
+        return handle.build(KERNELS / "depthwise_nhwc.cl", name,
+                            {"VW": config["VW"], "PX": config["PX"]})
+
+    def _stages(self, problem, handle, config):
+        """Forward and backward-data as ``pack(w, wt)``, dwl_weights writing the weights taps x
+        K into the buffer ``wt``, and ``run(buffers, wt)``, the convolution reading them."""
+        wg, taps = config["WG"], math.prod(problem.fil_sizes)
+        transpose = self._build(problem, handle, config, "dwl_weights")
+        set_args(transpose, 2, (np.int32(problem.k), np.int32(taps)))
+        kernel = self._build(problem, handle, config, KERNEL[problem.direction])
+        set_args(kernel, 3, nd_sizes(problem))
         *outer, width = pixel_axes(problem)
-        items = round_up(vectors * n * math.prod(outer) * ceil_div(width, config["PX"]), wg)
+        items = round_up(ceil_div(channels(problem), config["VW"]) * problem.n * math.prod(outer)
+                         * ceil_div(width, config["PX"]), wg)
 
-        def invoker(buffers, scratch):   # dwl_fwd(x, w, y), dwl_bwd(dx, w, dy) alike
-            return [enqueue(handle, kernel, (items,), (wg,), buffers.x, buffers.w, buffers.y)]
+        def pack(w, wt):
+            return [enqueue(handle, transpose, (round_up(problem.k * taps, wg),), (wg,), w, wt)]
+
+        def run(buffers, wt):   # dwl_fwd(x, wt, y), dwl_bwd(dx, wt, dy) alike
+            return [enqueue(handle, kernel, (items,), (wg,), buffers.x, wt, buffers.y)]
+        return pack, run
+
+    def _wrw_invoker(self, problem, handle, config):
+        vw, wg, n = config["VW"], config["WG"], problem.n
+        kernel = self._build(problem, handle, config, KERNEL[problem.direction])
+        at = set_args(kernel, 3, nd_sizes(problem))
+        partials = self._partials(problem)
+        at = set_args(kernel, at, (np.int32(partials.rows), np.int32(partials.tiles_per_image)))
+        fold = partials.reducer(handle, problem)
+        items = round_up(ceil_div(problem.k, vw) * math.prod(problem.fil_sizes), wg)
+
+        def invoker(buffers, scratch):
+            events = []
+            for first, images in partials.chunks(n):
+                kernel.set_arg(at, np.int32(first))
+                tiles = images * partials.tiles_per_image
+                events.append(enqueue(handle, kernel, (items, tiles), (wg, 1), buffers.x,
+                                      buffers.y, scratch))
+                events.append(fold(buffers.w, scratch, tiles, first == 0))
+            return events
         return invoker

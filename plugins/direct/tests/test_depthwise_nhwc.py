@@ -1,14 +1,23 @@
 """direct.DepthwiseNhwc: the contract in every rank and layout it claims, a sweep over
 multipliers, strides, dilations, asymmetric padding, filter sizes and channel counts that no
-vector width divides in all three directions, its workspace, determinism over batch chunkings,
-what it refuses, its configs, and find and the numpy API reaching it."""
+vector width divides in all three directions, its workspace, the transposed weights (packed
+once with constant weights), determinism over batch chunkings, what it refuses, its configs,
+and find and the numpy API reaching it."""
 import convsolve
 import numpy as np
+import pyopencl as cl
 import pytest
-from convsolve import Direction, Problem, registry
-from convsolve.testing import check_solver, device_buffers, expected_output, random_tensors
+from convsolve import Buffers, Direction, Problem, reference, registry
+from convsolve.testing import (
+    check_solver,
+    device_buffers,
+    expected_output,
+    guarded,
+    random_tensors,
+    read_output,
+)
 from convsolve_direct import plan
-from direct_helpers import assert_matches_reference, equal_bits, run_config
+from direct_helpers import assert_matches_reference, configs_to_check, equal_bits, run_config
 
 NAME = "direct.DepthwiseNhwc"
 # (x_shape, w_shape, stride, padding, dilation, groups) in logical order, groups = C,
@@ -67,15 +76,81 @@ def test_weights_layout_is_one_memory_order(handle, direction):
                       run_config(handle, solver, first, config, host).ravel())
 
 
-def test_workspace_is_exact_partials():
-    """Forward and backward-data take none; backward-weights the partial dWs of one chunk:
-    ceil(20 / 4) = 5 tiles of 4 rows per image (9 work units a tile: 8 channels x 9 taps),
-    4 * |dW| * 5 * 2 bytes."""
+def test_workspace_is_exact():
+    """Forward and backward-data take the transposed weights, 4 * K * taps bytes; backward-weights
+    the partial dWs of one chunk: ceil(20 / 4) = 5 tiles of 4 rows per image (9 work units a
+    tile: 8 channels x 9 taps), 4 * |dW| * 5 * 2 bytes."""
     solver = registry().get(NAME)
     problem = Problem.conv2d((2, 8, 20, 9), (8, 1, 3, 3), padding=1, groups=8, layout="NHWC")
-    assert solver.workspace(problem) == 0
-    assert solver.workspace(problem.with_direction("bwd")) == 0
+    assert solver.workspace(problem) == 4 * 8 * 9
+    assert solver.workspace(problem.with_direction("bwd")) == 4 * 8 * 9
     assert solver.workspace(problem.with_direction("wrw")) == 4 * 72 * 5 * 2
+
+
+#: Multiplier 2 with channels no vector width divides (C = 5, 9), non-square filters
+PACKED = [nhwc(SHAPES[i], direction) for i in (1, 5) for direction in ("fwd", "bwd")]
+
+
+@pytest.mark.parametrize("problem", PACKED, ids=[p.key() for p in PACKED])
+def test_packed_weights_are_taps_by_k(handle, problem):
+    """dwl_weights writes w (K x taps) transposed, taps x K, exactly |w| bytes of it: a wrong
+    order that the convolution read back consistently would still fail here."""
+    solver = registry().get(NAME)
+    packing = solver.build_packing(problem, handle, solver.default_config(problem, handle))
+    assert packing.nbytes == solver.workspace(problem) == problem.w.nbytes
+    host = random_tensors(problem, seed=4)
+    w = guarded.allocate(handle, host["w"].nbytes, host["w"])
+    packed = guarded.allocate(handle, packing.nbytes)
+    cl.wait_for_events(packing.pack(w, packed))
+    out = np.empty(problem.w.size, np.float32)
+    cl.enqueue_copy(handle.queue, out, packed)
+    assert equal_bits(out, host["w"].reshape(problem.k, -1).T.ravel())
+    assert not guarded.changed(handle, packed, packing.nbytes,
+                               packing.nbytes + guarded.guard_bytes(handle)).size
+
+
+@pytest.mark.parametrize("problem", PACKED, ids=[p.key() for p in PACKED])
+def test_packed_path_matches_the_reference(handle, problem):
+    """With each config: pack, then the invoker from the packed weights alone (w overwritten
+    with NaN) matches the reference and the per-call invoker bit for bit, writing nothing past
+    the packed buffer or the workspace."""
+    solver = registry().get(NAME)
+    host, out = random_tensors(problem, seed=3), problem.direction.output
+    expected = reference.compute(problem, **host)
+    workspace = solver.workspace(problem)
+    for config in configs_to_check(handle, solver, problem, WISHES):
+        packing = solver.build_packing(problem, handle, config)
+        buffers = guarded.tensors(handle, host, blank=(out,))
+        packed = guarded.allocate(handle, packing.nbytes)
+        scratch = guarded.allocate(handle, workspace)
+        cl.wait_for_events(packing.pack(buffers["w"], packed))
+        cl.enqueue_fill_buffer(handle.queue, buffers["w"], np.float32(np.nan), 0,
+                               host["w"].nbytes)
+        cl.wait_for_events(packing.invoker(Buffers(**buffers), scratch, packed))
+        result = read_output(handle, problem, buffers)
+        assert reference.relative_error(result, expected) < 1e-5, config
+        assert equal_bits(result, run_config(handle, solver, problem, config, host))
+        assert not guarded.changed(handle, scratch, workspace,
+                                   workspace + guarded.guard_bytes(handle)).size
+
+
+def test_backward_weights_packs_nothing(handle):
+    """Backward-weights writes the weights: build_packing answers None."""
+    solver = registry().get(NAME)
+    problem = nhwc(SHAPES[1], "wrw")
+    assert solver.build_packing(problem, handle, solver.default_config(problem, handle)) is None
+
+
+def test_constant_weights_pack_once(handle):
+    """The numpy API with constant weights transposes them on the first of two calls only."""
+    problem = nhwc(SHAPES[1], "fwd")
+    host = random_tensors(problem, seed=6)
+    packs = handle.weights_cache.packs
+    for _ in range(2):
+        y = convsolve.conv2d(host["x"], host["w"], stride=2, padding=1, groups=5,
+                             layout="NHWC", solver=NAME, handle=handle, constant_weights=True)
+        assert np.allclose(y, expected_output(problem, host), rtol=1e-5, atol=1e-5)
+    assert handle.weights_cache.packs == packs + 1
 
 
 def test_backward_weights_bitwise_equal_over_chunkings(handle, monkeypatch):

@@ -8,16 +8,21 @@
  * work-item computes a vector of VW consecutive channels of PX consecutive pixels along the
  * width with whole-vector loads and stores (dwl_lanes, dwl_store); the last vector of a pixel,
  * past the last channel, has fewer lanes and takes a lane loop, as do loads whose lanes are not
- * consecutive (x at multiplier M > 1, dy's channels c * M + m, the weights).  Bandwidth-bound:
- * no local memory; neighbouring work-items read neighbouring channels (coalesced on GPUs).
- * Dynamic: every size is a kernel argument (ND_SIZES; G is C).
+ * consecutive (x at multiplier M > 1, dy's and wt's channels c * M + m in dwl_bwd).
+ * Bandwidth-bound: no local memory; neighbouring work-items read neighbouring channels
+ * (coalesced on GPUs).  Dynamic: every size is a kernel argument (ND_SIZES; G is C).
  *
- * dwl_fwd(x, w, y, ND_SIZES)
+ * dwl_weights(w, wt, K, taps)
+ *   Forward's and backward-data's first kernel: wt[tap * K + k] = w[k * taps + tap] (taps =
+ *   Z * R * S), the weights channels innermost in the workspace (K * taps elements), so that a
+ *   tap's vector of channels is one load.  global (K * taps rounded up to WG), local (WG).
+ * dwl_fwd(x, wt, y, ND_SIZES)
  *   y[n, od, oh, ow, k] = sum over z, r, s of x[n, od*SD - PF + z*DD, .., .., k / M] *
- *   w[k, z, r, s]; padding is zeros that take part in the products (0 * inf = NaN, as in the
+ *   wt[(z, r, s), k]; padding is zeros that take part in the products (0 * inf = NaN, as in the
  *   reference).  Items: ceil(K / VW) x N x OD x OH x ceil(OW / PX), the channel vector fastest.
- * dwl_bwd(dx, w, dy, ND_SIZES)
- *   dx[n, d, h, iw, c] = sum over m, z, r, s of dy[n, od, oh, ow, c*M + m] * w[c*M + m, z, r, s]
+ * dwl_bwd(dx, wt, dy, ND_SIZES)
+ *   dx[n, d, h, iw, c] = sum over m, z, r, s of dy[n, od, oh, ow, c*M + m] *
+ *   wt[(z, r, s), c*M + m]
  *   over the taps whose (d + PF - z*DD) / SD, ... are whole positions inside dy: a gather, so
  *   positions outside dy contribute nothing, exactly.  Items: ceil(C / VW) x N x D x H x
  *   ceil(W / PX), the channel vector fastest.
@@ -45,7 +50,7 @@
 
 /* Lane i < lanes: t[at + (first + i) * mul / div], 0 in the other lanes; one vector load where
  * every lane is there and the lanes are consecutive (mul == div == 1).  The lanes of a strided
- * load (the weights, dy at M > 1) take no division: one per lane and tap was most of a CPU's
+ * load (dy and wt at M > 1) take no division: one per lane and tap was most of a CPU's
  * time (3x on MobileNet-v2's 56x56 layer, PoCL, AVX2). */
 inline vec dwl_lanes(__global const real *t, size_t at, int first, int lanes, int mul, int div)
 {
@@ -76,9 +81,17 @@ inline void dwl_store(__global real *t, size_t at, int lanes, vec v)
         t[at + i] = (real)s[i];
 }
 
-__kernel void dwl_fwd(__global const real *x, __global const real *w, __global real *y, ND_SIZES)
+__kernel void dwl_weights(__global const real *w, __global real *wt, const int K, const int taps)
 {
-    const int M = K / C, taps = Z * R * S, vectors = CS_DIV_UP(K, VW), blocks = CS_DIV_UP(OW, PX);
+    const size_t item = get_global_id(0);
+    if (item < (size_t)K * taps)
+        wt[item] = w[item % K * taps + item / K];
+}
+
+__kernel void dwl_fwd(__global const real *x, __global const real *wt, __global real *y,
+                      ND_SIZES)
+{
+    const int M = K / C, vectors = CS_DIV_UP(K, VW), blocks = CS_DIV_UP(OW, PX);
     const size_t item = get_global_id(0);
     if (item >= (size_t)vectors * N * OD * OH * blocks)
         return;
@@ -95,7 +108,8 @@ __kernel void dwl_fwd(__global const real *x, __global const real *w, __global r
             const bool inside = id >= 0 && id < D && ih >= 0 && ih < H;
             const size_t line = inside ? (((size_t)n * D + id) * H + ih) * W : 0;
             for (int s = 0; s < S; ++s) {
-                const vec wv = dwl_lanes(w, (z * R + r) * S + s, k0, lanes, taps, 1);
+                const vec wv = dwl_lanes(wt, (size_t)((z * R + r) * S + s) * K, k0, lanes, 1,
+                                         1);
                 for (int p = 0; p < PX; ++p) {
                     const int iw = (ow0 + p) * STRIDE_W - PAD_L + s * DIL_W;
                     const vec in = inside && iw >= 0 && iw < W
@@ -109,10 +123,10 @@ __kernel void dwl_fwd(__global const real *x, __global const real *w, __global r
         dwl_store(y, (row * OW + ow0 + p) * K + k0, lanes, acc[p]);
 }
 
-__kernel void dwl_bwd(__global real *dx, __global const real *w, __global const real *dy,
+__kernel void dwl_bwd(__global real *dx, __global const real *wt, __global const real *dy,
                       ND_SIZES)
 {
-    const int M = K / C, taps = Z * R * S, vectors = CS_DIV_UP(C, VW), blocks = CS_DIV_UP(W, PX);
+    const int M = K / C, vectors = CS_DIV_UP(C, VW), blocks = CS_DIV_UP(W, PX);
     const size_t item = get_global_id(0);
     if (item >= (size_t)vectors * N * D * H * blocks)
         return;
@@ -133,8 +147,8 @@ __kernel void dwl_bwd(__global real *dx, __global const real *w, __global const 
                     continue;
                 const size_t line = (((size_t)n * OD + od) * OH + oh) * OW;
                 for (int s = 0; s < S; ++s) {
-                    const vec wv = dwl_lanes(w, (size_t)m * taps + (z * R + r) * S + s, c0, lanes,
-                                             M * taps, 1);
+                    const vec wv = dwl_lanes(wt, (size_t)((z * R + r) * S + s) * K + m, c0,
+                                             lanes, M, 1);
                     for (int p = 0; p < PX; ++p) {
                         const int fw = iw0 + p + PAD_L - s * DIL_W, ow = fw / STRIDE_W;
                         if (fw % STRIDE_W == 0 && fw >= 0 && ow < OW)
