@@ -29,16 +29,14 @@ ICD_DIR = Path("/etc/OpenCL/vendors")
 #: The suite's halves, each a pytest process of its own, run at once: the suite's time is mostly
 #: PoCL compiling kernels, on one core per process.  Plain processes, not pytest-xdist workers, so
 #: that a test that kills its process (a crash in an OpenCL runtime) fails that half with the
-#: signal named.  The FFT and direct plugins' tests join the core's, and the Oclgrind runs of
-#: every plugin's kernels (tests/testing/test_sanitized.py, 3.5 of the core's 12 minutes) the
+#: signal named.  The FFT plugin's tests join the core's, and the Oclgrind runs of every
+#: plugin's kernels (tests/testing/test_sanitized.py, 3.5 of the core's 12 minutes) the
 #: plugins', so that the halves take about the same time on 2 cores with cold caches (AVX2
-#: EPYC, 2026-12-05: 711 s against 427 s before the sanitizer moved; later that day 360 s
-#: against 534 s before the direct plugin's 64 s moved); every other plugin's tests, present or
-#: future, are in the second.
+#: EPYC, 2026-12-05: 711 s against 427 s before the move); every other plugin's tests, present
+#: or future, are in the second.
 SANITIZED = "tests/testing/test_sanitized.py"
-CORE_PLUGINS = ("plugins/fft", "plugins/direct")
-SHARDS = {"core+fft+direct": ["tests", *CORE_PLUGINS, f"--ignore={SANITIZED}"],
-          "plugins+oclgrind": ["plugins", *(f"--ignore={p}" for p in CORE_PLUGINS), SANITIZED]}
+SHARDS = {"core+fft": ["tests", "plugins/fft", f"--ignore={SANITIZED}"],
+          "plugins+oclgrind": ["plugins", "--ignore=plugins/fft", SANITIZED]}
 
 
 def step(message):
