@@ -81,6 +81,33 @@ inline void dwl_store(__global real *t, size_t at, int lanes, vec v)
         t[at + i] = (real)s[i];
 }
 
+/* What a forward or backward-data work-item writes: channels [c0, c0 + lanes) of PX pixels
+ * from column p0 of row (n, d, h) of the output (channels x depth x height x width a pixel;
+ * row = (n * depth + d) * height + h); lanes 0 for an item past the end.  The channel vector
+ * is the fastest index, then the pixel block, then the row. */
+typedef struct {
+    int c0, lanes, p0, h, d, n;
+    size_t row;
+} dwl_cell;
+
+inline dwl_cell dwl_cell_of(size_t item, int channels, int images, int depth, int height,
+                            int width)
+{
+    const int vectors = CS_DIV_UP(channels, VW), blocks = CS_DIV_UP(width, PX);
+    dwl_cell cell = {0, 0, 0, 0, 0, 0, 0};
+    if (item >= (size_t)vectors * images * depth * height * blocks)
+        return cell;
+    const size_t block = item / vectors;
+    cell.row = block / blocks;
+    cell.c0 = item % vectors * VW;
+    cell.lanes = min(VW, channels - cell.c0);
+    cell.p0 = block % blocks * PX;
+    cell.h = cell.row % height;
+    cell.d = cell.row / height % depth;
+    cell.n = cell.row / height / depth;
+    return cell;
+}
+
 __kernel void dwl_weights(__global const real *w, __global real *wt, const int K, const int taps)
 {
     const size_t item = get_global_id(0);
@@ -91,13 +118,12 @@ __kernel void dwl_weights(__global const real *w, __global real *wt, const int K
 __kernel void dwl_fwd(__global const real *x, __global const real *wt, __global real *y,
                       ND_SIZES)
 {
-    const int M = K / C, vectors = CS_DIV_UP(K, VW), blocks = CS_DIV_UP(OW, PX);
-    const size_t item = get_global_id(0);
-    if (item >= (size_t)vectors * N * OD * OH * blocks)
+    const int M = K / C;
+    const dwl_cell at = dwl_cell_of(get_global_id(0), K, N, OD, OH, OW);
+    if (!at.lanes)
         return;
-    const int k0 = item % vectors * VW, lanes = min(VW, K - k0);
-    const size_t block = item / vectors, row = block / blocks;   /* row: (n * OD + od) * OH + oh */
-    const int ow0 = block % blocks * PX, oh = row % OH, od = row / OH % OD, n = row / OH / OD;
+    const int k0 = at.c0, lanes = at.lanes, ow0 = at.p0, oh = at.h, od = at.d, n = at.n;
+    const size_t row = at.row;   /* (n * OD + od) * OH + oh */
     vec acc[PX];
     for (int p = 0; p < PX; ++p)
         acc[p] = (vec)0.0f;
@@ -126,32 +152,31 @@ __kernel void dwl_fwd(__global const real *x, __global const real *wt, __global 
 __kernel void dwl_bwd(__global real *dx, __global const real *wt, __global const real *dy,
                       ND_SIZES)
 {
-    const int M = K / C, vectors = CS_DIV_UP(C, VW), blocks = CS_DIV_UP(W, PX);
-    const size_t item = get_global_id(0);
-    if (item >= (size_t)vectors * N * D * H * blocks)
+    const int M = K / C;
+    const dwl_cell at = dwl_cell_of(get_global_id(0), C, N, D, H, W);
+    if (!at.lanes)
         return;
-    const int c0 = item % vectors * VW, lanes = min(VW, C - c0);
-    const size_t block = item / vectors, row = block / blocks;   /* row: (n * D + d) * H + h */
-    const int iw0 = block % blocks * PX, h = row % H, d = row / H % D, n = row / H / D;
+    const int c0 = at.c0, lanes = at.lanes, iw0 = at.p0, h = at.h, d = at.d, n = at.n;
+    const size_t row = at.row;   /* (n * D + d) * H + h */
     vec acc[PX];
     for (int p = 0; p < PX; ++p)
         acc[p] = (vec)0.0f;
     for (int m = 0; m < M; ++m)
         for (int z = 0; z < Z; ++z) {
-            const int fd = d + PAD_F - z * DIL_D, od = fd / STRIDE_D;
-            if (fd % STRIDE_D != 0 || fd < 0 || od >= OD)
+            const int od = nd_window(d, z, PAD_F, STRIDE_D, DIL_D, OD);
+            if (od < 0)
                 continue;
             for (int r = 0; r < R; ++r) {
-                const int fh = h + PAD_T - r * DIL_H, oh = fh / STRIDE_H;
-                if (fh % STRIDE_H != 0 || fh < 0 || oh >= OH)
+                const int oh = nd_window(h, r, PAD_T, STRIDE_H, DIL_H, OH);
+                if (oh < 0)
                     continue;
                 const size_t line = (((size_t)n * OD + od) * OH + oh) * OW;
                 for (int s = 0; s < S; ++s) {
                     const vec wv = dwl_lanes(wt, (size_t)((z * R + r) * S + s) * K + m, c0,
                                              lanes, M, 1);
                     for (int p = 0; p < PX; ++p) {
-                        const int fw = iw0 + p + PAD_L - s * DIL_W, ow = fw / STRIDE_W;
-                        if (fw % STRIDE_W == 0 && fw >= 0 && ow < OW)
+                        const int ow = nd_window(iw0 + p, s, PAD_L, STRIDE_W, DIL_W, OW);
+                        if (ow >= 0)
                             acc[p] = fma(dwl_lanes(dy, (line + ow) * K + m, c0, lanes, M, 1), wv,
                                          acc[p]);
                     }

@@ -18,7 +18,7 @@
  * Defines read: CS_PRECISION (convsolve.h).
  */
 #include "convsolve.h"
-#include "nd_common.cl"   /* ND_SIZES */
+#include "nd_common.cl"   /* ND_SIZES, nd_window */
 
 /* One tensor's element strides, named with the prefix P: P##N (batch or output channel), P##C,
  * P##D, P##H, P##W. */
@@ -88,19 +88,18 @@ __kernel void naive_nd_bwd_data(__global real *dx, __global const real *w,
     float acc = 0.0f;
     for (int kk = 0; kk < kpg; ++kk)
         for (int z = 0; z < Z; ++z) {
-            const int td = id + PAD_F - z * DIL_D;  /* = od * STRIDE_D when tap z reaches id */
-            if (td < 0 || td % STRIDE_D != 0 || td / STRIDE_D >= OD)
+            const int od = nd_window(id, z, PAD_F, STRIDE_D, DIL_D, OD);
+            if (od < 0)
                 continue;
             for (int r = 0; r < R; ++r) {
-                const int th = ih + PAD_T - r * DIL_H;
-                if (th < 0 || th % STRIDE_H != 0 || th / STRIDE_H >= OH)
+                const int oh = nd_window(ih, r, PAD_T, STRIDE_H, DIL_H, OH);
+                if (oh < 0)
                     continue;
                 for (int s = 0; s < S; ++s) {
-                    const int tw = iw + PAD_L - s * DIL_W;
-                    if (tw < 0 || tw % STRIDE_W != 0 || tw / STRIDE_W >= OW)
+                    const int ow = nd_window(iw, s, PAD_L, STRIDE_W, DIL_W, OW);
+                    if (ow < 0)
                         continue;
-                    acc += (float)dy[ND_AT(YS_, n, k0 + kk, td / STRIDE_D, th / STRIDE_H,
-                                           tw / STRIDE_W)]
+                    acc += (float)dy[ND_AT(YS_, n, k0 + kk, od, oh, ow)]
                          * (float)w[ND_AT(WS_, k0 + kk, cc, z, r, s)];
                 }
             }
