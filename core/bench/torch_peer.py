@@ -46,11 +46,13 @@ def torch_args(problem):
             problem.groups)
 
 
-def memory_format(torch, problem):
+def memory_format(torch, problem, channels_last=None):
     """torch's memory format for ``problem``'s tensors: channels_last (2-D) or
-    channels_last_3d when its x is channels-last, else None (contiguous; torch has no
-    channels-last 1-D format, so an NWC problem is compared with torch's NCW)."""
-    if not problem.x.channels_last or problem.spatial_dims == 1:
+    channels_last_3d when ``channels_last`` (None: whether its x is channels-last), else None
+    (contiguous; torch has no channels-last 1-D format, so an NWC problem is compared with
+    torch's NCW)."""
+    wanted = problem.x.channels_last if channels_last is None else channels_last
+    if not wanted or problem.spatial_dims == 1:
         return None
     return torch.channels_last if problem.spatial_dims == 2 else torch.channels_last_3d
 
@@ -287,11 +289,12 @@ def _serve(stdin, stdout):
                     state["loop"] = hot_loop.HotLoop(_dropping(state["fn"]))
                 answer = {"ok": True, "op": op}
             elif request["op"] == "pipeline":
-                layout = torch.channels_last if request["channels_last"] else None
                 state.setdefault("passes", {}).pop(request["name"], None)   # its memory first
                 calls = []
                 for key, count in request["layers"]:
-                    fn, op = _convolution(torch, Problem.from_key(key), state["device"], layout)
+                    problem = Problem.from_key(key)
+                    fn, op = _convolution(torch, problem, state["device"], memory_format(
+                        torch, problem, request["channels_last"]))
                     calls += [_warm(fn)] * count
                 state["passes"][request["name"]] = hot_loop.HotLoop(
                     _pipeline_pass(torch, state["device"], calls))

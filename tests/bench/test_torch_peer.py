@@ -60,7 +60,14 @@ def test_torch_args_and_memory_format_of_every_rank():
     for layout in ("NWC", "NCW"):
         one = Problem.conv1d((1, 4, 9), (4, 2, 3), groups=2, layout=layout)
         assert torch_peer.memory_format(fake, one) is None
-    assert torch_peer.memory_format(fake, Problem.conv2d((1, 4, 5, 5), (4, 4, 1, 1))) is None
+        assert torch_peer.memory_format(fake, one, channels_last=True) is None
+    planar = Problem.conv2d((1, 4, 5, 5), (4, 4, 1, 1))
+    assert torch_peer.memory_format(fake, planar) is None
+    # the pipeline's channels-last pass asks it of channels-first problems of every rank
+    assert torch_peer.memory_format(fake, planar, channels_last=True) == "2d"
+    assert torch_peer.memory_format(fake, Problem.conv3d((1, 2, 3, 4, 5), (2, 2, 1, 1, 1)),
+                                    channels_last=True) == "3d"
+    assert torch_peer.memory_format(fake, problem, channels_last=False) is None
 
 
 @pytest.mark.skipif(not torch_peer.available(), reason="torch is not installed")
