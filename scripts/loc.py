@@ -122,6 +122,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Issue 31's benchmarks raised the bench's from 1,420 to 1,430: suite layers of any spatial
 #: rank and layout (command.SIZE_FIELDS and layer_problem's "in"/"fil", ~4) and torch compared
 #: through conv1d/conv3d in channels_last(_3d) (torch_peer.memory_format, ~6).
+#: Issue 31's rank candidates (a solver serving 2-D problems only, run on a 1-D problem as the
+#: 2-D problem of height 1 with the same memory) raised the engine's from 1,925 to 1,985
+#: (engine/ranks.py, ~57 lines; fusion's and run's names with the "/2d" suffix, ~3).
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
@@ -132,7 +135,7 @@ BUDGETS = {
     "core/device": {"python": 685, "opencl": 0},
     "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 850, "opencl": 0},
-    "core/engine": {"python": 1925, "opencl": 0},
+    "core/engine": {"python": 1985, "opencl": 0},
     "core/testing": {"python": 785, "opencl": 0},
     "core/cli": {"python": 1310, "opencl": 0},
     "core/bench": {"python": 1430, "opencl": 60},

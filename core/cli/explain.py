@@ -4,6 +4,7 @@ from ..db.find_db import FindDb
 from ..engine import fusion
 from ..engine.find import FindMode, _dynamic_only, benchmark
 from ..engine.layouts import Composite
+from ..engine.ranks import RankCandidate
 from ..engine.run import check_buffers
 from ..errors import ContractError
 from ..solvers.calls import workspace_of, wti_of
@@ -34,8 +35,9 @@ def explain(handle, problem, buffers=None):
     epilogue, the rows are find's candidates (a fusing solver's ``<name>/unfused`` too) and the
     solvers left out; ``buffers`` then also holds the epilogue's values as find takes them.
     A problem with a channels-last tensor gets a row for each composite layout candidate
-    (``<name>/nchw``, engine/layouts.py) after its solver's, whose status names it; the
-    composite's second line says what it runs.
+    (``<name>/nchw``, engine/layouts.py), a 1-D problem one for each rank candidate
+    (``<name>/2d``, engine/ranks.py), after its solver's, whose status names it; the
+    candidate's second line says what it runs.
     """
     reg, policy = registry(), Policy.resolve()
     applicable, skipped = fusion.candidates(problem, policy, handle.device.name)
@@ -55,7 +57,7 @@ def explain(handle, problem, buffers=None):
              "db_time_ms": None, "db_source": None, "time_ms": None, "status": why}
             for name, why in skipped.items() if name.endswith(".*")]   # plugins not imported
     shown = [*applicable, *(s for s in reg.solvers.values() if s.name in skipped)]
-    if problem.epilogue is None:   # each solver, then its composite layout candidate if any
+    if problem.epilogue is None:   # each solver, then its composite or rank candidate if any
         composite = {c.inner.name: c for c in applicable if c.name not in reg.solvers}
         shown = [s for solver in reg.solvers.values()
                  for s in (solver, composite.get(solver.name)) if s is not None]
@@ -73,7 +75,7 @@ def explain(handle, problem, buffers=None):
         else:
             row["status"] = (f"rank {timed[solver.name][0]}" if solver.name in timed
                              else "applicable (not run)")
-            if isinstance(solver, Composite):
+            if isinstance(solver, (Composite, RankCandidate)):
                 row["status"] += "\n" + solver.describe(problem)
             if solver.name in unbenchmarked:
                 row["status"] += (f"\nfind skips it: {unbenchmarked[solver.name]}; "

@@ -27,6 +27,7 @@ from ..hookspecs import OPTIONAL_SOLVER_ATTRIBUTES, Packing
 from ..solvers.calls import build_invoker, events_of, fused_stages_of, workspace_of, wti_of
 from ..solvers.registry import registry, solver_attribute
 from .layouts import NCHW, composites
+from .ranks import AS_2D, rank_candidates
 from .search import config_for
 from .verify import OutputCheck, read, sample_index
 
@@ -37,8 +38,9 @@ KERNELS = resources.files("convsolve") / "kernels"
 #: so that the fallback ranking prefers a fused one.
 UNFUSED_WTI = 0.9
 UNFUSED = "/unfused"
-# NCHW ("/nchw", imported from layouts.py) is the other suffix: a composite layout candidate, a
-# solver serving only channels-first tensors run on channels-first copies of channels-last ones.
+# NCHW ("/nchw", imported from layouts.py) is another suffix: a composite layout candidate, a
+# solver serving only channels-first tensors run on channels-first copies of channels-last ones;
+# AS_2D ("/2d", ranks.py) a rank candidate, a 2-D solver run on a 1-D problem as 2-D.
 
 
 # {{{ run-time values
@@ -230,10 +232,11 @@ def solver_of(name):
 
 def candidates(problem, policy=None, device=None):
     """(applicable solvers, {name: why not}) as Registry.candidates gives them (``device``: the
-    device's name, for errata), then a bare problem's composite layout candidates (layouts.py);
-    for a problem with an epilogue, the Candidates of the solvers applicable to its bare
-    convolution."""
+    device's name, for errata) with a 1-D problem's rank candidates (ranks.py), then a bare
+    problem's composite layout candidates (layouts.py); for a problem with an epilogue, the
+    Candidates of the solvers and rank candidates applicable to its bare convolution."""
     applicable, skipped = registry().candidates(problem.with_epilogue(None), policy, device)
+    applicable += rank_candidates(problem.with_epilogue(None), skipped, policy, device)
     if problem.epilogue is None:
         return applicable + composites(problem, skipped, policy, device), skipped
     found = []
@@ -261,6 +264,7 @@ def resolve(problem, name, policy=None, device=None):
     if reason is None and base not in registry().solvers:
         registry().get(base)   # raises, listing what is installed
     reason = reason or ("it serves these layouts itself: no composite" if name.endswith(NCHW)
+                        else "it serves this rank itself: no 2-D view" if name.endswith(AS_2D)
                         else "it fuses none of this epilogue: no unfused variant")
     raise SolverError(f"solver {name!r} cannot run {problem.key()}: {reason}")
 

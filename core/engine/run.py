@@ -166,7 +166,7 @@ def resolve_solver(handle, problem, solver, policy=None):
                                       "run find first, or name a solver")
                 reg.get(solver)  # raises: neither a solver nor a family
             name = family_records[0].solver
-    if problem.epilogue is not None or name.endswith(fusion.NCHW):   # a candidate
+    if problem.epilogue is not None or name.endswith((fusion.NCHW, fusion.AS_2D)):  # candidate
         reg.enabled(fusion.solver_of(name))   # says which switch turned it off
         return fusion.resolve(problem, name, policy, handle.device.name)
     chosen = reg.enabled(name)

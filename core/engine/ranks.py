@@ -1,0 +1,93 @@
+"""Rank candidates: a solver that serves 2-D problems only runs a 1-D problem as the 2-D problem
+of height 1 with the same memory (``as_2d``): no copy, no extra kernel.
+
+For a 1-D problem, each solver the registry refuses only for its spatial rank (``shape_refusal``)
+that is applicable to ``as_2d(problem)`` yields ``<name>/2d``.  It answers the solver hooks by
+asking its solver about the 2-D problem (the same buffers serve both), so find times, records
+and ranks it beside the native 1-D paths: a 1-D problem runs as a 2-D one only where that
+measured faster.  Its WTI is its solver's times RANK_WTI, so that the fallback ranking prefers a
+native path.  Its config is the one its solver has for the 2-D problem (perf-db, else the
+default); `convsolve tune` of the 1-D problem does not search it.
+"""
+from ..device.weights_cache import build_packing
+from ..hookspecs import OPTIONAL_SOLVER_ATTRIBUTES, Packing
+from ..problem import LAYOUTS, ConvDesc, Problem, TensorDesc
+from ..solvers.calls import build_invoker, fused_stages_of, workspace_of, wti_of
+from ..solvers.registry import registry, shape_refusal, solver_attribute
+from .search import config_for
+
+#: The suffix of a rank candidate's name: its solver on the 2-D view of a 1-D problem.
+AS_2D = "/2d"
+#: A rank candidate's WTI is its solver's times this.
+RANK_WTI = 0.9
+
+
+def as_2d(problem):
+    """A 1-D problem as the 2-D problem of height 1 with the same memory (NCW as NCHW, NWC as
+    NHWC; stride, dilation 1 and no padding along the height), its epilogue kept; any other
+    problem itself."""
+    if problem.spatial_dims != 1:
+        return problem
+    x, w, y = (TensorDesc((t.shape[0], t.shape[1], 1, t.shape[2]), t.dtype,
+                          LAYOUTS[2][LAYOUTS[1].index(t.layout)])
+               for t in (problem.x, problem.w, problem.y))
+    c = problem.conv
+    conv = ConvDesc(((0, 0), *c.pads), (1, *c.strides), (1, *c.dilations), c.groups)
+    return Problem(problem.direction, x, w, y, conv, problem.epilogue)
+
+
+def rank_candidates(problem, skipped, policy=None, device=None):
+    """The rank candidates of the 1-D ``problem`` (none for other ranks), given the reasons
+    ``skipped`` of Registry.candidates; the reason of each solver that gets one then names it."""
+    if problem.spatial_dims != 1:
+        return []
+    found = []
+    for solver in registry().candidates(as_2d(problem), policy, device)[0]:
+        reason = skipped.get(solver.name)
+        if reason is not None and reason == shape_refusal(solver, problem):
+            found.append(RankCandidate(solver))
+            skipped[solver.name] = f"{reason}; {found[-1].name} runs it as a 2-D problem"
+    return found
+
+
+class RankCandidate:
+    """``solver`` on a 1-D problem's 2-D view (as_2d); it answers the solver hooks as
+    find, run and the epilogue candidates need them."""
+
+    def __init__(self, solver):
+        self.inner, self.name = solver, solver.name + AS_2D
+        self.family, self.directions, self.dynamic = solver.family, solver.directions, \
+            solver.dynamic
+        for attribute in OPTIONAL_SOLVER_ATTRIBUTES:
+            setattr(self, attribute, solver_attribute(solver, attribute))
+        self.spatial_dims = (1,)
+
+    def __repr__(self):
+        return f"<rank candidate {self.name!r}>"
+
+    def describe(self, problem):
+        """What it runs, in explain's words."""
+        return f"composite: {self.inner.name} on the 1-D problem as 2-D, height 1 (no copy)"
+
+    def is_applicable(self, problem):
+        return self.inner.is_applicable(as_2d(problem))
+
+    def get_wti(self, problem):
+        wti = wti_of(self.inner, as_2d(problem))
+        return wti * RANK_WTI if wti > 0 else wti
+
+    def workspace(self, problem, handle):
+        return workspace_of(self.inner, as_2d(problem), handle)
+
+    def fused_stages(self, problem):
+        return fused_stages_of(self.inner, as_2d(problem))
+
+    def build_invoker(self, problem, handle):
+        flat = as_2d(problem)
+        return build_invoker(self.inner, flat, handle, config_for(self.inner, flat, handle))
+
+    def build_packing(self, problem, handle):
+        """Its solver's packing of the 2-D problem (None where it has none)."""
+        flat = as_2d(problem)
+        built = build_packing(self.inner, flat, handle, config_for(self.inner, flat, handle))
+        return None if built is None else Packing(built.nbytes, built.pack, built.invoker)
