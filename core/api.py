@@ -15,7 +15,7 @@ from .device.tensors import HostOutput, array_buffer, host_buffer, pad_planes
 from .device.weights_cache import check_keywords
 from .engine.bias_grad import backward_bias, dy_desc
 from .engine.find import FindMode, find
-from .engine.fusion import epilogue_args
+from .engine.fusion import candidates, epilogue_args
 from .engine.plan import Plan, plan
 from .engine.run import check_device_limits, check_handle, check_problem, check_tensors_fit
 from .engine.solutions import ranked_without_benchmark
@@ -34,7 +34,6 @@ from .problem import (
     tensor_layouts,
 )
 from .solvers.policy import Policy
-from .solvers.registry import registry
 
 #: An activation as the numpy API takes it: a name (or MIOpen's name or mode number), a tuple
 #: (name, a[, b[, g]]), a convsolve.Activation, or None (identity).
@@ -560,11 +559,12 @@ def conv_transpose3d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding:
 
 
 def applicable_solvers(problem: Problem, handle: Handle | None = None) -> list[str]:
-    """Names of the installed, enabled solvers applicable to ``problem``.
+    """Names of what find considers for ``problem``: the installed, enabled solvers applicable
+    to it (with an epilogue, a fusing one also as ``<name>/unfused``), a 1-D problem's rank
+    candidates (``<name>/2d``) and a channels-last problem's composites (``<name>/nchw``).
 
     With ``handle``, the errata for its device apply too (docs/environment.md); without one,
     only entries that name no device do.
     """
     device = None if handle is None else check_handle(handle).device.name
-    return [solver.name for solver in registry().candidates(check_problem(problem), None,
-                                                              device)[0]]
+    return [solver.name for solver in candidates(check_problem(problem), None, device)[0]]

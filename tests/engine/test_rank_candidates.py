@@ -95,3 +95,12 @@ def test_run_and_explain_name_the_rank_candidate(handle, with_implicit):
     status = {row["solver"]: row["status"] for row in rows}
     assert status[name] == ("applicable (not run)\ncomposite: implicit_gemm.Fwd on the 1-D "
                             "problem as 2-D, height 1 (no copy)")
+
+
+def test_applicable_solvers_names_every_candidate(with_implicit):
+    """applicable_solvers lists what find considers: the rank candidates of a 1-D problem and
+    the composites of a channels-last one, each after the solvers."""
+    names = convsolve.applicable_solvers(NCW)
+    assert names.index("implicit_gemm.Fwd" + AS_2D) > names.index("gemm.Im2ColGemm")
+    channels_last = Problem.conv2d((1, 4, 5, 5), (4, 4, 3, 3), layout="NHWC")
+    assert "gemm.Im2ColGemm/nchw" in convsolve.applicable_solvers(channels_last)
