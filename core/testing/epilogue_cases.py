@@ -1,8 +1,9 @@
 """check_solver's epilogue checks, for solvers that declare ``fused_stages``: each fused part
 against the float64 reference and against the core's unfused pass, with edge values.
 
-For a few problems the solver accepts (two per direction, the second with the cases that touch
-other memory only; on Oclgrind one, with those), each case of CASES that the solver fuses at
+For a few problems the solver accepts (2-D NCHW: two per direction, the second with the cases
+that touch other memory only, on Oclgrind one, with those; each other spatial rank and layout
+it claims: one per direction, with SHAPE_CASES), each case of CASES that the solver fuses at
 least one stage of runs fused and unfused, in process or in check_solver's workers alike, on
 guarded buffers (guarded.py: on a device a guard zone of NaN follows each tensor, operand and
 workspace, so a read past one shows as NaN and a write there is a failure naming the buffer;
@@ -51,6 +52,9 @@ CASES = {
 #: the prior output read.  The later problems of a direction run these, and a simulator
 #: (Oclgrind, whose checks are of memory and races, and where each run costs seconds) only these.
 MEMORY_CASES = ("all, beta=0, leaky a=0", "z is y, elu, blend", "alpha, blend")
+#: The cases of the other ranks and layouts (one problem each): every forward operand read at
+#: its channel or in y's layout, and the backward blend.
+SHAPE_CASES = ("all, beta=0, leaky a=0", "alpha, blend")
 #: Problems checked per direction (the first with every case); on Oclgrind (check_solver's
 #: sanitize=True) fewer.
 PROBLEMS_PER_DIRECTION = 2
@@ -160,21 +164,25 @@ def _check_case(solver, handle, problem, case, seed, progress, limit_s):
 
 def plan(problems, sanitize=False):
     """{problem key: the labels of the cases check_solver runs on it} for the problems of
-    ``problems`` it checks epilogues on: per direction, the first PROBLEMS_PER_DIRECTION (on
-    Oclgrind, ``sanitize``, SANITIZED_PROBLEMS_PER_DIRECTION) in this order: grouped ones with
-    several output channels (a channel's scale and bias then sit at a group's offset), the
-    others with several, the rest.  The first takes every case, the others (and every one on
-    Oclgrind) MEMORY_CASES.  Epilogues serve 2-D NCHW problems only: others get none."""
-    problems = [p for p in problems if p.is_2d_nchw]
-
+    ``problems`` it checks epilogues on.  2-D NCHW, per direction, the first
+    PROBLEMS_PER_DIRECTION (on Oclgrind, ``sanitize``, SANITIZED_PROBLEMS_PER_DIRECTION) in
+    this order: grouped ones with several output channels (a channel's scale and bias then sit
+    at a group's offset), the others with several, the rest; the first takes every case, the
+    others (and every one on Oclgrind) MEMORY_CASES.  Every other spatial rank and layout
+    choice (x, w, y) among ``problems`` (claimed_problems: the ranks and layouts a solver
+    claims), per direction, its first problem in that order with SHAPE_CASES."""
     def order(problem):
         channels = getattr(problem, problem.direction.output).shape[1]
         return channels == 1, problem.groups == 1
     every = tuple(label for cases in CASES.values() for label, *_ in cases)
     per_direction = SANITIZED_PROBLEMS_PER_DIRECTION if sanitize else PROBLEMS_PER_DIRECTION
-    found = {}
-    for direction in dict.fromkeys(p.direction for p in problems):
-        own = sorted((p for p in problems if p.direction is direction), key=order)
+    found, groups = {}, {}
+    for problem in sorted(problems, key=order):
+        groups.setdefault((problem.direction, problem.layouts), []).append(problem)
+    for (_, layouts), own in groups.items():
+        if layouts != ("NCHW",) * 3:
+            found[own[0].key()] = SHAPE_CASES
+            continue
         for index, problem in enumerate(own[:per_direction]):
             found[problem.key()] = every if index == 0 and not sanitize else MEMORY_CASES
     return found
