@@ -122,9 +122,10 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Issue 31's benchmarks raised the bench's from 1,420 to 1,430: suite layers of any spatial
 #: rank and layout (command.SIZE_FIELDS and layer_problem's "in"/"fil", ~4) and torch compared
 #: through conv1d/conv3d in channels_last(_3d) (torch_peer.memory_format, ~6).
-#: Issue 31's epilogues of every rank and layout raised the engine's from 1,925 to 1,935 (the
+#: Issue 31's epilogues of every rank and layout raised the engine's from 1,925 to 1,940 (the
 #: epilogue pass's channels-last planes and any rank's plane, and composites as unfused epilogue
-#: candidates: ~6) and the testing's from 785 to 790 (the epilogue cases of every claimed rank
+#: candidates: ~6; backward-bias of a channels-first dy of any rank, the driver's -b 1, and a
+#: channels-last one refused: ~6) and the testing's from 785 to 790 (the epilogue cases of every claimed rank
 #: and layout, epilogue_cases.plan: ~4); conv1d and conv3d taking conv2d's epilogue keywords
 #: (+10 in api.py, at the 400-line module limit) moved the numpy API's check of ``out=``
 #: (tensors.check_out, 17 lines) from api.py to device/tensors.py, raising the device's from
@@ -139,7 +140,7 @@ BUDGETS = {
     "core/device": {"python": 700, "opencl": 0},
     "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 850, "opencl": 0},
-    "core/engine": {"python": 1935, "opencl": 0},
+    "core/engine": {"python": 1940, "opencl": 0},
     "core/testing": {"python": 790, "opencl": 0},
     "core/cli": {"python": 1310, "opencl": 0},
     "core/bench": {"python": 1430, "opencl": 60},
