@@ -2,8 +2,8 @@
 against the float64 reference and against the core's unfused pass, with edge values.
 
 For a few problems the solver accepts (2-D NCHW: two per direction, the second with the cases
-that touch other memory only, on Oclgrind one, with those; each other spatial rank and layout
-it claims: one per direction, with SHAPE_CASES, not on Oclgrind), each case of CASES that the solver fuses at
+that touch other memory only, on Oclgrind one, with those; each other spatial rank and output
+layout it claims: one per direction, with SHAPE_CASES, not on Oclgrind), each case of CASES that the solver fuses at
 least one stage of runs fused and unfused, in process or in check_solver's workers alike, on
 guarded buffers (guarded.py: on a device a guard zone of NaN follows each tensor, operand and
 workspace, so a read past one shows as NaN and a write there is a failure naming the buffer;
@@ -168,10 +168,11 @@ def plan(problems, sanitize=False):
     PROBLEMS_PER_DIRECTION (on Oclgrind, ``sanitize``, SANITIZED_PROBLEMS_PER_DIRECTION) in
     this order: grouped ones with several output channels (a channel's scale and bias then sit
     at a group's offset), the others with several, the rest; the first takes every case, the
-    others (and every one on Oclgrind) MEMORY_CASES.  Every other spatial rank and layout
-    choice (x, w, y) among ``problems`` (claimed_problems: the ranks and layouts a solver
-    claims), per direction, its first problem in that order with SHAPE_CASES; none on
-    Oclgrind, where each run costs seconds: its epilogue cases stay 2-D NCHW's."""
+    others (and every one on Oclgrind) MEMORY_CASES.  Every other spatial rank and output
+    layout among ``problems`` (claimed_problems: the ranks and layouts a solver claims; the
+    epilogue reads y's layout alone), per direction, its first problem in that order with
+    SHAPE_CASES; none on Oclgrind, where each run costs seconds: its epilogue cases stay 2-D
+    NCHW's."""
     def order(problem):
         channels = getattr(problem, problem.direction.output).shape[1]
         return channels == 1, problem.groups == 1
@@ -179,11 +180,11 @@ def plan(problems, sanitize=False):
     per_direction = SANITIZED_PROBLEMS_PER_DIRECTION if sanitize else PROBLEMS_PER_DIRECTION
     found, groups = {}, {}
     for problem in sorted(problems, key=order):
-        groups.setdefault((problem.direction, problem.layouts), []).append(problem)
-    for (_, layouts), own in groups.items():
-        if layouts != ("NCHW",) * 3:
-            if not sanitize:
-                found[own[0].key()] = SHAPE_CASES
+        shape = "2-D NCHW" if problem.is_2d_nchw else (problem.spatial_dims, problem.y.layout)
+        groups.setdefault((problem.direction, shape), []).append(problem)
+    for (_, shape), own in groups.items():
+        if shape != "2-D NCHW":   # on Oclgrind none
+            found.update({} if sanitize else {own[0].key(): SHAPE_CASES})
             continue
         for index, problem in enumerate(own[:per_direction]):
             found[problem.key()] = every if index == 0 and not sanitize else MEMORY_CASES

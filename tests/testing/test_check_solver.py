@@ -381,15 +381,17 @@ def test_an_epilogue_said_fused_but_not_applied_is_caught(handle, isolate):
 
 
 def test_epilogue_cases_cover_every_claimed_rank_and_layout():
-    """check_solver's epilogue plan gives each direction of every other rank and layout choice
+    """check_solver's epilogue plan gives each direction of every other rank and output layout
     a solver claims one problem with SHAPE_CASES, besides 2-D NCHW's every case (on Oclgrind
     2-D NCHW's alone)."""
     from convsolve.testing import epilogue_cases
     problems = standard_problems() + claimed_problems(NaiveFwd())
     plan = epilogue_cases.plan(problems)
-    groups = {(p.direction, p.layouts) for p in problems}
+    def group(p):   # the epilogue reads y's layout alone
+        return p.direction, p.is_2d_nchw or (p.spatial_dims, p.y.layout)
+    groups = {group(p) for p in problems}
     planned = [p for p in problems if p.key() in plan]
-    assert {(p.direction, p.layouts) for p in planned} == groups
+    assert {group(p) for p in planned} == groups
     assert all(plan[p.key()] == epilogue_cases.SHAPE_CASES for p in planned if not p.is_2d_nchw)
     assert len(planned) == len(groups) + 3   # 2-D NCHW: two problems per direction
     sanitized = epilogue_cases.plan(problems, sanitize=True)   # Oclgrind: 2-D NCHW's only
