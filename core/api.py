@@ -271,7 +271,7 @@ def conv2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: Padding =
            handle: Handle | None = None, max_tolerance: float | None = None,
            deterministic: bool | None = None, constant_weights: bool = False,
            weights_version: int = 0, layout: LayoutSpec = None) -> Tensor:
-    """Forward convolution of NCHW ``x`` with KCRS ``w`` (or ``layout``'s), with its epilogue; returns
+    """Forward convolution of NCHW ``x`` with KCRS ``w``, with its epilogue; returns
 
         act(alpha * conv(x, w) * scale[k] + bias[k] + z_scale * z) + beta * y
 

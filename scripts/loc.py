@@ -125,11 +125,11 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Issue 31's epilogues of every rank and layout raised the engine's from 1,925 to 1,940 (the
 #: epilogue pass's channels-last planes and any rank's plane, and composites as unfused epilogue
 #: candidates: ~6; backward-bias of a channels-first dy of any rank, the driver's -b 1, and a
-#: channels-last one refused: ~6) and the testing's from 785 to 790 (the epilogue cases of every claimed rank
-#: and layout, epilogue_cases.plan: ~4); conv1d and conv3d taking conv2d's epilogue keywords
-#: (+10 in api.py, at the 400-line module limit) moved the numpy API's check of ``out=``
-#: (tensors.check_out, 17 lines) from api.py to device/tensors.py, raising the device's from
-#: 685 to 700 while the door's stays at 1,910.
+#: channels-last one refused: ~6) and the testing's from 785 to 790 (the epilogue cases of every
+#: claimed rank and layout, epilogue_cases.plan: ~4); conv1d and conv3d taking conv2d's epilogue
+#: keywords (+10 in api.py, at the 400-line module limit) moved the numpy API's check of
+#: ``out=`` (tensors.check_out, 17 lines) from api.py to device/tensors.py, raising the device's
+#: from 685 to 700 while the door's stays at 1,910.
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")

@@ -100,8 +100,8 @@ def test_numpy_api_of_every_rank(handle, with_gemm, name):
     expected = reference.compute(problem, *(host[n] for n in "xwy"), **operands, **VALUES)
     for solver in (None, "direct.NaiveFwd", "direct.NaiveFwd" + UNFUSED):
         got = convolve(host["x"], host["w"], bare.conv.strides, bare.conv.pads,
-                       groups=bare.groups, layout=layout, y=host["y"], **operands, **VALUES, solver=solver,
-                       handle=handle)
+                       groups=bare.groups, layout=layout, y=host["y"], **operands, **VALUES,
+                       solver=solver, handle=handle)
         assert got.shape == bare.y.memory_shape
         assert reference.relative_error(got, expected) < 1e-5, solver
 

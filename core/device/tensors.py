@@ -21,7 +21,8 @@ def random_tensors(problem, seed=0):
 
 def random_epilogue_tensors(problem, seed=0):
     """The tensors of ``problem``'s epilogue parts ('scale', 'bias': one per output channel;
-    'z': the output's, in its layout), float32 host arrays uniform in [-1, 1]; {} without an epilogue."""
+    'z': the output's, in its layout), float32 host arrays uniform in [-1, 1]; {} without an
+    epilogue."""
     structure, rng = problem.epilogue, np.random.default_rng(seed)
     if structure is None:
         return {}

@@ -3,17 +3,18 @@ against the float64 reference and against the core's unfused pass, with edge val
 
 For a few problems the solver accepts (2-D NCHW: two per direction, the second with the cases
 that touch other memory only, on Oclgrind one, with those; each other spatial rank and output
-layout it claims: one per direction, with SHAPE_CASES, not on Oclgrind), each case of CASES that the solver fuses at
-least one stage of runs fused and unfused, in process or in check_solver's workers alike, on
-guarded buffers (guarded.py: on a device a guard zone of NaN follows each tensor, operand and
-workspace, so a read past one shows as NaN and a write there is a failure naming the buffer;
-on Oclgrind each has its exact size); a fused result must match the reference (its NaN and inf
-exactly) within the solver's tolerance, and the unfused one within the same tolerance.  For a solver
-with nonfinite = "spread" the reference takes, where the solver's own bare convolution is not
-finite, the epilogue of that value instead.  The cases hold the edges of the semantics: alpha
-0 (the convolution unread: a NaN planted in the input must not show) and negative, beta 0 with
-a NaN-filled output (unread), z being the output's own buffer, activation parameters at their
-limits (leaky relu a = 0, elu a = 0), infinities through relu (never 0 * inf).
+layout it claims: one per direction, with SHAPE_CASES, not on Oclgrind), each case of CASES that
+the solver fuses at least one stage of runs fused and unfused, in process or in check_solver's
+workers alike, on guarded buffers (guarded.py: on a device a guard zone of NaN follows each
+tensor, operand and workspace, so a read past one shows as NaN and a write there is a failure
+naming the buffer; on Oclgrind each has its exact size); a fused result must match the reference
+(its NaN and inf exactly) within the solver's tolerance, and the unfused one within the same
+tolerance. For a solver with nonfinite = "spread" the reference takes, where the solver's own
+bare convolution is not finite, the epilogue of that value instead. The cases hold the edges of
+the semantics: alpha 0 (the convolution unread: a NaN planted in the input must not show) and
+negative, beta 0 with a NaN-filled output (unread), z being the output's own buffer, activation
+parameters at their limits (leaky relu a = 0, elu a = 0), infinities through relu (never 0 *
+inf).
 """
 import numpy as np
 
