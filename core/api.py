@@ -11,7 +11,14 @@ import pyopencl.array as cl_array
 from numpy.typing import ArrayLike
 
 from .device.handle import Handle
-from .device.tensors import HostOutput, array_buffer, host_buffer, pad_planes
+from .device.tensors import (
+    FLOAT32_ONLY,
+    HostOutput,
+    array_buffer,
+    check_out,
+    host_buffer,
+    pad_planes,
+)
 from .device.weights_cache import check_keywords
 from .engine.bias_grad import backward_bias, dy_desc
 from .engine.find import FindMode, find
@@ -44,10 +51,6 @@ ActivationLike = str | int | Sequence[str | float] | Activation | None
 TensorLike = ArrayLike | cl_array.Array
 #: What the numpy API returns: a host array, or a pyopencl Array when given one.
 Tensor = np.ndarray | cl_array.Array
-
-#: Why another dtype is refused, and the way to float32.
-_FLOAT32_ONLY = ("expected float32: convsolve computes in float32; .astype(numpy.float32) "
-                 "makes a float32 copy (results then carry float32's rounding)")
 
 #: The epilogue's scalars at the values that leave the bare convolution.
 _DEFAULTS = {"alpha": 1.0, "beta": 0.0, "z_scale": 1.0}
@@ -110,7 +113,7 @@ def _host_array(name: str, array: TensorLike) -> Tensor:
         except (ValueError, TypeError) as exc:   # ragged nested sequences, objects numpy refuses
             raise ValidationError(name, type(array).__name__, f"not an array: {exc}") from None
     if array.dtype != np.float32:
-        raise ValidationError(f"{name}.dtype", str(array.dtype), _FLOAT32_ONLY)
+        raise ValidationError(f"{name}.dtype", str(array.dtype), FLOAT32_ONLY)
     return array
 
 
@@ -120,25 +123,6 @@ def _buffer(handle: Handle, name: str, array: Tensor) -> cl.Buffer:
     if isinstance(array, cl_array.Array):
         return array_buffer(name, array, array.shape, handle)
     return host_buffer(handle, array)
-
-
-def _check_out(out: Any, shape: Sequence[int], device: bool,
-               inputs: Sequence[Any]) -> np.ndarray:
-    """``out`` checked to take the output: a writeable float32 host array of ``shape`` sharing
-    no memory with ``inputs`` (the output's prior contents may be ``out`` itself)."""
-    if device:
-        raise ValidationError("out", type(out).__name__, "with pyopencl Arrays the result is a "
-                              "new Array: out= takes host arrays")
-    if not isinstance(out, np.ndarray):
-        raise ValidationError("out", type(out).__name__, "expected a numpy array")
-    if out.dtype != np.float32:
-        raise ValidationError("out.dtype", str(out.dtype), _FLOAT32_ONLY)
-    _check_shape("out", out, shape)
-    if not out.flags.writeable:
-        raise ValidationError("out", "a read-only array", "expected a writeable array")
-    if any(np.may_share_memory(out, array) for array in inputs):
-        raise ValidationError("out", "an input's memory", "give the output memory of its own")
-    return out
 
 
 def _device_copy(handle: Handle, name: str, array: Tensor) -> cl_array.Array:
@@ -173,7 +157,8 @@ def _epilogue(problem: Problem, values: Mapping[str, Any],
         if name in values:
             values[name] = finite(name, values[name])
     out = getattr(problem, problem.direction.output)
-    for name, shape in (("scale", out.shape[1:2]), ("bias", out.shape[1:2]), ("z", out.shape)):
+    for name, shape in (("scale", out.shape[1:2]), ("bias", out.shape[1:2]),
+                        ("z", out.memory_shape)):   # z in the output's layout
         if name in values:
             values[name] = _host_array(name, values[name])
             _check_shape(name, values[name], shape)
@@ -215,7 +200,7 @@ def _solve(problem: Problem, handle: Handle | None, solver: str | None,
                          if name in values}}
     device = any(isinstance(a, cl_array.Array) for a in [prior, *arrays.values()])
     if out is not None:
-        out = _check_out(out, shape, device, list(arrays.values()))
+        out = check_out(out, shape, device, list(arrays.values()))
     if problem.n == 0:  # nothing reaches OpenCL: empty outputs, and zero weight gradients
         empty = (values["beta"] * _on_host(prior)).astype(np.float32) if blend else np.zeros(
             shape, np.float32)
@@ -305,7 +290,8 @@ def conv2d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: Padding =
     in the handle (conv_transpose2d takes the same keywords).  ``layout`` ("NHWC", or a
     mapping {"x": ..., "w": ..., "y": ...}; None: NCHW) is the arrays' memory order, every
     function here takes it, and their shapes follow it ((N, H, W, C) for NHWC); an epilogue
-    (bias, scale, z, an activation, alpha or beta) needs NCHW.
+    serves every layout (``bias`` and ``scale`` per output channel, ``z`` and ``y`` in the
+    output's layout), and every rank (conv1d, conv3d).
     """
     return _convolve(2, x, w, (stride, padding, dilation, groups), layout, solver, handle,
                      _policy(max_tolerance, deterministic), (constant_weights, weights_version),
@@ -382,7 +368,7 @@ def conv2d_backward_bias(dy: TensorLike, alpha: float = 1.0, beta: float = 0.0,
         _check_shape("db", prior, dy.shape[1:2])
     device = isinstance(dy, cl_array.Array) or isinstance(prior, cl_array.Array)
     if out is not None:
-        out = _check_out(out, dy.shape[1:2], device, [dy])
+        out = check_out(out, dy.shape[1:2], device, [dy])
     if dy.size == 0 or dy.shape[1] == 0:
         empty = ((beta * _on_host(prior)).astype(np.float32) if prior is not None
                  else np.zeros(dy.shape[1], np.float32))
@@ -437,7 +423,7 @@ def _transposed(rank: int, x: TensorLike, w: TensorLike, stride: IntPair, paddin
     part = tuple(slice(0, size) for size in result.memory_shape)   # what the solver writes
     device = any(isinstance(a, cl_array.Array) for a in (x, w))
     if out is not None:
-        _check_out(out, [s + e for s, e in zip(result.memory_shape, extra)], device, [x, w])
+        check_out(out, [s + e for s, e in zip(result.memory_shape, extra)], device, [x, w])
         if any(zeros):
             out[...] = 0
     y = _solve(problem, handle, solver, {"y": x, "w": w}, policy,
@@ -455,29 +441,39 @@ def _transposed(rank: int, x: TensorLike, w: TensorLike, stride: IntPair, paddin
 # {{{ 1-D and 3-D: conv2d's arguments, one size per spatial dim (PyTorch's conv1d, conv3d, ...)
 
 def conv1d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: Padding = 0,
-           dilation: IntPair = 1, groups: int = 1, *, layout: LayoutSpec = None,
+           dilation: IntPair = 1, groups: int = 1, *, bias: TensorLike | None = None,
+           scale: TensorLike | None = None, z: TensorLike | None = None, alpha: float = 1.0,
+           beta: float = 0.0, z_scale: float = 1.0, activation: ActivationLike = None,
+           y: TensorLike | None = None, layout: LayoutSpec = None,
            out: np.ndarray | None = None, solver: str | None = None,
            handle: Handle | None = None, max_tolerance: float | None = None,
            deterministic: bool | None = None, constant_weights: bool = False,
            weights_version: int = 0) -> Tensor:
     """Forward convolution of (N, C, W) ``x`` with (K, C/groups, S) ``w`` (``layout`` "NWC":
-    (N, W, C) arrays), as conv2d without its epilogue."""
+    (N, W, C) arrays), as conv2d, with its epilogue (bias and scale per output channel, z and y
+    in the output's layout)."""
     return _convolve(1, x, w, (stride, padding, dilation, groups), layout, solver, handle,
                      _policy(max_tolerance, deterministic), (constant_weights, weights_version),
-                     out)
+                     out, {"bias": bias, "scale": scale, "z": z, "alpha": alpha, "beta": beta,
+                           "z_scale": z_scale, "activation": activation}, y)
 
 
 def conv3d(x: TensorLike, w: TensorLike, stride: IntPair = 1, padding: Padding = 0,
-           dilation: IntPair = 1, groups: int = 1, *, layout: LayoutSpec = None,
+           dilation: IntPair = 1, groups: int = 1, *, bias: TensorLike | None = None,
+           scale: TensorLike | None = None, z: TensorLike | None = None, alpha: float = 1.0,
+           beta: float = 0.0, z_scale: float = 1.0, activation: ActivationLike = None,
+           y: TensorLike | None = None, layout: LayoutSpec = None,
            out: np.ndarray | None = None, solver: str | None = None,
            handle: Handle | None = None, max_tolerance: float | None = None,
            deterministic: bool | None = None, constant_weights: bool = False,
            weights_version: int = 0) -> Tensor:
     """Forward convolution of (N, C, D, H, W) ``x`` with (K, C/groups, Z, R, S) ``w``
-    (``layout`` "NDHWC": (N, D, H, W, C) arrays), as conv2d without its epilogue."""
+    (``layout`` "NDHWC": (N, D, H, W, C) arrays), as conv2d, with its
+    epilogue (bias and scale per output channel, z and y in the output's layout)."""
     return _convolve(3, x, w, (stride, padding, dilation, groups), layout, solver, handle,
                      _policy(max_tolerance, deterministic), (constant_weights, weights_version),
-                     out)
+                     out, {"bias": bias, "scale": scale, "z": z, "alpha": alpha, "beta": beta,
+                           "z_scale": z_scale, "activation": activation}, y)
 
 
 def conv1d_backward_data(dy: TensorLike, w: TensorLike, x_shape: Shape, stride: IntPair = 1,

@@ -403,7 +403,11 @@ def fused_stages(problem: Problem) -> int:
     bare problems.  A fused kernel must read ``z[i]`` and the prior ``y[i]`` before writing
     ``y[i]``, in the same work-item: z may be the output's own buffer, and the prior output is
     read only where ``beta != 0`` (a NaN-filled output with ``beta == 0`` stays harmless).  A
-    coefficient of 0 means its operand is never read (``CS_EPILOGUE`` does that).
+    coefficient of 0 means its operand is never read (``CS_EPILOGUE`` does that).  Problems of
+    every spatial rank and layout the solver serves carry epilogues (``scale`` and ``bias`` per
+    output channel ``k``, z in y's layout): answer 0 for those whose stores do not know each
+    element's channel (a GEMM whose rows are pixels, say), and the core applies it;
+    ``check_solver`` checks the answer on every rank and layout the solver claims.
 
     :param problem: the :class:`convsolve.Problem`, with its full epilogue.
     :returns: an int in ``[0, len(problem.epilogue.stages)]``.  Raising or answering anything

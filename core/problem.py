@@ -298,9 +298,6 @@ class Problem:
         if self._epilogue is not None:
             if not isinstance(self._epilogue, Epilogue):
                 raise ValidationError("epilogue", self._epilogue, "expected a convsolve.Epilogue")
-            if not self.is_2d_nchw:
-                raise ValidationError("epilogue", self._epilogue.key(), "epilogues serve 2-D "
-                                      f"NCHW problems only; this one is {self.key()}")
             self._epilogue.check(self.direction)
 
     def __hash__(self) -> int:  # cached: run() looks problems up on every call
@@ -327,7 +324,7 @@ class Problem:
         tensor, or a mapping {"x", "w", "y"}: LAYOUTS; None: channels-first); the spatial rank
         is ``spatial_dims`` (1, 2 or 3) or x_shape's.  ``stride`` and ``dilation`` are an int or
         one per spatial dim; ``padding`` that, or a (before, after) pair per dim.  The output
-        carries ``epilogue`` (a convsolve.Epilogue; 2-D NCHW only) if given."""
+        carries ``epilogue`` (a convsolve.Epilogue, any rank and layout) if given."""
         direction = Direction.parse(direction)
         rank = len(x_shape) - 2 if isinstance(x_shape, (tuple, list)) else 0
         if spatial_dims is not None and (rank != spatial_dims or rank not in SPATIAL_RANKS):
@@ -466,7 +463,7 @@ class Problem:
                        doc="The layouts of x, w and y.")
     is_2d_nchw = property(lambda self: self.layouts == ("NCHW",) * 3,
                           doc="Whether the problem is 2-D with every tensor NCHW: the problems "
-                              "of kernel_args(), defines() and epilogues.")
+                              "of kernel_args() and defines().")
     groups = property(lambda self: self.conv.groups, doc="Group count.")
     dtype = property(lambda self: self.x.dtype, doc="Element type of all three tensors.")
 

@@ -167,20 +167,23 @@ def epilogue(problem: Problem, conv: ArrayLike, prior: ArrayLike | None = None,
              z_scale: float = 1.0, activation: Activation | str | None = None,
              scale: ArrayLike | None = None, bias: ArrayLike | None = None,
              z: ArrayLike | None = None) -> np.ndarray:
-    """``problem.epilogue`` applied to the convolution's output ``conv`` (float64): the whole
-    output tensor, or its elements at flat ``index``.  ``prior`` is the output's prior contents
-    (blend), ``z`` the residual (both of the output's shape), ``scale`` and ``bias`` one value per
-    output channel; a coefficient of 0 leaves its operand unread."""
+    """``problem.epilogue`` applied to the convolution's output ``conv`` (float64, the output's
+    memory order): the whole output tensor, or its elements at flat ``index``.  ``prior`` is the
+    output's prior contents (blend), ``z`` the residual (both in the output's layout),
+    ``scale`` and ``bias`` one value per output channel, whatever the rank and layout; a
+    coefficient of 0 leaves its operand unread."""
     # the caller's problem has an epilogue, and it passes the operands that epilogue reads
     structure = cast(Epilogue, problem.epilogue)
-    shape = getattr(problem, problem.direction.output).shape
+    desc = getattr(problem, problem.direction.output)
+    axis = desc.order.index(1)   # where the channel axis lies in memory order, any layout
     if index is None:
-        channel = np.arange(shape[1]).reshape(1, -1, 1, 1)
+        channel = np.arange(desc.shape[1]).reshape(
+            [-1 if a == axis else 1 for a in range(len(desc.shape))])
 
         def take(array: ArrayLike | None) -> np.ndarray:
-            return np.asarray(array, dtype=np.float64)
+            return np.asarray(array, dtype=np.float64).reshape(desc.memory_shape)
     else:
-        channel = np.unravel_index(index, shape)[1]
+        channel = np.unravel_index(index, desc.memory_shape)[axis]
 
         def take(array: ArrayLike | None) -> np.ndarray:
             return np.asarray(array).ravel()[index].astype(np.float64)
@@ -202,8 +205,9 @@ def epilogue(problem: Problem, conv: ArrayLike, prior: ArrayLike | None = None,
 def backward_bias(dy: ArrayLike, alpha: float = 1.0, beta: float = 0.0,
                   db: ArrayLike | None = None) -> np.ndarray:
     """db = alpha * dy summed over images and pixels + beta * db (float64; operands of a zero
-    coefficient unread)."""
-    total = np.asarray(dy, dtype=np.float64).sum(axis=(0, 2, 3)) if alpha != 0 else 0.0
+    coefficient unread); dy channels-first, of any spatial rank."""
+    total = np.asarray(dy, dtype=np.float64).sum(axis=(0, *range(2, np.ndim(dy)))) \
+        if alpha != 0 else 0.0
     out = alpha * total + np.zeros(np.shape(dy)[1])
     return out + beta * np.asarray(db, dtype=np.float64) if beta != 0 else out
 

@@ -357,12 +357,13 @@ def test_other_ranks_and_layouts_are_found_once_under_their_own_keys(handle):
 
 
 def test_channels_last_and_other_ranks_are_refused_clearly(monkeypatch):
-    """An epilogue on an NHWC problem, an array whose shape does not fit its layout and a 3-D
-    problem no installed solver serves each raise one error naming what is wrong."""
+    """A bias of the wrong length on an NHWC problem (as on NCHW), an array whose shape does
+    not fit its layout and a 3-D problem no installed solver serves each raise one error naming
+    what is wrong."""
     with pytest.raises(ValidationError) as info:
         convsolve.conv2d(X.transpose(0, 2, 3, 1).copy(), W, groups=2, layout="NHWC",
-                         bias=np.zeros(6, np.float32))
-    assert info.value.field == "epilogue"
+                         bias=np.zeros(W.shape[0] + 1, np.float32))
+    assert info.value.field == "bias.shape"
     with pytest.raises(ValidationError) as info:
         convsolve.conv3d(X, W, groups=2)
     assert info.value.field == "x_shape"

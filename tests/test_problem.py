@@ -236,13 +236,16 @@ def test_bad_ranks_and_layouts_name_field_and_value(call, field):
     assert info.value.field == field
 
 
-def test_epilogues_need_a_2d_nchw_problem():
-    """An epilogue on a 1-D, 3-D or channels-last problem is refused (its per-channel values
-    are laid out for NCHW only)."""
+def test_epilogues_serve_every_rank_and_layout():
+    """An epilogue on a 1-D, 3-D or channels-last problem is taken (issue 31: the bias is per
+    output channel in any layout), its key ending in it; a backward one keeps alpha and blend
+    only, naming the field."""
     for problem in (Problem.conv1d((1, 2, 9), (3, 2, 3)),
+                    Problem.conv3d((1, 2, 3, 4, 5), (3, 2, 1, 1, 1), layout="NDHWC"),
                     Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3), layout={"y": "NHWC"})):
+        assert problem.with_epilogue(Epilogue(bias=True)).key() == problem.key() + "-epi.bias"
         with pytest.raises(ValidationError) as info:
-            problem.with_epilogue(Epilogue(bias=True))
+            problem.with_direction("bwd").with_epilogue(Epilogue(bias=True))
         assert info.value.field == "epilogue"
 
 

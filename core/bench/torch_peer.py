@@ -165,21 +165,23 @@ ACTIVATIONS = {
 def epilogue_call(torch, problem, device, tensors, conv_args):
     """(A zero-argument function computing ``problem``'s forward convolution and epilogue with
     beta 1 from ``tensors`` (x, w, scale, bias, z, prior: torch tensors), what it calls):
-    cuDNN's fused conv + bias (+ z) + relu on a GPU where the structure is that, else eager
-    conv2d (with the bias when no scale comes first) and in-place calls."""
+    cuDNN's fused conv + bias (+ z) + relu on a GPU where the structure is that (2-D), else
+    eager conv1d / conv2d / conv3d (with the bias when no scale comes first) and in-place
+    calls."""
     structure, F = problem.epilogue, torch.nn.functional
     x, w, scale, bias, z, prior = (tensors[name] for name in EPILOGUE_TENSORS)
     if (device == "cuda" and structure.bias and structure.activation == "relu"
-            and not (structure.scale or structure.blend)):
+            and not (structure.scale or structure.blend) and problem.spatial_dims == 2):
         if structure.residual:
             return (lambda: torch.cudnn_convolution_add_relu(x, w, z, 1.0, bias, *conv_args),
                     "torch.cudnn_convolution_add_relu")
         return (lambda: torch.cudnn_convolution_relu(x, w, bias, *conv_args),
                 "torch.cudnn_convolution_relu")
-    activate, column = ACTIVATIONS[structure.activation], (1, problem.y.shape[1], 1, 1)
+    activate, column = ACTIVATIONS[structure.activation], (1, -1) + (1,) * problem.spatial_dims
+    conv = getattr(F, f"conv{problem.spatial_dims}d")   # any rank; tensors in any memory format
 
     def eager():
-        y = F.conv2d(x, w, bias if structure.bias and not structure.scale else None, *conv_args)
+        y = conv(x, w, bias if structure.bias and not structure.scale else None, *conv_args)
         if structure.scale:
             y.mul_(scale.view(column))
             if structure.bias:
@@ -188,7 +190,7 @@ def epilogue_call(torch, problem, device, tensors, conv_args):
             y.add_(z)
         y = activate(torch, y)
         return y.add_(prior) if structure.blend else y
-    return eager, "eager conv2d and in-place ops"
+    return eager, f"eager conv{problem.spatial_dims}d and in-place ops"
 
 
 def _convolution(torch, problem, device, memory_format=None):

@@ -37,7 +37,7 @@ def explain(handle, problem, buffers=None):
     A problem with a channels-last tensor gets a row for each composite layout candidate
     (``<name>/nchw``, engine/layouts.py), a 1-D problem one for each rank candidate
     (``<name>/2d``, engine/ranks.py), after its solver's, whose status names it; the
-    candidate's second line says what it runs.
+    candidate's second line says what it runs (with an epilogue too: its unfused candidate).
     """
     reg, policy = registry(), Policy.resolve()
     applicable, skipped = fusion.candidates(problem, policy, handle.device.name)
@@ -75,8 +75,9 @@ def explain(handle, problem, buffers=None):
         else:
             row["status"] = (f"rank {timed[solver.name][0]}" if solver.name in timed
                              else "applicable (not run)")
-            if isinstance(solver, (Composite, RankCandidate)):
-                row["status"] += "\n" + solver.describe(problem)
+            wrapped = getattr(solver, "solver", solver)   # an epilogue candidate's own
+            if isinstance(wrapped, (Composite, RankCandidate)):
+                row["status"] += "\n" + wrapped.describe(problem)
             if solver.name in unbenchmarked:
                 row["status"] += (f"\nfind skips it: {unbenchmarked[solver.name]}; "
                                   f"{env.FIND_MODE.name}=HYBRID or -s 1 runs it")

@@ -21,12 +21,13 @@ def random_tensors(problem, seed=0):
 
 def random_epilogue_tensors(problem, seed=0):
     """The tensors of ``problem``'s epilogue parts ('scale', 'bias': one per output channel;
-    'z': the output's shape), float32 host arrays uniform in [-1, 1]; {} without an epilogue."""
+    'z': the output's, in its layout), float32 host arrays uniform in [-1, 1]; {} without an
+    epilogue."""
     structure, rng = problem.epilogue, np.random.default_rng(seed)
     if structure is None:
         return {}
     out = getattr(problem, problem.direction.output)
-    shapes = {"scale": (out.shape[1],), "bias": (out.shape[1],), "z": out.shape}
+    shapes = {"scale": (out.shape[1],), "bias": (out.shape[1],), "z": out.memory_shape}
     present = {"scale": structure.scale, "bias": structure.bias, "z": structure.residual}
     return {name: rng.uniform(-1, 1, shape).astype(np.float32)
             for name, shape in shapes.items() if present[name]}
@@ -116,6 +117,30 @@ class HostOutput:
             cl.enqueue_copy(self.queue, dense, self.buffer)
             self.array[...] = dense
         return self.array
+
+
+#: Why another dtype is refused, and the way to float32.
+FLOAT32_ONLY = ("expected float32: convsolve computes in float32; .astype(numpy.float32) "
+                "makes a float32 copy (results then carry float32's rounding)")
+
+
+def check_out(out, shape, device, inputs):
+    """``out`` checked to take the output: a writeable float32 host array of ``shape`` sharing
+    no memory with ``inputs`` (the output's prior contents may be ``out`` itself)."""
+    if device:
+        raise ValidationError("out", type(out).__name__, "with pyopencl Arrays the result is a "
+                              "new Array: out= takes host arrays")
+    if not isinstance(out, np.ndarray):
+        raise ValidationError("out", type(out).__name__, "expected a numpy array")
+    if out.dtype != np.float32:
+        raise ValidationError("out.dtype", str(out.dtype), FLOAT32_ONLY)
+    if tuple(out.shape) != tuple(shape):
+        raise ValidationError("out.shape", out.shape, f"the problem needs {tuple(shape)}")
+    if not out.flags.writeable:
+        raise ValidationError("out", "a read-only array", "expected a writeable array")
+    if any(np.may_share_memory(out, array) for array in inputs):
+        raise ValidationError("out", "an input's memory", "give the output memory of its own")
+    return out
 
 # }}}
 

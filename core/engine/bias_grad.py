@@ -14,6 +14,7 @@ the two most recent passes live in the scratch buffer (``backward_bias_workspace
 passes' kernels are built and their sizes set once per handle and shape (``Handle.kept``), and
 a call launches them back to back.
 """
+import math
 from dataclasses import dataclass
 from importlib import resources
 
@@ -103,11 +104,19 @@ def config_for(handle):
 
 
 def _desc(y_shape):
-    return y_shape if isinstance(y_shape, TensorDesc) else TensorDesc.make("dy_shape", y_shape)
+    """dy of any spatial rank as the 2-D NCHW tensor of its memory, (N, K, pixels, 1): each
+    channel's pixels are one run; a channels-last dy is refused."""
+    desc = y_shape if isinstance(y_shape, TensorDesc) else TensorDesc.make("dy_shape", y_shape)
+    if desc.channels_last:
+        raise ValidationError("dy layout", desc.layout, "backward-bias reads a channels-first "
+                              "dy (NCW, NCHW, NCDHW): give it in that order")
+    n, k, *spatial = desc.shape
+    return desc if len(spatial) == 2 else TensorDesc((n, k, math.prod(spatial), 1), desc.dtype)
 
 
 def dy_desc(y_shape):
-    """dy's TensorDesc for ``y_shape`` (N, K, H, W), checked: N * H * W must be below 2**30."""
+    """dy's TensorDesc for ``y_shape`` ((N, K, H, W), or a channels-first TensorDesc of any
+    spatial rank, as (N, K, pixels, 1)), checked: N * H * W must be below 2**30."""
     desc = _desc(y_shape)
     if desc.size // max(desc.shape[1], 1) >= 2 ** 30:
         raise ValidationError("dy_shape", desc.shape, "N * H * W must be below 2**30")

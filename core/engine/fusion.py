@@ -8,7 +8,11 @@ built for the problem with the first n stages, the core's pass doing the rest) a
 ``<name>/unfused``; any other solver yields itself unfused (its own name: the bare convolution,
 then the pass).  When the pass still has to read the output's prior contents (blend, or a
 residual z that may be the output's buffer), the solver writes into scratch first; the
-candidate's workspace counts it, exactly.
+candidate's workspace counts it, exactly.  A composite layout candidate (layouts.py, ``<name>/
+nchw``) yields itself unfused: it computes the bare convolution into the output in the
+output's own layout, then the pass applies the whole epilogue.  The pass serves every rank and
+layout: channels-first, a plane per image and channel (the product of the spatial sizes);
+channels-last, one element a plane, its channel the element's index modulo K.
 """
 import logging
 import math
@@ -126,10 +130,14 @@ class EpiloguePass:
 
     def __init__(self, handle, problem, fused=0):
         desc = getattr(problem, problem.direction.output)
-        self.queue, (images, self.channels, h, w) = handle.queue, desc.shape
-        self.plane, vector = h * w, 1 if handle.is_gpu else 8   # GPUs: coalesced, 1 each
+        self.queue, (images, self.channels, *spatial) = handle.queue, desc.shape
+        if desc.channels_last:   # planes of one element, row r being channel r % channels
+            self.plane, rows, vector = 1, desc.size, 1
+        else:   # a plane per image and channel: the product of the spatial sizes
+            self.plane, rows = math.prod(spatial), images * self.channels
+            vector = 1 if handle.is_gpu else 8   # GPUs: coalesced, 1 each
         self.runs = ceil_div(self.plane, vector)
-        self.size = (images * self.channels * self.runs,)
+        self.size = (rows * self.runs,)
         self.kernel = handle.build(KERNELS / "epilogue.cl", "cs_epilogue_pass", dict(
             problem.epilogue.defines(fused), CS_PASS_VW=vector))
         self.kernel.set_scalar_arg_dtypes([None, np.int32, None] + [np.int32] * 3
@@ -232,13 +240,16 @@ def solver_of(name):
 
 def candidates(problem, policy=None, device=None):
     """(applicable solvers, {name: why not}) as Registry.candidates gives them (``device``: the
-    device's name, for errata) with a 1-D problem's rank candidates (ranks.py), then a bare
+    device's name, for errata) with a 1-D problem's rank candidates (ranks.py), then the bare
     problem's composite layout candidates (layouts.py); for a problem with an epilogue, the
-    Candidates of the solvers and rank candidates applicable to its bare convolution."""
-    applicable, skipped = registry().candidates(problem.with_epilogue(None), policy, device)
-    applicable += rank_candidates(problem.with_epilogue(None), skipped, policy, device)
+    Candidates of the solvers and rank candidates applicable to its bare convolution, then one
+    unfused Candidate per composite (its own name)."""
+    bare = problem.with_epilogue(None)
+    applicable, skipped = registry().candidates(bare, policy, device)
+    applicable += rank_candidates(bare, skipped, policy, device)
+    layered = composites(bare, skipped, policy, device)
     if problem.epilogue is None:
-        return applicable + composites(problem, skipped, policy, device), skipped
+        return applicable + layered, skipped
     found = []
     for solver in applicable:
         try:
@@ -249,7 +260,8 @@ def candidates(problem, policy=None, device=None):
         if fused:
             found.append(Candidate(solver, fused, solver.name))
         found.append(Candidate(solver, 0, solver.name + (UNFUSED if fused else "")))
-    return found, skipped
+    # a composite fuses none: the bare convolution on copies, then the pass on the final output
+    return found + [Candidate(composite, 0, composite.name) for composite in layered], skipped
 
 
 def resolve(problem, name, policy=None, device=None):
@@ -302,10 +314,11 @@ def host_values(handle, problem, buffers):
     channels = (out.shape[1],)
     host = {"alpha": args.alpha, "beta": args.beta, "z_scale": args.z_scale,
             "activation": args.activation}
-    for name, shape in (("scale", channels), ("bias", channels), ("z", out.shape)):
+    for name, desc in (("scale", type(out)(channels)), ("bias", type(out)(channels)),
+                       ("z", out)):   # z in the output's layout
         buffer = getattr(args, name)
         if buffer is not None:
-            host[name] = read_tensor(handle, type(out)(shape), buffer)
+            host[name] = read_tensor(handle, desc, buffer)
     return host
 
 

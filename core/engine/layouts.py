@@ -1,12 +1,21 @@
 """Composite layout candidates: a solver that serves channels-first tensors only runs a problem
 with channels-last ones on channels-first copies in scratch, the transposes timed with it.
 
-For a problem (without epilogue) with a channels-last tensor, each solver the registry refuses
-only for a layout (``shape_refusal``) that is applicable to the same problem with every tensor
-channels-first yields ``<name>/nchw``: each channels-last input transposed into scratch, the
-solver run on the copies (its own workspace first in scratch), a channels-last output written
-into scratch and transposed out (kernels/layout.cl).  The candidate answers the solver hooks, so
-find times, records and ranks it as a solver; its workspace counts the copies, exactly.
+For a problem with a channels-last tensor, each solver the registry refuses only for a layout
+(``shape_refusal``) that is applicable to the same problem with every tensor channels-first
+yields ``<name>/nchw``: each channels-last input transposed into scratch, the solver run on the
+copies (its own workspace first in scratch), a channels-last output written into scratch and
+transposed out (kernels/layout.cl).  The candidate answers the solver hooks, so find times,
+records and ranks it as a solver; its workspace counts the copies, exactly.
+
+Epilogues: a composite always computes the bare convolution (the inner channels-first problem
+carries no epilogue, so the inner solver's ``fused_stages`` is never asked).  For a problem with
+an epilogue, fusion.candidates wraps each composite of the bare problem in an unfused
+``fusion.Candidate`` of the same name: the composite writes the convolution in the output's
+own layout (into scratch when the epilogue reads the output's prior contents), then the core's
+epilogue pass, which finds each element's channel in any layout, applies the whole epilogue on
+that final output.  One design for every epilogue and direction, the residual z read in y's
+layout as it is given, no transposes of z or of the prior output.
 """
 import math
 from importlib import resources
@@ -40,9 +49,10 @@ def channels_first(problem):
 
 
 def composites(problem, skipped, policy=None, device=None):
-    """The composite candidates of ``problem`` (none when it has an epilogue, an empty tensor or
-    no channels-last tensor), given the reasons ``skipped`` of Registry.candidates; the reason
-    of each solver that gets one then names it."""
+    """The composite candidates of ``problem`` (none when it has an epilogue, given only to
+    bare problems: fusion.candidates wraps them for one; none for an empty tensor or no
+    channels-last tensor), given the reasons ``skipped`` of Registry.candidates; the reason of
+    each solver that gets one then names it."""
     tensors = (problem.x, problem.w, problem.y)
     if problem.epilogue is not None or not all(t.size for t in tensors) or not any(
             t.channels_last for t in tensors):

@@ -2,8 +2,11 @@
  *
  *   y[i] = the epilogue's stages CS_EPI_FIRST.. of t[t_off + i]   (convsolve_epilogue.h)
  *
- * over an output of `rows` planes of `plane` elements (NCHW: rows = N * channels, plane = H * W;
- * a weight gradient: rows = K, plane = C / G * R * S), plane r being channel r % channels.  t is
+ * over an output of `rows` planes of `plane` elements, plane r being channel r % channels:
+ * channels-first (NCW, NCHW, NCDHW) rows = N * channels, plane = the product of the spatial
+ * sizes (a weight gradient: rows = K * C / G, plane = the filter's); channels-last (NWC, NHWC,
+ * NDHWC) every element a plane of its own (plane = 1, CS_PASS_VW = 1), so element i has
+ * channel i % channels.  t is
  * the convolution (or what a solver fused of the epilogue) and may be y itself (in place) when
  * neither blend nor residual is left to apply; z and y_prior are read at y's offsets.  Each
  * work-item takes CS_PASS_VW consecutive elements of one plane.

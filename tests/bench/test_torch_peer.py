@@ -86,15 +86,18 @@ def test_torch_convolution_of_rank_3(direction):
 @pytest.mark.skipif(not torch_peer.available(), reason="torch is not installed")
 @pytest.mark.parametrize("parts", ["bias.residual.relu", "scale.bias.leaky_relu.blend",
                                    "residual.elu"])
-def test_torch_epilogue_is_the_same_computation(parts):
-    """The peer's eager epilogue computes what convsolve's reference does (beta 1), so the
-    comparison times the same work."""
+@pytest.mark.parametrize("rank", [2, 3])
+def test_torch_epilogue_is_the_same_computation(parts, rank):
+    """The peer's eager epilogue computes what convsolve's reference does (beta 1), in 2-D and
+    3-D, so the comparison times the same work."""
     import numpy as np
     import torch
     from convsolve import Epilogue, reference
     from convsolve.device.tensors import random_epilogue_tensors, random_tensors
-    problem = Problem.conv2d((2, 4, 7, 6), (6, 2, 3, 3), stride=(2, 1), padding=1,
-                             groups=2).with_epilogue(Epilogue.from_key("epi." + parts))
+    problem = (Problem.conv2d((2, 4, 7, 6), (6, 2, 3, 3), stride=(2, 1), padding=1, groups=2)
+               if rank == 2 else Problem.conv3d((2, 4, 3, 7, 6), (6, 2, 1, 3, 3),
+                                                stride=(1, 2, 1), padding=1, groups=2))
+    problem = problem.with_epilogue(Epilogue.from_key("epi." + parts))
     host = {**random_tensors(problem, 3), **random_epilogue_tensors(problem, 4)}
     tensors = {name: torch.from_numpy(host[name]) if name in host else None
                for name in ("x", "w", "scale", "bias", "z")}

@@ -1,11 +1,13 @@
 """Test-only solvers that claim more than they do: strided problems their invokers get wrong,
 fatally (check_solver must name the solver and the problem although the process dies, issue 18),
-and an epilogue they say they fuse but never apply (issue 16)."""
+and an epilogue they say they fuse but never apply (issue 16), or apply in channels-first
+layouts only (issue 31)."""
 import os
 from pathlib import Path
 
 import pyopencl as cl
 from convsolve import hookimpl
+from convsolve_direct.naive import NaiveFwd
 from cs_fake import FakeSolver
 
 CONVSOLVE_SOLVER_API = ">=2.0,<3"
@@ -79,6 +81,19 @@ class EpilogueLie(FakeSolver):
     @hookimpl
     def fused_stages(self, problem):
         return len(problem.epilogue.stages)
+
+
+class ChannelsLastEpilogueLie(NaiveFwd):
+    """direct.NaiveFwd saying it fuses every problem's epilogue (as it does), but leaving it out
+    of channels-last outputs (issue 31: check_solver checks every layout a solver claims)."""
+
+    name = "lies.ChannelsLastEpilogueLie"
+    family = "lies"
+
+    @hookimpl
+    def build_invoker(self, problem, handle, config):
+        bare = problem.with_epilogue(None) if problem.y.channels_last else problem
+        return super().build_invoker(bare, handle, config)
 
 
 @hookimpl

@@ -380,6 +380,39 @@ def test_an_epilogue_said_fused_but_not_applied_is_caught(handle, isolate):
     assert not any("/unfused" in line for line in lines), lines
 
 
+def test_epilogue_cases_cover_every_claimed_rank_and_layout():
+    """check_solver's epilogue plan gives each direction of every other rank and output layout
+    a solver claims one problem with SHAPE_CASES, besides 2-D NCHW's every case (on Oclgrind
+    2-D NCHW's alone)."""
+    from convsolve.testing import epilogue_cases
+    problems = standard_problems() + claimed_problems(NaiveFwd())
+    plan = epilogue_cases.plan(problems)
+    def group(p):   # the epilogue reads y's layout alone
+        return p.direction, p.is_2d_nchw or (p.spatial_dims, p.y.layout)
+    groups = {group(p) for p in problems}
+    planned = [p for p in problems if p.key() in plan]
+    assert {group(p) for p in planned} == groups
+    assert all(plan[p.key()] == epilogue_cases.SHAPE_CASES for p in planned if not p.is_2d_nchw)
+    assert len(planned) == len(groups) + 3   # 2-D NCHW: two problems per direction
+    sanitized = epilogue_cases.plan(problems, sanitize=True)   # Oclgrind: 2-D NCHW's only
+    assert all(p.is_2d_nchw for p in problems if p.key() in sanitized) and sanitized
+
+
+def test_an_epilogue_said_fused_but_not_applied_in_nwc_is_caught(handle):
+    """A solver claiming to fuse an NWC problem's epilogue whose kernel leaves it out fails the
+    epilogue case of that layout, named by its key; its NCW problem passes."""
+    import cs_lies
+    ncw = next(p for p in claimed_problems(NaiveFwd()) if p.spatial_dims == 1)
+    nwc = Problem.convolution(ncw.x.shape, ncw.w.shape, ncw.conv.strides, ncw.conv.pads,
+                              ncw.conv.dilations, ncw.groups, layout="NWC")
+    with pytest.raises(AssertionError) as info:
+        check_solver(cs_lies.ChannelsLastEpilogueLie(), handle, [ncw, nwc], configs=0)
+    lines = str(info.value).splitlines()[1:]
+    assert lines and all(line.startswith(f"  {nwc.key()}-epi") for line in lines), lines
+    assert any("(all, beta=0, leaky a=0), lies.ChannelsLastEpilogueLie fusing 6" in line
+               for line in lines), lines
+
+
 #: A caller of check_solver(isolate=True) that prints its worker's pid and folder when the
 #: worker announces its first run, then waits for the check (which ``argv[1]`` says may hang).
 ORPHANING_CALLER = """

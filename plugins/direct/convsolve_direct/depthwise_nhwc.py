@@ -72,7 +72,8 @@ class DepthwiseNhwc(DirectSolver):
 
     @hookimpl
     def fused_stages(self, problem):
-        """None: channels-last problems carry no epilogue (the core has them on 2-D NCHW only)."""
+        """None: depthwise_nhwc.cl stores no epilogue; the core's pass applies it (channels-last,
+        every rank)."""
         return 0
 
     @hookimpl

@@ -21,8 +21,9 @@ def nd_args(problem):
 
 class _Naive(DirectSolver):
     """Shared body of the three naive solvers: a dynamic kernel launched over the output, the
-    work-group size (WG) its one tunable.  2-D NCHW problems run naive.cl (with their
-    epilogue), all others naive_nd.cl (one build for every rank and layout)."""
+    work-group size (WG) its one tunable.  2-D NCHW problems run naive.cl, all others
+    naive_nd.cl (one build for every rank and layout); both store the whole epilogue with each
+    output element, its channel the work-item's own in any layout (DirectSolver.fused_stages)."""
 
     kernel = None       # kernel name in naive.cl (naive_nd.cl's: "naive_" made "naive_nd_")
     spatial_dims = (1, 2, 3)
@@ -63,7 +64,8 @@ class _Naive(DirectSolver):
             values_at = set_sizes(kernel, 3, problem)
         else:
             kernel = handle.build(KERNELS / "naive_nd.cl",
-                                  self.kernel.replace("naive_", "naive_nd_"), {})
+                                  self.kernel.replace("naive_", "naive_nd_"),
+                                  problem.epilogue_defines())
             values_at = set_args(kernel, 3, nd_args(problem))
         count = getattr(problem, self.direction.output).size
         local = (config["WG"],)

@@ -13,7 +13,8 @@ At stride 1, X is x itself and there is no workspace. Strided, X is gathered (pi
 of images at a time into the workspace, rows padded_pitch(C) apart; backward-data computes dX
 there and scatters it into dx (zeros between the strided pixels), backward-weights adds the
 chunks' products into dW in chunk order. Every order is fixed: results are deterministic.
-Channels-last problems carry no epilogue (the core has epilogues on 2-D NCHW problems only).
+Nothing here stores an epilogue (Gemm1x1.fused_stages is 0 for channels-last problems: a GEMM
+row is a pixel, not a channel); the core's pass applies it after the plan.
 An NWC or NDHWC problem runs as the NHWC problem with its memory (planar): a row of pixels for
 1-D, the depth slices as images for 3-D (so 3-D takes depth stride 1).
 """

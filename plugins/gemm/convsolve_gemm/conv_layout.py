@@ -77,15 +77,16 @@ class View(NamedTuple):
 class Columns:
     """im2col, col2im and the output-gradient gather of one channels-first problem of any
     spatial rank, into or out of Views: 2-D through im2col.cl and col2im.cl, ranks 1 and 3
-    through unfold_nd.cl; col2im stores ``epilogue`` (backward data's, or None; 2-D only, as the
-    core has them) into dx."""
+    through unfold_nd.cl; col2im stores ``epilogue`` (backward data's, or None; 2-D only:
+    unfold_nd.cl has none, so the solvers fuse none there) into dx."""
 
     def __init__(self, handle, problem, epilogue=None):
         self.queue = handle.queue
         self.problem = p = problem
         rank = p.spatial_dims
         if epilogue is not None and rank != 2:
-            raise ValueError(f"{p.key()}: epilogues serve 2-D NCHW problems only")
+            raise ValueError(f"{p.key()}: unfold_nd.cl's col2im stores no epilogue (fused_stages "
+                             "is 0 for backward-data through columns in ranks 1 and 3)")
         # dy as the input of a plain 1x1 convolution: its column matrices are dy's own
         self.outputs_problem = Problem.convolution(
             (p.n, p.k, *p.out_sizes), (p.k, p.k // p.groups, *[1] * rank), groups=p.groups)

@@ -48,8 +48,9 @@ class Gemm1x1(GemmSolver):
 
     @hookimpl
     def fused_stages(self, problem):
-        """NCHW: all of it (GemmSolver); channels-last problems carry no epilogue (the core
-        has them on 2-D NCHW only), and their GEMM stores would give a row's channel."""
+        """Channels-first x and y: GemmSolver's (all of it, in every rank); channels-last
+        ones none: their GEMM's rows are pixels, not channels (channels_last.py), so the core's
+        pass applies the epilogue."""
         return 0 if channels_last.serves(problem) else super().fused_stages(problem)
 
     @hookimpl
@@ -67,11 +68,11 @@ class Gemm1x1(GemmSolver):
 
 
 def kcrs_weights(problem):
-    """``problem`` with its 1x1 weights described as channels-first (KCRS in 2-D): the
-    channels-last memory order is the same, and im2col's conv arguments (Problem.kernel_args)
-    describe 2-D NCHW problems only."""
+    """``problem`` with its 1x1 weights described as channels-first (KCRS in 2-D), its epilogue
+    kept: the channels-last memory order is the same, and im2col's conv arguments
+    (Problem.kernel_args) describe 2-D NCHW problems only."""
     p = problem
     if not p.w.channels_last:
         return p
     return Problem.convolution(p.x.shape, p.w.shape, p.conv.strides, p.conv.pads,
-                               p.conv.dilations, p.groups, p.direction, p.dtype)
+                               p.conv.dilations, p.groups, p.direction, p.dtype, p.epilogue)

@@ -20,8 +20,9 @@ tiles to fill a large device (reduction_slices). A reduction of one slice goes s
 Without columns (plain 1x1, no workspace) the products accumulate into dW image after image.
 Every order is fixed, so results are deterministic.
 
-A problem with an epilogue (the solvers' fused_stages takes all of it, in every direction)
-gets it in the store of the kernel after which each output element is final: the GEMM that
+A problem with an epilogue (the solvers' fused_stages takes all of it, in every direction, but
+none for backward-data through columns in ranks 1 and 3, whose col2im has none) gets it in the
+store of the kernel after which each output element is final: the GEMM that
 writes y, dx (plain 1x1) or dW; col2im for dx through columns; the split sum for a split dW.
 Where dW is added up over several launches (chunks, or images without columns), each launch
 stores its part with alpha, the first with the caller's beta and the later ones with beta = 1

@@ -48,8 +48,13 @@ class GemmSolver:
 
     @hookimpl
     def fused_stages(self, problem):
-        """All of it, in every direction: in the store of the kernel after which each output
-        element is final (plan.py: the GEMM, col2im or the split sum)."""
+        """All of it, in every direction and spatial rank: in the store of the kernel after
+        which each output element is final (plan.py: the GEMM, whose rows are output channels
+        in every channels-first rank, col2im or the split sum); none for backward-data through
+        columns in ranks 1 and 3, whose col2im (unfold_nd.cl) stores no epilogue."""
+        if (problem.direction is Direction.BACKWARD_DATA and problem.spatial_dims != 2
+                and self.uses_columns(problem)):
+            return 0
         return len(problem.epilogue.stages)
 
     @hookimpl

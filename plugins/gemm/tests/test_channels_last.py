@@ -83,7 +83,7 @@ def test_numpy_api_with_layout_nhwc(handle):
 def test_nhwc_workspace_and_refusals():
     """Stride 1 needs no workspace; strided, the gathered pixels of one chunk, the last row
     unpadded; padding, larger filters and x, y in different layouts are declined, and NHWC
-    problems fuse no epilogue stage (they carry none)."""
+    problems fuse no epilogue stage (their GEMM rows are pixels: the core's pass applies it)."""
     solver = _gemm_1x1()
     pointwise = Problem.conv2d((8, 256, 56, 56), (64, 256, 1, 1), layout=NHWC)
     assert solver.is_applicable(pointwise) and solver.workspace(pointwise) == 0

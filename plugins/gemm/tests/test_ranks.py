@@ -8,7 +8,7 @@ import convsolve
 import numpy as np
 import pyopencl as cl
 import pytest
-from convsolve import Buffers, Direction, Epilogue, Problem, ValidationError
+from convsolve import Buffers, Direction, Epilogue, Problem
 from convsolve.testing import check_solver, device_buffers, random_tensors, relative_error
 from convsolve_gemm import channels_last, configs, conv_layout, plan
 
@@ -180,18 +180,26 @@ def test_two_d_keeps_its_kernels_launches_and_workspace(handle, monkeypatch, dir
     assert [k.replace("_nd", "") for k, _ in nd_launches] == [k for k, _ in launches]
 
 
-def test_epilogues_stay_two_d_nchw(handle):
-    """A 1-D or 3-D problem cannot carry an epilogue (the core refuses it at construction), so
-    none reaches the GEMM solvers; unfold_nd.cl has none, and Columns refuses one for it."""
+def test_fused_stages_in_other_ranks(handle):
+    """1-D and 3-D channels-first problems fuse their whole epilogue in the GEMM (rows are
+    channels) or the split sum, but backward-data through columns none: unfold_nd.cl's col2im
+    stores no epilogue, and Columns refuses one; channels-last Gemm1x1 fuses none."""
+    blend = Epilogue(blend=True)
     for make, x, w in ((Problem.conv1d, (1, 2, 5), (2, 2, 3)),
-                       (Problem.conv3d, (1, 2, 3, 4, 5), (2, 2, 1, 1, 1))):
-        with pytest.raises(ValidationError, match="2-D NCHW problems only"):
-            make(x, w, epilogue=Epilogue(bias=True))
-    with pytest.raises(ValueError, match="2-D NCHW problems only"):
+                       (Problem.conv3d, (1, 2, 3, 4, 5), (2, 2, 1, 2, 1))):
+        forward = make(x, w, epilogue=Epilogue(True, True, True, "relu", True))
+        assert _solver("gemm.Im2ColGemm").fused_stages(forward) == 6
+        assert _solver("gemm.Im2ColGemm").fused_stages(
+            make(x, w, direction="bwd", epilogue=blend)) == 0
+        assert _solver("gemm.GemmWrwSplitK").fused_stages(
+            make(x, w, direction="wrw", epilogue=blend)) == 2
+    with pytest.raises(ValueError, match="col2im stores no epilogue"):
         conv_layout.Columns(handle, Problem.conv1d((1, 2, 5), (2, 2, 3), direction="bwd"),
-                            Epilogue(blend=True))
-    assert _solver("gemm.Gemm1x1").fused_stages(
-        Problem.conv1d((1, 2, 5), (2, 2, 1), layout="NWC")) == 0
+                            blend)
+    assert _solver("gemm.Gemm1x1").fused_stages(Problem.conv1d(
+        (1, 2, 5), (2, 2, 1), layout="NWC", epilogue=Epilogue(bias=True))) == 0
+    assert _solver("gemm.Gemm1x1").fused_stages(Problem.conv1d(
+        (1, 2, 5), (2, 2, 1), direction="bwd", epilogue=blend)) == 2   # no columns: the GEMM
 
 
 def test_refusals():

@@ -12,12 +12,13 @@
  * in the reference.  Accumulation in float, in naive.cl's order (channels, then taps).
  * Dynamic: every size and stride is a kernel argument, so one build serves every problem.
  * Launch: a 1-D range of at least the output's element count, any local size; work-items past
- * the end return at once.  No epilogue: the core gives epilogues to 2-D NCHW problems only
- * (those run naive.cl).
+ * the end return at once.  With CS_EPI each kernel stores the epilogue with its element
+ * (convsolve_epilogue.h's CS_EPI_STORE: the channel is the work-item's own k or c, z and the
+ * prior output read at the element's offset, so any layout of the output serves).
  *
- * Defines read: CS_PRECISION (convsolve.h).
+ * Defines read: CS_PRECISION (convsolve.h), the epilogue's (CS_EPI...).
  */
-#include "convsolve.h"
+#include "convsolve_epilogue.h"
 #include "nd_common.cl"   /* ND_SIZES, nd_window */
 
 /* One tensor's element strides, named with the prefix P: P##N (batch or output channel), P##C,
@@ -40,8 +41,10 @@ inline float nd_padded_load(__global const real *x, int n, int c, int d, int h, 
 /* y[n, k, od, oh, ow] = sum over c, z, r, s of
  *     x[n, g*C/G + c, od*SD - PF + z*DD, oh*SH - PT + r*DH, ow*SW - PL + s*DW] * w[k, c, z, r, s] */
 __kernel void naive_nd_fwd(__global const real *x, __global const real *w, __global real *y,
-                           ND_SIZES, ND_STRIDES(XS_), ND_STRIDES(WS_), ND_STRIDES(YS_))
+                           ND_SIZES, ND_STRIDES(XS_), ND_STRIDES(WS_),
+                           ND_STRIDES(YS_) CS_EPI_ARGS)
 {
+    CS_EPI_VALUES(epi, 0);
     const size_t index = get_global_id(0);
     if (index >= (size_t)N * K * OD * OH * OW)
         return;
@@ -66,15 +69,16 @@ __kernel void naive_nd_fwd(__global const real *x, __global const real *w, __glo
                 }
             }
         }
-    y[ND_AT(YS_, n, k, od, oh, ow)] = acc;
+    CS_EPI_STORE(epi, y, ND_AT(YS_, n, k, od, oh, ow), k, acc);
 }
 
 /* dx[n, c, d, h, w] = sum over the k of c's group and the taps (z, r, s) whose window covers
  * (d, h, w). */
 __kernel void naive_nd_bwd_data(__global real *dx, __global const real *w,
                                 __global const real *dy, ND_SIZES, ND_STRIDES(XS_),
-                                ND_STRIDES(WS_), ND_STRIDES(YS_))
+                                ND_STRIDES(WS_), ND_STRIDES(YS_) CS_EPI_ARGS)
 {
+    CS_EPI_VALUES(epi, 0);
     const size_t index = get_global_id(0);
     if (index >= (size_t)N * C * D * H * W)
         return;
@@ -104,14 +108,15 @@ __kernel void naive_nd_bwd_data(__global real *dx, __global const real *w,
                 }
             }
         }
-    dx[ND_AT(XS_, n, c, id, ih, iw)] = acc;
+    CS_EPI_STORE(epi, dx, ND_AT(XS_, n, c, id, ih, iw), c, acc);
 }
 
 /* dw[k, c, z, r, s] = sum over n, od, oh, ow of dy[n, k, od, oh, ow] * x[n, g*C/G + c, ...]. */
 __kernel void naive_nd_bwd_weights(__global const real *x, __global real *dw,
                                    __global const real *dy, ND_SIZES, ND_STRIDES(XS_),
-                                   ND_STRIDES(WS_), ND_STRIDES(YS_))
+                                   ND_STRIDES(WS_), ND_STRIDES(YS_) CS_EPI_ARGS)
 {
+    CS_EPI_VALUES(epi, 0);
     const int cpg = C / G;
     const size_t index = get_global_id(0);
     if (index >= (size_t)K * cpg * Z * R * S)
@@ -136,5 +141,5 @@ __kernel void naive_nd_bwd_weights(__global const real *x, __global real *dw,
                 }
             }
         }
-    dw[ND_AT(WS_, k, cc, z, r, s)] = acc;
+    CS_EPI_STORE(epi, dw, ND_AT(WS_, k, cc, z, r, s), k, acc);
 }

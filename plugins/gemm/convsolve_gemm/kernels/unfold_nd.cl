@@ -12,8 +12,8 @@
  * im2col.cl (stacked images, or side by side with image_stride = OD * OH * OW).  The far pads
  * are implied by OD, OH and OW.  col2im_nd is im2col_nd's adjoint, a gather: one work-item per
  * element of dx sums its taps in a fixed order (z, r, then s), deterministic, no atomics.  No
- * epilogue: the core gives epilogues to 2-D NCHW problems only (those run im2col.cl and
- * col2im.cl).
+ * epilogue: the solvers' fused_stages is 0 for backward-data through these columns, and the
+ * core's pass applies it (2-D runs im2col.cl and col2im.cl, which fuse it).
  *
  * Tensors: x / dx packed NCDHW (NCW: D = H = 1); image n_local of a launch starts at
  * x + x_off + n_local * C * D * H * W.
