@@ -1,6 +1,9 @@
 """A problem as the kernels' GEMMs: their shapes, backward data's stride phases, backward weights'
-split rule, the workspace, the WTI, and the invoker: the kernel a config picks, its defines and
-launch sizes (and the core's sum of backward weights' splits)."""
+split rule, the workspace, the WTI, and the invoker: the kernel a config picks, its defines,
+arguments and launch sizes (and the core's sum of backward weights' splits).  Every spatial rank
+is 3-D here, as in the kernels (lifted)."""
+import itertools
+import math
 from importlib import resources
 
 import numpy as np
@@ -53,16 +56,33 @@ def phase(a, stride, dilation, pad, filt, size):
     return extent, 0 if first is None else ceil_div(filt - first, step)
 
 
+def lifted(problem):
+    """Per spatial dim, depth, height and width (every problem is 3-D in the kernels: depth and
+    height of size 1, no padding, stride and dilation 1 below rank 3 and 2): (input size,
+    filter size, output size, (pad before, after), stride, dilation)."""
+    c, outer = problem.conv, 3 - problem.spatial_dims
+    return [(1, 1, 1, (0, 0), 1, 1)] * outer + list(zip(
+        problem.in_sizes, problem.fil_sizes, problem.out_sizes, c.pads, c.strides, c.dilations))
+
+
 def phases(problem):
-    """Backward data's stride phases as (rows, row taps, columns, column taps); one phase (the
-    whole problem) for the other directions."""
-    (sh, sw), (dh, dw) = problem.conv.strides, problem.conv.dilations
-    (pt, _), (pl, _) = problem.conv.pads
+    """Backward data's stride phases, each ((extent, taps) of the depth, height and width); one
+    phase (the output sizes and the filter's) for the other directions."""
+    dims = lifted(problem)
     if problem.direction is not Direction.BACKWARD_DATA:
-        return [(problem.out_h, problem.fil_h, problem.out_w, problem.fil_w)]
-    return [phase(ah, sh, dh, pt, problem.fil_h, problem.in_h)
-            + phase(aw, sw, dw, pl, problem.fil_w, problem.in_w)
-            for ah in range(sh) for aw in range(sw)]
+        return [tuple((out, fil) for _, fil, out, _, _, _ in dims)]
+    return list(itertools.product(*[[phase(a, u, dil, lo, fil, size) for a in range(u)]
+                                    for size, fil, _, (lo, _), u, dil in dims]))
+
+
+def conv_args(problem):
+    """The kernels' IG_CONV_PARAMS (implicit_gemm_common.cl) of ``problem`` as int32: convsolve.h's
+    CS_CONV_PARAMS of its height and width, then its depth's sizes, pad, stride and dilation."""
+    (d, z, od, (pf, _), ud, dd), (h, r, oh, (pt, _), uh, dh), (w, s, ow, (pl, _), uw, dw) = \
+        lifted(problem)
+    return tuple(np.int32(v) for v in (problem.n, problem.c, h, w, problem.k, r, s, oh, ow,
+                                       problem.groups, pt, pl, uh, uw, dh, dw,
+                                       d, z, od, pf, ud, dd))
 
 
 def b_along_j(problem):
@@ -76,22 +96,32 @@ def gemm_m(problem):
     return (problem.c if problem.direction is Direction.BACKWARD_DATA else problem.k) // g
 
 
+def _extent(phase_):
+    """Output pixels of a phase (phases)."""
+    return math.prod(extent for extent, _ in phase_)
+
+
+def _taps(phase_):
+    """Filter taps reaching a phase (phases)."""
+    return math.prod(taps for _, taps in phase_)
+
+
 def gemm_p(problem):
     """Columns of C in the largest slice: output pixels (backward data: those of the largest
-    phase; backward weights: the filter taps C/G * R * S)."""
+    phase; backward weights: the filter taps C/G * Z * R * S)."""
     if problem.direction is Direction.BACKWARD_WEIGHTS:
-        return problem.c // problem.groups * problem.fil_h * problem.fil_w
-    return problem.n * max(rows * cols for rows, _, cols, _ in phases(problem))
+        return problem.c // problem.groups * math.prod(problem.fil_sizes)
+    return problem.n * max(_extent(p) for p in phases(problem))
 
 
 def gemm_j(problem):
-    """The reduction's depth in the deepest slice: C/G * R * S (backward data: K/G times the
-    taps of the phase most reach; backward weights: one split's share of N * OH * OW)."""
+    """The reduction's depth in the deepest slice: C/G * Z * R * S (backward data: K/G times the
+    taps of the phase most reach; backward weights: one split's share of N * OD * OH * OW)."""
     if problem.direction is Direction.BACKWARD_WEIGHTS:
         return ceil_div(depth(problem), splits(problem))
     if problem.direction is Direction.BACKWARD_DATA:
-        return problem.k // problem.groups * max(rt * ct for _, rt, _, ct in phases(problem))
-    return problem.c // problem.groups * problem.fil_h * problem.fil_w
+        return problem.k // problem.groups * max(_taps(p) for p in phases(problem))
+    return problem.c // problem.groups * math.prod(problem.fil_sizes)
 
 
 def tile_width(problem):
@@ -99,7 +129,7 @@ def tile_width(problem):
     widest phase), or all filter taps for backward weights."""
     if problem.direction is Direction.BACKWARD_WEIGHTS:
         return gemm_p(problem)
-    return max(cols for _, _, cols, _ in phases(problem))
+    return max(p[-1][0] for p in phases(problem))
 
 
 def vector_tiles(problem, tp):
@@ -112,8 +142,8 @@ def vector_tiles(problem, tp):
 
 
 def depth(problem):
-    """The reduction of backward weights: N * OH * OW."""
-    return problem.n * problem.out_h * problem.out_w
+    """The reduction of backward weights: N * OD * OH * OW."""
+    return problem.n * math.prod(problem.out_sizes)
 
 
 def splits(problem):
@@ -129,7 +159,7 @@ def splits(problem):
 def slices(problem):
     """The launches' third dimension: groups, times phases or splits."""
     if problem.direction is Direction.BACKWARD_DATA:
-        return problem.groups * problem.conv.strides[0] * problem.conv.strides[1]
+        return problem.groups * math.prod(problem.conv.strides)
     return problem.groups * splits(problem)
 
 
@@ -146,16 +176,17 @@ def wti(problem):
     m, g = gemm_m(problem), problem.groups
     other = (problem.k if problem.direction is Direction.BACKWARD_DATA else problem.c) // g
     work = padded = 0
-    for rows, row_taps, cols, col_taps in phases(problem):
+    for phase_ in phases(problem):
         if problem.direction is Direction.BACKWARD_WEIGHTS:
             p, j = gemm_p(problem), ceil_div(depth(problem), splits(problem))
         else:
-            p, j = problem.n * rows * cols, other * row_taps * col_taps
+            p, j = problem.n * _extent(phase_), other * _taps(phase_)
         work += m * p * j
         padded += (m * p * j / (useful(m, tm) * useful(p, tp) * useful(j, tj))
                    * (j + WTI_DEPTH) / max(j, 1))
-    plain = (problem.fil_h == problem.fil_w == 1 and problem.conv.strides == (1, 1)
-             and problem.conv.pads == ((0, 0), (0, 0)))
+    conv = problem.conv
+    plain = (set(problem.fil_sizes) == {1} and set(conv.strides) == {1}
+             and {side for pad in conv.pads for side in pad} == {0})
     return (BASE_WTI[problem.direction] * (work / padded if padded else 1.0)
             * (WTI_PLAIN_GEMM if plain else 1.0))
 
@@ -188,7 +219,7 @@ def build(problem, handle, config):
     # the epilogue goes with the kernel that writes the output: the GEMM, or the sum
     kernel, size, local, extra = _kernel(
         problem if parts == 1 else problem.with_epilogue(None), handle, config)
-    after = _set_args(kernel, 3, (*problem.kernel_args(), np.int32(parts), *extra))
+    after = _set_args(kernel, 3, (*conv_args(problem), np.int32(parts), *extra))
     summer = SplitSum(handle, problem.epilogue) if parts > 1 else None
     a_name, b_name, out_name = ROLES[problem.direction]
 

@@ -1,5 +1,7 @@
 """The hooks the three implicit GEMM solvers share: applicability, WTI, workspace, the fused
 epilogue, the tunable hooks, and the invoker plan.py builds."""
+import math
+
 from convsolve import hookimpl
 
 from . import configs, plan
@@ -8,13 +10,11 @@ INT32_MAX = 2 ** 31 - 1
 
 
 def _window_fits_int32(problem):
-    """Whether the kernels' window offsets (row * width + column, with rows and columns anywhere
-    in the padded input or in dy's border) stay inside an int."""
-    (pt, pb), (pl, pr) = problem.conv.pads
-    (dh, dw) = problem.conv.dilations
-    rows = max(problem.in_h, problem.out_h) + pt + pb + problem.fil_h * dh
-    cols = max(problem.in_w, problem.out_w) + pl + pr + problem.fil_w * dw
-    return 2 * rows * cols + max(problem.x.size, problem.y.size) <= INT32_MAX
+    """Whether the kernels' window offsets ((depth * height + row) * width + column, with depths,
+    rows and columns anywhere in the padded input or in dy's border) stay inside an int."""
+    reach = math.prod(max(size, out) + lo + hi + fil * dil for size, fil, out, (lo, hi), _, dil
+                      in plan.lifted(problem))
+    return 2 * reach + max(problem.x.size, problem.y.size) <= INT32_MAX
 
 
 class ImplicitGemm:
@@ -23,6 +23,7 @@ class ImplicitGemm:
 
     family = "implicit_gemm"
     dynamic = True
+    spatial_dims = (1, 2, 3)   # channels-first: NCW, NCHW, NCDHW
 
     @hookimpl
     def is_applicable(self, problem):

@@ -11,6 +11,7 @@ from convsolve import Buffers, Direction, Problem
 from convsolve.testing import (
     check_problem,
     check_solver,
+    claimed_problems,
     device_buffers,
     fake_device,
     random_tensors,
@@ -32,6 +33,12 @@ SWEEP = [
     ((2, 6, 8, 8), (6, 1, 3, 3), 1, 1, 1, 6),                       # depthwise
     ((1, 3, 20, 19), (5, 3, 3, 3), 1, 1, 1, 1),                     # rows end in a short tile
     ((1, 2, 9, 9), (3, 2, 2, 2), 2, 0, 2, 1),                       # gcd(stride, dilation) > 1
+    # 3-D and 1-D: the depth digit (strided, dilated, padded on one side), groups, M past a tile
+    ((2, 3, 5, 6, 7), (4, 3, 3, 2, 3), (2, 1, 2), ((1, 0), (0, 1), (2, 1)), (1, 2, 1), 1),
+    ((1, 4, 4, 5, 6), (6, 2, 2, 3, 3), (3, 1, 1), 1, (2, 1, 1), 2),
+    ((1, 3, 3, 4, 5), (70, 3, 3, 1, 1), 1, ((1, 2), (0, 0), (0, 0)), 1, 1),
+    ((2, 4, 9), (6, 2, 4), 3, ((2, 1),), 2, 2),
+    ((1, 3, 40), (5, 3, 5), 1, 2, 1, 1),                             # rows of several tiles
 ]
 #: Configs of both kernels that tests build besides the defaults: a GPU block with one buffer, one
 #: whose work-group (128) exceeds its 32 columns, an AVX2-wide CPU tile with small chunks
@@ -46,7 +53,7 @@ OTHER_CONFIGS = [
 
 
 def sweep(direction):
-    return [Problem.conv2d(*shape, direction=direction) for shape in SWEEP]
+    return [Problem.convolution(*shape, direction=direction) for shape in SWEEP]
 
 
 def solver(direction):
@@ -67,8 +74,11 @@ def run(handle, problem, config):
 
 @pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
 def test_conformance_on_the_standard_set(handle, direction):
-    """Each solver passes check_solver with its default config (the CPU kernel on PoCL)."""
-    assert check_solver(solver(direction), handle, configs=0) == len(standard_problems([direction]))
+    """Each solver passes check_solver with its default config (the CPU kernel on PoCL), on the
+    standard 2-D set and the 1-D and 3-D problems it claims."""
+    s = solver(direction)
+    assert check_solver(s, handle, configs=0) == len(
+        standard_problems([direction]) + claimed_problems(s, [direction]))
 
 
 @pytest.mark.parametrize("config", OTHER_CONFIGS,

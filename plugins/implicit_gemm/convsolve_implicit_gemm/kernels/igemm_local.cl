@@ -1,7 +1,7 @@
 /* igemm_local.cl: implicit GEMM for GPUs, tiles staged in local memory (implicit_gemm_common.cl
  * gives the GEMM C = A B of each direction; no workspace, nothing unfolded in global memory).
  *
- * Kernel igemm_local(a, b, out, CS_CONV_PARAMS, SPLITS[, CS_EPILOGUE_PARAMS]): a, b, out as
+ * Kernel igemm_local(a, b, out, IG_CONV_PARAMS, SPLITS[, CS_EPILOGUE_PARAMS]): a, b, out as
  * implicit_gemm_common.cl's table (forward: w, x, y; backward data: w, dy, dx; backward weights:
  * dy, x, dw or the partials); with CS_EPI, the output's epilogue values (convsolve_epilogue.h),
  * applied in the store of C.
@@ -15,8 +15,8 @@
  * (forward, backward data: neighbouring output pixels read neighbouring input pixels) or, for
  * backward weights, consecutive j (neighbouring pixels of dy and x).  Each work-item loads one k
  * row of each slice (its LA rows of A, its LB columns of B): one digit state per operand, and
- * the window's share of that row (ig_b's row, column and offset) computed once per step for all
- * its columns, which keep their own part in registers.  PAD_A makes stores along
+ * the window's share of that row (ig_b's depth, row, column and offset) computed once per
+ * step for all its columns, which keep their own part in registers.  PAD_A makes stores along
  * k conflict-free: rows LDA = max(32 / BK, VW) (mod 32) apart put the BK consecutive k of a warp
  * on distinct banks (BK = 8; BK = 16 with float4 reads: two-way).
  * Work-item (tx, ty) owns rows ((u * WGM + ty) * VW + v) and columns ((u * WGN + tx) * VW + v) of
@@ -115,7 +115,7 @@ inline float ig_exact(const IgGemm *d, __global const real *a, __global const re
 
 __kernel __attribute__((reqd_work_group_size(WGN, WGM, 1)))
 void igemm_local(__global const real *a, __global const real *b, __global real *out,
-                 CS_CONV_PARAMS, const int SPLITS CS_EPI_ARGS)
+                 IG_CONV_PARAMS, const int SPLITS CS_EPI_ARGS)
 {
     __local floatv as_v[BUFS][BK * LDA / VW];
     __local floatv bs_v[BUFS][BK * LDB / VW];
@@ -123,18 +123,17 @@ void igemm_local(__global const real *a, __global const real *b, __global real *
     __local int nonfinite;
 #endif
     IgGemm d;
-    ig_describe(&d, N, C, H, W, K, R, S, OH, OW, G, PAD_T, PAD_L, STRIDE_H, STRIDE_W, DIL_H,
-                DIL_W, SPLITS, get_group_id(2));
+    ig_describe(&d, IG_CONV_ARGS, SPLITS, get_group_id(2));
     const int m_wg = get_group_id(1) * BM, p_wg = get_group_id(0) * BN;
     if (m_wg >= d.M || p_wg >= d.P)
         return;                                   /* the whole work-group: no barrier missed */
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * WGN + tx;
 
     /* What this work-item loads: its k row of A and of B (the same for all its elements), and
-     * the columns of B: each one's window row and column before j's share, and its offset in b
-     * (0 for a column past P, whose row no j brings into range). */
+     * the columns of B: each one's window depth, row and column before j's share, and its
+     * offset in b (0 for a column past P, whose row no j brings into range). */
     IgDigits step, ta, tb;
-    int b_row[LB], b_col[LB], b_at[LB];
+    int b_dep[LB], b_row[LB], b_col[LB], b_at[LB];
     ig_digits(&d, BK, &step);
     ig_digits(&d, d.j_begin + IG_A_K(0, lid), &ta);
     ig_digits(&d, d.j_begin + IG_B_K(0, lid), &tb);
@@ -142,9 +141,11 @@ void igemm_local(__global const real *a, __global const real *b, __global real *
     for (int e = 0; e < LB; ++e) {
         IgColumn col;
         ig_column(&d, p_wg + IG_B_P(e, lid), &col);
+        b_dep[e] = col.dep;
         b_row[e] = col.row;
         b_col[e] = col.col;
-        b_at[e] = p_wg + IG_B_P(e, lid) < d.P ? col.plane + col.row * d.BW + col.col : 0;
+        b_at[e] = p_wg + IG_B_P(e, lid) < d.P
+                  ? col.plane + (col.dep * d.BH + col.row) * d.BW + col.col : 0;
     }
     bool bad = false;
 #if DIRECTION == 1
@@ -171,14 +172,14 @@ void igemm_local(__global const real *a, __global const real *b, __global real *
                 ra[e] = (ta.j < d.j_end && m < d.M) ? (float)a[aoff + m * d.a_m] : 0.0f;
                 bad |= !isfinite(ra[e]);
             }
-            /* ig_b for each column: j's share of the window row, column and offset, once */
-            const int rj = tb.j1 * d.r_j, cj = tb.j2 * d.c_j;
-            const int oj = tb.j0 * d.b_j0 + rj * d.BW + cj;
+            /* ig_b for each column: j's share of the window depth, row, column and offset, once */
+            const int dj = tb.jd * d.d_j, rj = tb.j1 * d.r_j, cj = tb.j2 * d.c_j;
+            const int oj = tb.j0 * d.b_j0 + (dj * d.BH + rj) * d.BW + cj;
 #pragma unroll
             for (int e = 0; e < LB; ++e) {
-                const int row = b_row[e] + rj, col = b_col[e] + cj;
-                rb[e] = (tb.j < d.j_end && row >= 0 && row < d.BH && col >= 0 && col < d.BW)
-                        ? (float)b[b_at[e] + oj] : 0.0f;
+                const int dep = b_dep[e] + dj, row = b_row[e] + rj, col = b_col[e] + cj;
+                rb[e] = (tb.j < d.j_end && dep >= 0 && dep < d.BD && row >= 0 && row < d.BH
+                         && col >= 0 && col < d.BW) ? (float)b[b_at[e] + oj] : 0.0f;
             }
             ig_advance(&d, &tb, &step);
             ig_advance(&d, &ta, &step);

@@ -1,13 +1,13 @@
 /* igemm_vector.cl: implicit GEMM for CPUs, explicit vectors along m and register tiles, no local
  * memory (implicit_gemm_common.cl gives the GEMM C = A B of each direction; no workspace).
  *
- * Kernel igemm_vector(a, b, out, CS_CONV_PARAMS, SPLITS, BAND[, CS_EPILOGUE_PARAMS]): arguments
+ * Kernel igemm_vector(a, b, out, IG_CONV_PARAMS, SPLITS, BAND[, CS_EPILOGUE_PARAMS]): arguments
  * as igemm_local.cl's, and BAND <= MR, the tiles each work-item takes (the host sizes it so that
- * there are enough work-items for the device).  Launch: global (ceil(M / (VK * VW)), ceil(tiles / BAND), slices),
- * any local size ((1, 1, 1) suits PoCL), M and tiles those of the largest slice.  Work-item
- * (mb, t, z) computes rows [mb * VK * VW, +VK * VW) of C at the columns of tiles
- * [t * BAND, +BAND) of slice z; the work-items of one band are neighbours, so that they meet its
- * part of B in the cache.
+ * there are enough work-items for the device).  Launch: global (ceil(M / (VK * VW)),
+ * ceil(tiles / BAND), slices), any local size ((1, 1, 1) suits PoCL), M and tiles those of the
+ * largest slice.  Work-item (mb, t, z) computes rows [mb * VK * VW, +VK * VW) of C at the
+ * columns of tiles [t * BAND, +BAND) of slice z; the work-items of one band are neighbours, so
+ * that they meet its part of B in the cache.
  *
  * A tile is TP columns of C: forward and backward data, TP neighbouring output pixels of one row
  * (the last tile of a row is shorter); backward weights, TP consecutive filter taps (c, r, s).
@@ -103,11 +103,10 @@ typedef IG_CAT(float, VW) floatv;
 #endif
 
 __kernel void igemm_vector(__global const real *a, __global const real *b, __global real *out,
-                           CS_CONV_PARAMS, const int SPLITS, const int BAND CS_EPI_ARGS)
+                           IG_CONV_PARAMS, const int SPLITS, const int BAND CS_EPI_ARGS)
 {
     IgGemm d;
-    ig_describe(&d, N, C, H, W, K, R, S, OH, OW, G, PAD_T, PAD_L, STRIDE_H, STRIDE_W, DIL_H,
-                DIL_W, SPLITS, get_global_id(2));
+    ig_describe(&d, IG_CONV_ARGS, SPLITS, get_global_id(2));
     const int m0 = get_global_id(0) * MT;
     if (m0 >= d.M || d.P == 0)
         return;
@@ -121,10 +120,10 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
         return;
     const int nt = min(BAND, tiles - t0);
 
-    /* {{{ the columns of the tiles: B's offset, window row and column, C's offset per column;
-     * columns past a short tile repeat its last one (loaded, never stored) */
-    int pbase[MR][TP], prow[MR][TP], pcol[MR][TP], pout[MR][TP], len[MR];
-    int rlo[MR], rhi[MR], clo[MR], chi[MR];
+    /* {{{ the columns of the tiles: B's offset, window depth, row and column, C's offset per
+     * column; columns past a short tile repeat its last one (loaded, never stored) */
+    int pbase[MR][TP], pdep[MR][TP], prow[MR][TP], pcol[MR][TP], pout[MR][TP], len[MR];
+    int dlo[MR], dhi[MR], rlo[MR], rhi[MR], clo[MR], chi[MR];
     for (int t = 0; t < nt; ++t) {
 #if ROW_TILES
         const int line = (t0 + t) / per_row, first = (t0 + t) % per_row * TP;
@@ -137,27 +136,32 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
         for (int q = 0; q < TP; ++q) {
             IgColumn c;
             ig_column(&d, p_first + min(q, len[t] - 1), &c);
-            pbase[t][q] = c.plane + c.row * d.BW + c.col;
+            pbase[t][q] = c.plane + (c.dep * d.BH + c.row) * d.BW + c.col;
+            pdep[t][q] = c.dep;
             prow[t][q] = c.row;
             pcol[t][q] = c.col;
             pout[t][q] = c.out;
         }
+        dlo[t] = dhi[t] = pdep[t][0];
         rlo[t] = rhi[t] = prow[t][0];
         clo[t] = chi[t] = pcol[t][0];
         for (int q = 1; q < TP; ++q) {
+            dlo[t] = min(dlo[t], pdep[t][q]);
+            dhi[t] = max(dhi[t], pdep[t][q]);
             rlo[t] = min(rlo[t], prow[t][q]);
             rhi[t] = max(rhi[t], prow[t][q]);
             clo[t] = min(clo[t], pcol[t][q]);
             chi[t] = max(chi[t], pcol[t][q]);
         }
     }
-    /* the range of j's share of the window's row and column, over the whole reduction */
+    /* the range of j's share of the window's depth, row and column, over the whole reduction */
+    const int jd_lo = min(0, (d.JD - 1) * d.d_j), jd_hi = max(0, (d.JD - 1) * d.d_j);
     const int jr_lo = min(0, (d.J1 - 1) * d.r_j), jr_hi = max(0, (d.J1 - 1) * d.r_j);
     const int jc_lo = min(0, (d.J2 - 1) * d.c_j), jc_hi = max(0, (d.J2 - 1) * d.c_j);
     /* }}} */
 
     float pack[JB * MT];                  /* A's chunk, k-major: VK vectors of rows per k */
-    int jbase[JB], jrow[JB], jcol[JB];    /* j's share of B's offset, row and column */
+    int jbase[JB], jdep[JB], jrow[JB], jcol[JB];  /* j's share of B's offset, depth, row, column */
     int jline[JB];                        /* j's share of the offset of its row of B */
     int jrun[JB], run_k[JB];              /* where each k reads its staged row; the first k of
                                            * each run of k on one row of B */
@@ -177,9 +181,10 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
                 pack[jj * MT + l] = value;
                 finite &= isfinite(value);
             }
+            jdep[jj] = t.jd * d.d_j;
             jrow[jj] = t.j1 * d.r_j;
             jcol[jj] = t.j2 * d.c_j;
-            jline[jj] = t.j0 * d.b_j0 + jrow[jj] * d.BW;
+            jline[jj] = t.j0 * d.b_j0 + (jdep[jj] * d.BH + jrow[jj]) * d.BW;
             jbase[jj] = jline[jj] + jcol[jj];
         }
 #if DIRECTION == 1
@@ -205,6 +210,7 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
 #pragma unroll
                 for (int v = 0; v < VK; ++v)
                     acc[q][v] = chunk ? stash[tile][q][v] : (floatv)0.0f;
+            const int dl = dlo[tile], dh = dhi[tile];
             const int rl = rlo[tile], rh = rhi[tile], cl = clo[tile], ch = chi[tile];
             const int base0 = pbase[tile][0];
             /* a full row tile of pixels 1 or 2 apart reads B at constant offsets */
@@ -214,7 +220,8 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
             const int cp = 0;
 #endif
             /* each tile takes one of three loops over the chunk (see the banner) */
-            if (rl + jr_lo >= 0 && rh + jr_hi < d.BH && cl + jc_lo >= 0 && ch + jc_hi < d.BW) {
+            if (dl + jd_lo >= 0 && dh + jd_hi < d.BD && rl + jr_lo >= 0 && rh + jr_hi < d.BH
+                && cl + jc_lo >= 0 && ch + jc_hi < d.BW) {
                 /* 1. the window inside B at every k: unguarded loads */
                 for (int jj = 0; jj < jn; ++jj) {
                     IG_WEIGHTS(wv, pack, jj);
@@ -233,7 +240,7 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
                             IG_FMA_COLUMN(acc[q], wv, (float)b[pbase[tile][q] + jbase[jj]]);
                     }
                 }
-            } else if (cp && zeros_exact && (TP - 1) * cp + jc_hi - jc_lo < STAGE
+            } else if (cp && zeros_exact && dl == dh && (TP - 1) * cp + jc_hi - jc_lo < STAGE
                        && base0 + line_lo + jc_lo >= 0
                        && base0 + line_hi + jc_lo + STAGE <= d.b_size) {
                 /* 2. a row tile at the border: the window row (every column any k of the
@@ -244,7 +251,8 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
                 const int16 col = (int16)(cl + jc_lo) + lane;
                 const int vectors = CS_DIV_UP((TP - 1) * cp + jc_hi - jc_lo + 1, 16);
                 for (int r = 0; r < runs; ++r) {
-                    const bool row_in = (uint)(rl + jrow[run_k[r]]) < (uint)d.BH;
+                    const bool row_in = (uint)(rl + jrow[run_k[r]]) < (uint)d.BH
+                                        && (uint)(dl + jdep[run_k[r]]) < (uint)d.BD;
                     for (int k = 0; k < vectors; ++k)
                         stage[r * (STAGE / 16) + k] = row_in ? select(
                             (float16)0.0f, vload16(k, b + base0 + jline[run_k[r]] + jc_lo),
@@ -267,8 +275,9 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
                 /* 3. otherwise: each k's window tested as a whole, then per column */
                 for (int jj = 0; jj < jn; ++jj) {
                     IG_WEIGHTS(wv, pack, jj);
-                    const int jr = jrow[jj], jc = jcol[jj], jb = jbase[jj];
-                    if (rl + jr >= 0 && rh + jr < d.BH && cl + jc >= 0 && ch + jc < d.BW) {
+                    const int jt = jdep[jj], jr = jrow[jj], jc = jcol[jj], jb = jbase[jj];
+                    if (dl + jt >= 0 && dh + jt < d.BD && rl + jr >= 0 && rh + jr < d.BH
+                        && cl + jc >= 0 && ch + jc < d.BW) {
 #pragma unroll
                         for (int q = 0; q < TP; ++q)
                             IG_FMA_COLUMN(acc[q], wv, (float)b[pbase[tile][q] + jb]);
@@ -276,7 +285,8 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
                     }
 #pragma unroll
                     for (int q = 0; q < TP; ++q) {
-                        const bool ok = (uint)(prow[tile][q] + jr) < (uint)d.BH
+                        const bool ok = (uint)(pdep[tile][q] + jt) < (uint)d.BD
+                                        && (uint)(prow[tile][q] + jr) < (uint)d.BH
                                         && (uint)(pcol[tile][q] + jc) < (uint)d.BW;
                         const float x = ok ? (float)b[pbase[tile][q] + jb] : 0.0f;
 #if DIRECTION == 1

@@ -8,6 +8,9 @@
  *                      c x (n, i, ii)           (the phase's taps)
  *   2 backward weights dw: k x (c, r, s)        dy: k x (n,oh,ow)  x at the window of (oh, ow)
  *
+ * In 3-D (and 1-D and 2-D alike: every problem is 3-D here, depth and height 1 below rank 3 and
+ * 2, IG_CONV_PARAMS) the window and the output pixel have a depth too: forward's j is (c, z, r,
+ * s) and p (n, od, oh, ow); backward weights' p is (c, z, r, s) and j (n, od, oh, ow).
  * All within one group g (channels per group: Cg = C / G, Kg = K / G).  Backward data skips the
  * zero-inserted positions of a strided convolution: the dx positions h = a + i * STRIDE_H of
  * phase a receive only the taps r = r0 + t * step whose (h + PAD_T - r * DIL_H) is a multiple of
@@ -15,14 +18,15 @@
  * MIOpen's and cuDNN's strided backward-data kernels decompose it).
  *
  * An IgGemm describes one slice z of a launch (forward: group; backward data: group and phase;
- * backward weights: group and split of the reduction) with p and j read as three digits each,
- * p = (p0 * P1 + p1) * P2 + p2 and j = (j0 * J1 + j1) * J2 + j2:
- *   A[m][j] = a[a_off + m * a_m + j0 * a_j0 + j1 * a_j1 + j2 * a_j2]
- *   B[j][p] = b[b_off + p0 * b_p0 + j0 * b_j0 + row * BW + col], with
- *             row = p1 * r_p + j1 * r_j + r_off and col = p2 * c_p + j2 * c_j + c_off;
- *             zero outside 0 <= row < BH, 0 <= col < BW (the padding, or dy's border)
- *   C[m][p] = out[o_off + m * o_m + p0 * o_p0 + p1 * o_p1 + p2 * o_p2], channel o_chan + m of
- *             the output (its epilogue's k: convsolve_epilogue.h)
+ * backward weights: group and split of the reduction) with p and j read as four digits each,
+ * p = ((p0 * PD + pd) * P1 + p1) * P2 + p2 and j = ((j0 * JD + jd) * J1 + j1) * J2 + j2:
+ *   A[m][j] = a[a_off + m * a_m + j0 * a_j0 + jd * a_jd + j1 * a_j1 + j2 * a_j2]
+ *   B[j][p] = b[b_off + p0 * b_p0 + j0 * b_j0 + (dep * BH + row) * BW + col], with
+ *             dep = pd * d_p + jd * d_j + d_off, row = p1 * r_p + j1 * r_j + r_off and
+ *             col = p2 * c_p + j2 * c_j + c_off; zero outside 0 <= dep < BD, 0 <= row < BH,
+ *             0 <= col < BW (the padding, or dy's border)
+ *   C[m][p] = out[o_off + m * o_m + p0 * o_p0 + pd * o_pd + p1 * o_p1 + p2 * o_p2], channel
+ *             o_chan + m of the output (its epilogue's k: convsolve_epilogue.h)
  * (b_size: the element count of B's tensor.)
  * Every offset fits an int: each is an element of one tensor (core/problem.py's int32 rule) or
  * of the workspace (at most SPLITS partial dw, bounded by the solver's budget).
@@ -31,6 +35,9 @@
  * part in the products (0 * inf = NaN, as convsolve.reference does); backward data has no such
  * products (dy positions past its border contribute nothing), so its kernels must never multiply
  * a weight by a zero that stands for "outside" when the weight is not finite.
+ *
+ * Kernels take the sizes as IG_CONV_PARAMS (below): convsolve.h's CS_CONV_PARAMS of the height
+ * and width, then the depth's (input D, filter Z, output OD, pad PAD_F, stride, dilation).
  *
  * Defines read: DIRECTION (0, 1, 2: which table row; each solver builds its own); the
  * epilogue's (convsolve_epilogue.h).
@@ -49,13 +56,21 @@
 #define IG_CAT_(a, b) a##b
 #define IG_CAT(a, b) IG_CAT_(a, b) /* pastes after expanding: IG_CAT(float, VW) is float4 */
 
+#define IG_CONV_PARAMS                                                                  \
+    CS_CONV_PARAMS, const int D, const int Z, const int OD, const int PAD_F,            \
+    const int STRIDE_D, const int DIL_D
+#define IG_CONV_ARGS                                                                    \
+    N, C, H, W, K, R, S, OH, OW, G, PAD_T, PAD_L, STRIDE_H, STRIDE_W, DIL_H, DIL_W, D, Z,  \
+    OD, PAD_F, STRIDE_D, DIL_D
+
 typedef struct {
     int M, P;                 /* rows and columns of C in this slice */
     int j_begin, j_end;       /* the slice's part of the reduction, [j_begin, j_end) */
-    int P1, P2, J1, J2;       /* radices of the lower digits of p and j */
-    int a_off, a_m, a_j0, a_j1, a_j2;
-    int b_off, b_p0, b_j0, r_p, r_j, r_off, c_p, c_j, c_off, BH, BW, b_size;
-    int o_off, o_m, o_p0, o_p1, o_p2, o_chan;
+    int PD, P1, P2, JD, J1, J2;   /* radices of the lower digits of p and j */
+    int a_off, a_m, a_j0, a_jd, a_j1, a_j2;
+    int b_off, b_p0, b_j0, d_p, d_j, d_off, r_p, r_j, r_off, c_p, c_j, c_off, BD, BH, BW,
+        b_size;
+    int o_off, o_m, o_p0, o_pd, o_p1, o_p2, o_chan;
 } IgGemm;
 
 /* Backward data along one dimension (stride s, dilation d, padding pad, filter f, dx size n):
@@ -81,56 +96,61 @@ inline void ig_phase(int a, int s, int d, int pad, int f, int n, int *extent, in
 
 /* *d = the GEMM of slice z (get_group_id(2) or get_global_id(2)) of the launch.  (Structs go
  * by pointer: passed or returned by value, they make LLVM emit noalias scopes Oclgrind rejects.) */
-inline void ig_describe(IgGemm *d, const int N, const int C, const int H, const int W, const int K,
-                          const int R, const int S, const int OH, const int OW, const int G,
-                          const int PAD_T, const int PAD_L, const int STRIDE_H,
-                          const int STRIDE_W, const int DIL_H, const int DIL_W,
-                          const int SPLITS, const int z)
+inline void ig_describe(IgGemm *d, IG_CONV_PARAMS, const int SPLITS, const int z)
 {
     const int g = z % G, Cg = C / G, Kg = K / G, RS = R * S, OHW = OH * OW, HW = H * W;
+    const int ZRS = Z * RS, ODHW = OD * OHW, DHW = D * HW;
 #if DIRECTION == 0
-    d->M = Kg;  d->P = N * OHW;  d->j_begin = 0;  d->j_end = Cg * RS;
-    d->P1 = OH;  d->P2 = OW;  d->J1 = R;  d->J2 = S;
-    d->a_off = g * Kg * Cg * RS;  d->a_m = Cg * RS;  d->a_j0 = RS;  d->a_j1 = S;  d->a_j2 = 1;
-    d->b_off = g * Cg * HW;  d->b_p0 = C * HW;  d->b_j0 = HW;  d->BH = H;  d->BW = W;
-    d->b_size = N * C * HW;
+    d->M = Kg;  d->P = N * ODHW;  d->j_begin = 0;  d->j_end = Cg * ZRS;
+    d->PD = OD;  d->P1 = OH;  d->P2 = OW;  d->JD = Z;  d->J1 = R;  d->J2 = S;
+    d->a_off = g * Kg * Cg * ZRS;  d->a_m = Cg * ZRS;  d->a_j0 = ZRS;  d->a_jd = RS;
+    d->a_j1 = S;  d->a_j2 = 1;
+    d->b_off = g * Cg * DHW;  d->b_p0 = C * DHW;  d->b_j0 = DHW;  d->BD = D;  d->BH = H;
+    d->BW = W;  d->b_size = N * C * DHW;
+    d->d_p = STRIDE_D;  d->d_j = DIL_D;  d->d_off = -PAD_F;
     d->r_p = STRIDE_H;  d->r_j = DIL_H;  d->r_off = -PAD_T;
     d->c_p = STRIDE_W;  d->c_j = DIL_W;  d->c_off = -PAD_L;
-    d->o_off = g * Kg * OHW;  d->o_m = OHW;  d->o_p0 = K * OHW;  d->o_p1 = OW;  d->o_p2 = 1;
-    d->o_chan = g * Kg;
+    d->o_off = g * Kg * ODHW;  d->o_m = ODHW;  d->o_p0 = K * ODHW;  d->o_pd = OHW;
+    d->o_p1 = OW;  d->o_p2 = 1;  d->o_chan = g * Kg;
 #elif DIRECTION == 1
-    const int phase = z / G, ah = phase / STRIDE_W, aw = phase % STRIDE_W;
-    int hp, th, r0, rstep, hoff, hdd, wp, tw, s0, sstep, woff, wdd;
+    const int phase = z / G, ad = phase / (STRIDE_H * STRIDE_W);
+    const int ah = phase / STRIDE_W % STRIDE_H, aw = phase % STRIDE_W;
+    int dp, td, t0, tstep, doff, ddd, hp, th, r0, rstep, hoff, hdd, wp, tw, s0, sstep, woff, wdd;
+    ig_phase(ad, STRIDE_D, DIL_D, PAD_F, Z, D, &dp, &td, &t0, &tstep, &doff, &ddd);
     ig_phase(ah, STRIDE_H, DIL_H, PAD_T, R, H, &hp, &th, &r0, &rstep, &hoff, &hdd);
     ig_phase(aw, STRIDE_W, DIL_W, PAD_L, S, W, &wp, &tw, &s0, &sstep, &woff, &wdd);
-    d->M = Cg;  d->P = N * hp * wp;  d->j_begin = 0;  d->j_end = Kg * th * tw;
-    d->P1 = max(hp, 1);  d->P2 = max(wp, 1);  d->J1 = max(th, 1);  d->J2 = max(tw, 1);
-    d->a_off = g * Kg * Cg * RS + r0 * S + s0;  d->a_m = RS;  d->a_j0 = Cg * RS;
-    d->a_j1 = rstep * S;  d->a_j2 = sstep;
-    d->b_off = g * Kg * OHW;  d->b_p0 = K * OHW;  d->b_j0 = OHW;  d->BH = OH;  d->BW = OW;
-    d->b_size = N * K * OHW;
+    d->M = Cg;  d->P = N * dp * hp * wp;  d->j_begin = 0;  d->j_end = Kg * td * th * tw;
+    d->PD = max(dp, 1);  d->P1 = max(hp, 1);  d->P2 = max(wp, 1);
+    d->JD = max(td, 1);  d->J1 = max(th, 1);  d->J2 = max(tw, 1);
+    d->a_off = g * Kg * Cg * ZRS + t0 * RS + r0 * S + s0;  d->a_m = ZRS;  d->a_j0 = Cg * ZRS;
+    d->a_jd = tstep * RS;  d->a_j1 = rstep * S;  d->a_j2 = sstep;
+    d->b_off = g * Kg * ODHW;  d->b_p0 = K * ODHW;  d->b_j0 = ODHW;  d->BD = OD;  d->BH = OH;
+    d->BW = OW;  d->b_size = N * K * ODHW;
+    d->d_p = 1;  d->d_j = -ddd;  d->d_off = doff;
     d->r_p = 1;  d->r_j = -hdd;  d->r_off = hoff;  d->c_p = 1;  d->c_j = -wdd;  d->c_off = woff;
-    d->o_off = g * Cg * HW + ah * W + aw;  d->o_m = HW;  d->o_p0 = C * HW;
-    d->o_p1 = STRIDE_H * W;  d->o_p2 = STRIDE_W;  d->o_chan = g * Cg;
+    d->o_off = g * Cg * DHW + (ad * H + ah) * W + aw;  d->o_m = DHW;  d->o_p0 = C * DHW;
+    d->o_pd = STRIDE_D * HW;  d->o_p1 = STRIDE_H * W;  d->o_p2 = STRIDE_W;  d->o_chan = g * Cg;
 #else
-    const int split = z / G, depth = N * OHW, share = CS_DIV_UP(depth, SPLITS);
-    d->M = Kg;  d->P = Cg * RS;  d->j_begin = min(split * share, depth);
+    const int split = z / G, depth = N * ODHW, share = CS_DIV_UP(depth, SPLITS);
+    d->M = Kg;  d->P = Cg * ZRS;  d->j_begin = min(split * share, depth);
     d->j_end = min(d->j_begin + share, depth);
-    d->P1 = R;  d->P2 = S;  d->J1 = OH;  d->J2 = OW;
-    d->a_off = g * Kg * OHW;  d->a_m = OHW;  d->a_j0 = K * OHW;  d->a_j1 = OW;  d->a_j2 = 1;
-    d->b_off = g * Cg * HW;  d->b_p0 = HW;  d->b_j0 = C * HW;  d->BH = H;  d->BW = W;
-    d->b_size = N * C * HW;
+    d->PD = Z;  d->P1 = R;  d->P2 = S;  d->JD = OD;  d->J1 = OH;  d->J2 = OW;
+    d->a_off = g * Kg * ODHW;  d->a_m = ODHW;  d->a_j0 = K * ODHW;  d->a_jd = OHW;
+    d->a_j1 = OW;  d->a_j2 = 1;
+    d->b_off = g * Cg * DHW;  d->b_p0 = DHW;  d->b_j0 = C * DHW;  d->BD = D;  d->BH = H;
+    d->BW = W;  d->b_size = N * C * DHW;
+    d->d_p = DIL_D;  d->d_j = STRIDE_D;  d->d_off = -PAD_F;
     d->r_p = DIL_H;  d->r_j = STRIDE_H;  d->r_off = -PAD_T;
     d->c_p = DIL_W;  d->c_j = STRIDE_W;  d->c_off = -PAD_L;
     /* one split writes dw itself; more write partial dw one after the other (the workspace) */
-    d->o_off = (split * G + g) * Kg * Cg * RS;  d->o_m = Cg * RS;  d->o_p0 = RS;  d->o_p1 = S;
-    d->o_p2 = 1;  d->o_chan = g * Kg;
+    d->o_off = (split * G + g) * Kg * Cg * ZRS;  d->o_m = Cg * ZRS;  d->o_p0 = ZRS;
+    d->o_pd = RS;  d->o_p1 = S;  d->o_p2 = 1;  d->o_chan = g * Kg;
 #endif
 }
 
 /* The digits of a reduction index j, with the parts of A's and B's offsets they give. */
 typedef struct {
-    int j, j0, j1, j2;
+    int j, j0, jd, j1, j2;
 } IgDigits;
 
 inline void ig_digits(const IgGemm *d, int j, IgDigits *t)
@@ -138,7 +158,8 @@ inline void ig_digits(const IgGemm *d, int j, IgDigits *t)
     t->j = j;
     t->j2 = j % d->J2;
     t->j1 = (j / d->J2) % d->J1;
-    t->j0 = j / (d->J2 * d->J1);
+    t->jd = (j / (d->J2 * d->J1)) % d->JD;
+    t->j0 = j / (d->J2 * d->J1 * d->JD);
 }
 
 /* *t advanced by step->j, whose own digits *step holds (so each digit carries at most once). */
@@ -153,6 +174,11 @@ inline void ig_advance(const IgGemm *d, IgDigits *t, const IgDigits *step)
     t->j1 += step->j1;
     if (t->j1 >= d->J1) {
         t->j1 -= d->J1;
+        t->jd += 1;
+    }
+    t->jd += step->jd;
+    if (t->jd >= d->JD) {
+        t->jd -= d->JD;
         t->j0 += 1;
     }
     t->j0 += step->j0;
@@ -160,38 +186,42 @@ inline void ig_advance(const IgGemm *d, IgDigits *t, const IgDigits *step)
 
 inline int ig_a_offset(const IgGemm *d, const IgDigits *t)
 {
-    return d->a_off + t->j0 * d->a_j0 + t->j1 * d->a_j1 + t->j2 * d->a_j2;
+    return d->a_off + t->j0 * d->a_j0 + t->jd * d->a_jd + t->j1 * d->a_j1 + t->j2 * d->a_j2;
 }
 
-/* Where column p of B sits: its plane offset, and its row and column before j's share. */
+/* Where column p of B sits: its plane offset, and its depth, row and column before j's share. */
 typedef struct {
-    int plane, row, col, out;
+    int plane, dep, row, col, out;
 } IgColumn;
 
 /* Column p's place in B and in C; a column past P gets a row no j can bring into range. */
 inline void ig_column(const IgGemm *d, int p, IgColumn *c)
 {
-    const int p2 = p % d->P2, p1 = (p / d->P2) % d->P1, p0 = p / (d->P2 * d->P1);
+    const int p2 = p % d->P2, p1 = (p / d->P2) % d->P1, pd = (p / (d->P2 * d->P1)) % d->PD;
+    const int p0 = p / (d->P2 * d->P1 * d->PD);
     c->plane = d->b_off + p0 * d->b_p0;
+    c->dep = pd * d->d_p + d->d_off;
     c->row = p < d->P ? p1 * d->r_p + d->r_off : INT_MIN / 2;
     c->col = p2 * d->c_p + d->c_off;
-    c->out = d->o_off + p0 * d->o_p0 + p1 * d->o_p1 + p2 * d->o_p2;
+    c->out = d->o_off + p0 * d->o_p0 + pd * d->o_pd + p1 * d->o_p1 + p2 * d->o_p2;
 }
 
 /* Whether B[j][p] lies inside the window (backward data: whether the product exists). */
 inline bool ig_b_inside(const IgGemm *d, const IgColumn *c, const IgDigits *t)
 {
+    const int dep = c->dep + t->jd * d->d_j;
     const int row = c->row + t->j1 * d->r_j, col = c->col + t->j2 * d->c_j;
-    return row >= 0 && row < d->BH && col >= 0 && col < d->BW;
+    return dep >= 0 && dep < d->BD && row >= 0 && row < d->BH && col >= 0 && col < d->BW;
 }
 
 /* B[j][p], 0 outside the window. */
 inline float ig_b(const IgGemm *d, __global const real *b, const IgColumn *c,
                   const IgDigits *t)
 {
+    const int dep = c->dep + t->jd * d->d_j;
     const int row = c->row + t->j1 * d->r_j, col = c->col + t->j2 * d->c_j;
-    return ig_b_inside(d, c, t) ? (float)b[c->plane + t->j0 * d->b_j0 + row * d->BW + col]
-                                : 0.0f;
+    return ig_b_inside(d, c, t)
+        ? (float)b[c->plane + t->j0 * d->b_j0 + (dep * d->BH + row) * d->BW + col] : 0.0f;
 }
 
 #endif /* IGEMM_COMMON_CL */
