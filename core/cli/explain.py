@@ -3,8 +3,6 @@ from .. import env
 from ..db.find_db import FindDb
 from ..engine import fusion
 from ..engine.find import FindMode, _dynamic_only, benchmark
-from ..engine.layouts import Composite
-from ..engine.ranks import RankCandidate
 from ..engine.run import check_buffers
 from ..errors import ContractError
 from ..solvers.calls import workspace_of, wti_of
@@ -76,7 +74,7 @@ def explain(handle, problem, buffers=None):
             row["status"] = (f"rank {timed[solver.name][0]}" if solver.name in timed
                              else "applicable (not run)")
             wrapped = getattr(solver, "solver", solver)   # an epilogue candidate's own
-            if isinstance(wrapped, (Composite, RankCandidate)):
+            if hasattr(wrapped, "describe"):   # a composite or rank candidate says what it runs
                 row["status"] += "\n" + wrapped.describe(problem)
             if solver.name in unbenchmarked:
                 row["status"] += (f"\nfind skips it: {unbenchmarked[solver.name]}; "
