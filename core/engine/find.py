@@ -25,7 +25,7 @@ from ..text import format_bytes
 from . import fusion, worker
 from .parallel import Overdue, build_ahead, call_all
 from .run import check_buffers, check_device_limits, check_handle, check_scratch
-from .search import Budget, builds_now, config_for, search, tuned_invoker
+from .search import Budget, builds_now, config_for, search, tuned_invoker, tuning_groups
 from .solutions import PREDICTED, Solution, predicted_ranking, usable_records
 
 log = logging.getLogger("convsolve")
@@ -456,10 +456,9 @@ def _measure(handle, problem, state, buffers, scratch, verify, constant_weights=
     """The candidates left to benchmark, timed (their configs searched first when the find
     tunes); a queue that blocks records what was measured before find raises."""
     if state.tune and not env.flag(env.DEBUG_COMPILE_ONLY):   # an epilogue's: the bare problem's
-        tunable = list({getattr(s, "solver", s).name: getattr(s, "solver", s)
-                        for s in state.solvers}.values())
-        tune_solvers(handle, problem, tunable, buffers, scratch,
-                     state.budget or Budget.from_env(), state.retune)
+        for tuned, solvers in tuning_groups(problem, state.solvers).items():
+            tune_solvers(handle, tuned, solvers, buffers, scratch,
+                         state.budget or Budget.from_env(), state.retune)
     try:
         return benchmark(handle, problem, state.solvers, buffers, scratch, state.skipped,
                          state.failed, verify, constant_weights=constant_weights)

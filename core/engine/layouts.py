@@ -87,6 +87,10 @@ class Composite:
         return (f"composite: {self.inner.name} on channels-first copies of "
                 f"{', '.join(copied)} (transposes timed with it)")
 
+    def inner_problem(self, problem):
+        """What its solver runs (an exhaustive find tunes the solver there)."""
+        return channels_first(problem)
+
     def is_applicable(self, problem):
         return self.inner.is_applicable(channels_first(problem))
 

@@ -69,6 +69,10 @@ class RankCandidate:
         """What it runs, in explain's words."""
         return f"composite: {self.inner.name} on the 1-D problem as 2-D, height 1 (no copy)"
 
+    def inner_problem(self, problem):
+        """What its solver runs (an exhaustive find tunes the solver there)."""
+        return as_2d(problem)
+
     def is_applicable(self, problem):
         return self.inner.is_applicable(as_2d(problem))
 

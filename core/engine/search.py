@@ -272,6 +272,18 @@ def config_for(solver, problem, handle):
     return default_config_of(solver, problem, handle)
 
 
+def tuning_groups(problem, candidates):
+    """{problem to tune on: [solvers]} for find's ``candidates``: an epilogue candidate's solver
+    on ``problem`` (tuning takes the bare problem), a composite's or rank candidate's solver on
+    the problem it runs (``inner_problem``), any other on ``problem``."""
+    groups = {}
+    for candidate in (getattr(c, "solver", c) for c in candidates):
+        inner = getattr(candidate, "inner_problem", None)
+        solver, tuned = (candidate.inner, inner(problem)) if inner else (candidate, problem)
+        groups.setdefault(tuned, {})[solver.name] = solver
+    return {tuned: list(solvers.values()) for tuned, solvers in groups.items()}
+
+
 def builds_now(handle, problem, solvers):
     """(solver name, problem key, config it builds now) of each solver whose config is known:
     what find hands build_ahead (read only where builds go ahead)."""

@@ -12,6 +12,7 @@ from convsolve import Direction, Problem, SolverError, reference
 from convsolve.arith import ALIGN, round_up
 from convsolve.cli.explain import explain, explain_text
 from convsolve.db.find_db import FindDb
+from convsolve.db.perf_db import PerfDb
 from convsolve.engine.fusion import candidates
 from convsolve.engine.layouts import NCHW, channels_first
 from convsolve.solvers.calls import workspace_of
@@ -164,12 +165,16 @@ def test_run_immediate_and_explain_name_the_composite(handle, with_gemm):
 
 def test_isolated_and_exhaustive_find_time_composites(handle, with_gemm, monkeypatch):
     """The find worker (CONVSOLVE_FIND_ISOLATION=process) resolves composites by name, and an
-    exhaustive find ranks them too (their solvers are not searched on the channels-last key)."""
+    exhaustive find ranks them too, their solvers searched on the channels-first problem (whose
+    perf-db entry the composite builds), not on the channels-last key."""
     monkeypatch.setenv("CONVSOLVE_TUNING_BUDGET_CONFIGS", "2")
     problem = Problem.conv2d((2, 4, 5, 3), (4, 4, 1, 3), padding=(0, 1), layout="NHWC")
     buffers = device_buffers(handle, random_tensors(problem))
     found = convsolve.find(handle, problem, **buffers, exhaustive=True)
     assert "gemm.Im2ColGemm" + NCHW in {s.solver for s in found}
+    perf_db = PerfDb()
+    assert perf_db.tuned(handle.db_key, channels_first(problem).key(), "gemm.Im2ColGemm")
+    assert perf_db.tuned(handle.db_key, problem.key(), "gemm.Im2ColGemm") is None
     monkeypatch.setenv("CONVSOLVE_FIND_ISOLATION", "process")
     found = convsolve.find(handle, problem.with_direction("bwd"), **buffers, mode="NORMAL")
     assert "gemm.Im2ColGemm" + NCHW in {s.solver for s in found}

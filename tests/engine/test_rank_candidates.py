@@ -8,6 +8,7 @@ import pytest
 from convsolve import Direction, Problem, SolverError, reference
 from convsolve.cli.explain import explain
 from convsolve.db.find_db import FindDb
+from convsolve.db.perf_db import PerfDb
 from convsolve.engine.fusion import candidates
 from convsolve.engine.ranks import AS_2D, RANK_WTI, as_2d
 from convsolve.solvers.calls import workspace_of, wti_of
@@ -126,3 +127,16 @@ def test_a_rank_candidate_with_an_epilogue(handle, with_fft):
     found = convsolve.conv1d(x, w, 2, ((2, 1),), 2, 2, bias=bias, activation="relu",
                              solver=FFT + AS_2D)
     assert reference.relative_error(found, expected) < candidate_tolerance()
+
+
+def test_exhaustive_find_tunes_the_solver_on_the_2d_view(handle, with_fft, monkeypatch):
+    """An exhaustive find of a 1-D problem searches a rank candidate's solver on the 2-D view
+    (the perf-db entry its invoker takes), as it searches the GEMM family on the 1-D key."""
+    monkeypatch.setenv("CONVSOLVE_TUNING_BUDGET_CONFIGS", "2")
+    buffers = device_buffers(handle, random_tensors(NCW))
+    found = {s.solver for s in convsolve.find(handle, NCW, **buffers, exhaustive=True)}
+    assert FFT + AS_2D in found
+    tuned = [key for key in (as_2d(NCW).key(), NCW.key())
+             if PerfDb().tuned(handle.db_key, key, FFT) is not None]
+    assert tuned == [as_2d(NCW).key()]
+    assert PerfDb().tuned(handle.db_key, NCW.key(), "gemm.Im2ColGemm") is not None
