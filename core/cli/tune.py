@@ -1,8 +1,9 @@
 """`convsolve tune`: search the configs of every tunable solver for a network's layers or a file
 of problems, keep them in the perf-db, and print default-vs-tuned times per layer and in all.
 
-Per problem: the tunable applicable solvers are searched (search.py, within the budget), then
-find benchmarks every applicable solver with its tuned config and records the ranking in the
+Per problem: the tunable applicable solvers are searched (search.py, within the budget; a
+composite's or rank candidate's solver on the problem it runs), then find benchmarks every
+applicable solver with its tuned config and records the ranking in the
 find-db.  "default" is the fastest time with every tunable solver at its default config, "tuned"
 the fastest with its tuned one: both configs of each tunable solver are timed one after the
 other in this run, the other solvers' times are find's.  Resumable: a (problem, solver) with a
@@ -20,14 +21,14 @@ from ..bench.command import layer_problem, load_suite, parse_directions, select_
 from ..device.tensors import device_buffers, random_tensors
 from ..device.timing import time_invoker
 from ..engine.find import FindMode, find, tune_solvers
-from ..engine.search import STRATEGIES, Budget, config_for
+from ..engine.fusion import candidates
+from ..engine.search import STRATEGIES, Budget, config_for, tuning_groups
 from ..errors import ValidationError
 from ..hookspecs import Buffers
 from ..problem import Problem
 from ..scale import InProcess, connect, drive
 from ..scale import job as scale_job
 from ..solvers.calls import default_config_of, is_tunable, workspace_of
-from ..solvers.registry import registry
 from ..text import table
 from ..tuning import config_key
 from .driver_args import parse_file
@@ -92,12 +93,13 @@ def tune_problem(handle, problem, budget, strategy, retune):
     which ranks every solver with its tuned config.
     """
     buffers = device_buffers(handle, random_tensors(problem, 0))
-    tunable = [s for s in registry().candidates(problem)[0] if is_tunable(s)]
-    tune_solvers(handle, problem, tunable, Buffers(**buffers), None, budget, retune, strategy)
+    groups = tuning_groups(problem, candidates(problem)[0])   # composites' solvers on their own
+    for tuned, solvers in groups.items():
+        tune_solvers(handle, tuned, solvers, Buffers(**buffers), None, budget, retune, strategy)
     ranked = find(handle, problem, **buffers, mode=FindMode.NORMAL)   # tuned configs now
     default = {solution.solver: solution.time_ms for solution in ranked}
     best = dict(default)
-    for solver in tunable:
+    for solver in filter(is_tunable, groups.get(problem, [])):
         if solver.name in default:   # find timed it: it builds and runs
             default[solver.name], best[solver.name] = _paired_times(handle, problem, solver,
                                                                     Buffers(**buffers))

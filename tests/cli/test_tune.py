@@ -110,3 +110,18 @@ def test_tuning_variables_set_tunes_budget(problems_file, monkeypatch):
     assert cli.main(["tune", "--file", str(problems_file), "--quiet", "--strategy", "exhaustive",
                      "--retune", "--budget-configs", "3"]) == 0
     assert len(_trials()) == 6
+
+
+def test_a_composites_solver_is_tuned_on_the_problem_it_runs(tmp_path, monkeypatch):
+    """An NHWC problem: tunable.Spin (channels-first only) runs it as its composite
+    tunable.Spin/nchw, and tune searches Spin's configs on the channels-first problem, the
+    perf-db entry the composite builds."""
+    from convsolve.engine.layouts import channels_first
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,cs_tunable")
+    plugins.reset()
+    problem = Problem.conv2d((1, 2, 5, 4), (3, 2, 3, 3), padding=1, layout="NHWC")
+    path = tmp_path / "problems.txt"
+    path.write_text(f"{problem.key()}\n")
+    assert cli.main(["tune", "--file", str(path), "--quiet", "--budget-configs", "2",
+                     "--strategy", "exhaustive"]) == 0
+    assert {row["problem"] for row in _trials()} == {channels_first(problem).key()}
