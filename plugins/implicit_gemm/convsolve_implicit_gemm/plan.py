@@ -39,6 +39,11 @@ WTI_DEPTH = 128
 #: ... and times this for 1x1 convolutions without stride or padding: a plain GEMM, which the gemm
 #: family runs without the gather's index work (measured here at half gemm.Gemm1x1's speed).
 WTI_PLAIN_GEMM = 0.8
+#: ... and times this in spatial rank 3, where the gather of the depth's window costs more: on
+#: R3D-18's layers at batch 1 the CPU kernel took 1.1-1.9x gemm.Im2ColGemm's time forward,
+#: 0.8-3.3x backward data and 1.6-3.2x backward weights (2-vCPU AMD EPYC, Zen 3, AVX2, PoCL 3.1,
+#: 2026-12-05, under load), so the fallback ranking leaves 3-D problems to the GEMM family.
+WTI_RANK3 = 0.5
 
 
 def useful(size, tile):
@@ -188,7 +193,8 @@ def wti(problem):
     plain = (set(problem.fil_sizes) == {1} and set(conv.strides) == {1}
              and {side for pad in conv.pads for side in pad} == {0})
     return (BASE_WTI[problem.direction] * (work / padded if padded else 1.0)
-            * (WTI_PLAIN_GEMM if plain else 1.0))
+            * (WTI_PLAIN_GEMM if plain else 1.0)
+            * (WTI_RANK3 if problem.spatial_dims == 3 else 1.0))
 
 
 # {{{ the invoker
