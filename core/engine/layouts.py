@@ -24,11 +24,11 @@ import numpy as np
 import pyopencl as cl
 
 from ..arith import ALIGN, round_up
-from ..hookspecs import OPTIONAL_SOLVER_ATTRIBUTES
 from ..problem import ALL_LAYOUTS, LAYOUTS, Problem, TensorDesc
-from ..solvers.calls import build_invoker, events_of, workspace_of, wti_of
-from ..solvers.registry import registry, shape_refusal, solver_attribute
+from ..solvers.calls import build_invoker, events_of, workspace_of
+from ..solvers.registry import registry, shape_refusal
 from .search import config_for
+from .wrapped import Wrapped
 
 KERNEL = resources.files("convsolve") / "kernels" / "layout.cl"
 #: The suffix of a composite layout candidate's name: its solver on channels-first copies.
@@ -66,20 +66,15 @@ def composites(problem, skipped, policy=None, device=None):
     return found
 
 
-class Composite:
+class Composite(Wrapped):
     """``solver`` on channels-first copies of a problem's channels-last tensors: transposes in,
     the solver, a transpose out; it answers the solver hooks as find needs them."""
 
-    def __init__(self, solver):
-        self.inner, self.name = solver, solver.name + NCHW
-        self.family, self.directions, self.dynamic = solver.family, solver.directions, \
-            solver.dynamic
-        for attribute in OPTIONAL_SOLVER_ATTRIBUTES:
-            setattr(self, attribute, solver_attribute(solver, attribute))
-        self.layouts = ALL_LAYOUTS
+    WTI_FACTOR, KIND = TRANSPOSED_WTI, "layout candidate"
 
-    def __repr__(self):
-        return f"<layout candidate {self.name!r}>"
+    def __init__(self, solver):
+        super().__init__(solver, NCHW)
+        self.layouts = ALL_LAYOUTS
 
     def describe(self, problem):
         """What it runs, in explain's words."""
@@ -88,15 +83,7 @@ class Composite:
                 f"{', '.join(copied)} (transposes timed with it)")
 
     def inner_problem(self, problem):
-        """What its solver runs (an exhaustive find tunes the solver there)."""
         return channels_first(problem)
-
-    def is_applicable(self, problem):
-        return self.inner.is_applicable(channels_first(problem))
-
-    def get_wti(self, problem):
-        wti = wti_of(self.inner, channels_first(problem))
-        return wti * TRANSPOSED_WTI if wti > 0 else wti
 
     def _copies(self, problem, handle):
         """(the solver's workspace, {tensor name: offset of its channels-first copy}, bytes in

@@ -7,14 +7,16 @@ asking its solver about the 2-D problem (the same buffers serve both), so find t
 and ranks it beside the native 1-D paths: a 1-D problem runs as a 2-D one only where that
 measured faster.  Its WTI is its solver's times RANK_WTI, so that the fallback ranking prefers a
 native path.  Its config is the one its solver has for the 2-D problem (perf-db, else the
-default); `convsolve tune` of the 1-D problem does not search it.
+default), which an exhaustive find or `convsolve tune` of the 1-D problem searches
+(``inner_problem``, search.tuning_groups).
 """
 from ..device.weights_cache import build_packing
-from ..hookspecs import OPTIONAL_SOLVER_ATTRIBUTES, Packing
+from ..hookspecs import Packing
 from ..problem import LAYOUTS, ConvDesc, Problem, TensorDesc
-from ..solvers.calls import build_invoker, fused_stages_of, workspace_of, wti_of
-from ..solvers.registry import registry, shape_refusal, solver_attribute
+from ..solvers.calls import build_invoker, fused_stages_of, workspace_of
+from ..solvers.registry import registry, shape_refusal
 from .search import config_for
+from .wrapped import Wrapped
 
 #: The suffix of a rank candidate's name: its solver on the 2-D view of a 1-D problem.
 AS_2D = "/2d"
@@ -50,35 +52,22 @@ def rank_candidates(problem, skipped, policy=None, device=None):
     return found
 
 
-class RankCandidate:
+class RankCandidate(Wrapped):
     """``solver`` on a 1-D problem's 2-D view (as_2d); it answers the solver hooks as
     find, run and the epilogue candidates need them."""
 
-    def __init__(self, solver):
-        self.inner, self.name = solver, solver.name + AS_2D
-        self.family, self.directions, self.dynamic = solver.family, solver.directions, \
-            solver.dynamic
-        for attribute in OPTIONAL_SOLVER_ATTRIBUTES:
-            setattr(self, attribute, solver_attribute(solver, attribute))
-        self.spatial_dims = (1,)
+    WTI_FACTOR, KIND = RANK_WTI, "rank candidate"
 
-    def __repr__(self):
-        return f"<rank candidate {self.name!r}>"
+    def __init__(self, solver):
+        super().__init__(solver, AS_2D)
+        self.spatial_dims = (1,)
 
     def describe(self, problem):
         """What it runs, in explain's words."""
         return f"composite: {self.inner.name} on the 1-D problem as 2-D, height 1 (no copy)"
 
     def inner_problem(self, problem):
-        """What its solver runs (an exhaustive find tunes the solver there)."""
         return as_2d(problem)
-
-    def is_applicable(self, problem):
-        return self.inner.is_applicable(as_2d(problem))
-
-    def get_wti(self, problem):
-        wti = wti_of(self.inner, as_2d(problem))
-        return wti * RANK_WTI if wti > 0 else wti
 
     def workspace(self, problem, handle):
         return workspace_of(self.inner, as_2d(problem), handle)
