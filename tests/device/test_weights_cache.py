@@ -26,6 +26,13 @@ def weights(seed, problem=PROBLEM):
     return np.random.default_rng(seed).standard_normal(problem.w.shape).astype(np.float32)
 
 
+def random_x(handle):
+    """PROBLEM's x on the device, random: find's output check reads it (a buffer left
+    uninitialised may hold floats whose products overflow, which that check then reports)."""
+    x = np.random.default_rng(9).standard_normal(PROBLEM.x.shape).astype(np.float32)
+    return cl.Buffer(handle.context, MF.READ_ONLY | MF.COPY_HOST_PTR, hostbuf=x)
+
+
 @pytest.fixture
 def call(handle):
     """call(solver, w_buffer, **keywords) -> y of PROBLEM's forward run on the session handle
@@ -179,9 +186,8 @@ def test_backward_weights_refuses_constant_weights(handle):
 def test_find_ranks_constant_weights_under_its_own_key(handle, call):
     """find(constant_weights=True) records under the policy's key + '-cw', leaving the
     ordinary key's records alone; a plan with constant weights takes that ranking."""
-    wb = call.buffer(1)
-    x = cl.Buffer(handle.context, MF.READ_WRITE, PROBLEM.x.nbytes)
-    y = cl.Buffer(handle.context, MF.READ_WRITE, PROBLEM.y.nbytes)
+    wb, x, y = call.buffer(1), random_x(handle), cl.Buffer(handle.context, MF.READ_WRITE,
+                                                           PROBLEM.y.nbytes)
     ranked = convsolve.find(handle, PROBLEM, x=x, w=wb, y=y, mode="NORMAL",
                             constant_weights=True)
     db = FindDb()
@@ -231,8 +237,7 @@ def test_find_times_the_packed_invoker_after_one_pack(handle, call, counted):
     """find(constant_weights=True) packs the weights once and times only runs from the packed
     weights (the cached cost); without the keyword it times the plain invoker and packs
     nothing."""
-    x = cl.Buffer(handle.context, MF.READ_WRITE, PROBLEM.x.nbytes)
-    y = cl.Buffer(handle.context, MF.READ_WRITE, PROBLEM.y.nbytes)
+    x, y = random_x(handle), cl.Buffer(handle.context, MF.READ_WRITE, PROBLEM.y.nbytes)
     wb = call.buffer(1)
     ranked = convsolve.find(handle, PROBLEM, x=x, w=wb, y=y, mode="NORMAL",
                             constant_weights=True)
