@@ -24,6 +24,8 @@ import numpy as np
 import pyopencl as cl
 
 from ..arith import ALIGN, round_up
+from ..device.weights_cache import build_packing
+from ..hookspecs import Packing
 from ..problem import ALL_LAYOUTS, LAYOUTS, Problem, TensorDesc
 from ..solvers.calls import build_invoker, events_of, workspace_of
 from ..solvers.registry import registry, shape_refusal
@@ -103,31 +105,63 @@ class Composite(Wrapped):
     def build_invoker(self, problem, handle):
         first = channels_first(problem)
         invoker = build_invoker(self.inner, first, handle, config_for(self.inner, first, handle))
+        return self._around(problem, handle, invoker)
+
+    def build_packing(self, problem, handle):
+        """Its solver's packing of the channels-first problem (None where it has none); when w
+        is channels-last, its channels-first copy is made in the packed buffer, after the
+        solver's packed weights, and the solver packs from it."""
+        first = channels_first(problem)
+        built = build_packing(self.inner, first, handle, config_for(self.inner, first, handle))
+        if built is None:
+            return None
+        if not problem.w.channels_last:
+            return Packing(built.nbytes, built.pack, self._around(problem, handle, built.invoker))
+        at, transpose = round_up(built.nbytes, ALIGN), _transposer(problem, handle)
+
+        def pack(w, packed):
+            copy = packed.get_sub_region(at, problem.w.nbytes)
+            return [transpose("w", w, copy, False)] + built.pack(
+                copy, packed.get_sub_region(0, built.nbytes))
+        run = self._around(problem, handle, built.invoker, packed=True)
+        return Packing(at + problem.w.nbytes, pack,
+                       lambda buffers, scratch, packed: run(buffers, scratch, packed.get_sub_region(
+                           0, built.nbytes)))
+
+    def _around(self, problem, handle, invoker, packed=False):
+        """``invoker`` (the solver's, or its packing's when ``packed``: it then takes the
+        packed weights, and w is not copied) between the transposes."""
         own, offsets, _ = self._copies(problem, handle)
-        tile = TILE if handle.device.max_work_group_size >= TILE * TILE else 8
-        kernel = handle.build(KERNEL, "cs_layout", {"CS_LAYOUT_TILE": tile})
-        kernel.set_scalar_arg_dtypes([None, None, np.int32, np.int32, np.int32])
-        out, queue = problem.direction.output, handle.queue
+        transpose, out = _transposer(problem, handle), problem.direction.output
 
-        def transpose(name, src, dst, to_last):
-            n, c, *spatial = getattr(problem, name).shape
-            s = math.prod(spatial)
-            rows, cols = (c, s) if to_last else (s, c)
-            kernel.set_args(src, dst, c, s, int(to_last))
-            return cl.enqueue_nd_range_kernel(queue, kernel, (
-                round_up(cols, tile), round_up(rows, tile), n), (tile, tile, 1))
-
-        def composite(buffers, scratch):
+        def composite(buffers, scratch, *weights):
             # disjoint sub-buffers (a kernel given a buffer and its sub-buffer is undefined),
             # made for this call: one kept beyond it outlives a scratch its owner releases, and
             # NVIDIA's OpenCL crashes releasing a sub-buffer after its parent (RELIABILITY.md)
             copies = {name: scratch.get_sub_region(offset, getattr(problem, name).nbytes)
-                      for name, offset in offsets.items()}
+                      for name, offset in offsets.items() if not (packed and name == "w")}
             events = [transpose(name, getattr(buffers, name), copy, False)
                       for name, copy in copies.items() if name != out]
             events += events_of(self.inner.name, invoker(buffers._replace(**copies), (
-                scratch.get_sub_region(0, own) if own else None)))
+                scratch.get_sub_region(0, own) if own else None), *weights))
             if out in copies:
                 events.append(transpose(out, copies[out], getattr(buffers, out), True))
             return events
         return composite
+
+
+def _transposer(problem, handle):
+    """transpose(name, src, dst, to_last): ``problem``'s tensor ``name`` from ``src`` into
+    ``dst``, to its channels-last order (``to_last``) or to channels-first (kernels/layout.cl)."""
+    tile = TILE if handle.device.max_work_group_size >= TILE * TILE else 8
+    kernel = handle.build(KERNEL, "cs_layout", {"CS_LAYOUT_TILE": tile})
+    kernel.set_scalar_arg_dtypes([None, None, np.int32, np.int32, np.int32])
+
+    def transpose(name, src, dst, to_last):
+        n, c, *spatial = getattr(problem, name).shape
+        s = math.prod(spatial)
+        rows, cols = (c, s) if to_last else (s, c)
+        kernel.set_args(src, dst, c, s, int(to_last))
+        return cl.enqueue_nd_range_kernel(handle.queue, kernel, (
+            round_up(cols, tile), round_up(rows, tile), n), (tile, tile, 1))
+    return transpose

@@ -191,3 +191,31 @@ def test_composite_keeps_no_part_of_the_callers_scratch(handle, with_gemm):
     convsolve.run(handle, NHWC, composite.name, **buffers, scratch=scratch)
     handle.queue.finish()
     assert sys.getrefcount(scratch) == before
+
+
+@pytest.mark.parametrize("layout", ["NHWC", {"x": "NHWC", "y": "NHWC"}], ids=["w-last", "w-first"])
+def test_a_composite_packs_its_solvers_weights(handle, monkeypatch, layout):
+    """With constant weights, winograd.F2x3/nchw packs through Winograd's packing (the
+    transformed filter), from a channels-first copy of w made in the packed buffer when w is
+    channels-last: the results match the reference, and a new weights version repacks."""
+    monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,winograd")
+    problem = Problem.conv2d((2, 3, 6, 7), (5, 3, 3, 3), padding=1, layout=layout)
+    name = "winograd.F2x3" + NCHW
+    composite = {c.name: c for c in candidates(problem)[0]}[name]
+    packing = composite.build_packing(problem, handle)
+    assert packing is not None and packing.nbytes >= (problem.w.nbytes if problem.w.channels_last
+                                                      else 1)
+    tolerance = convsolve.registry().get("winograd.F2x3").tolerance
+    handle.weights_cache.clear()
+    host = random_tensors(problem, 1)
+    buffers = device_buffers(handle, host)
+    expected = expected_output(problem, host)
+    for version, seed in ((0, 1), (0, 2), (1, 2)):   # w rewritten, then its version bumped
+        cl.enqueue_copy(handle.queue, buffers["w"], random_tensors(problem, seed)["w"])
+        convsolve.run(handle, problem, name, **buffers, constant_weights=True,
+                      weights_version=version)
+        if version:   # repacked from the new weights
+            expected = expected_output(problem, dict(host, w=random_tensors(problem, seed)["w"]))
+        assert reference.relative_error(read_output(handle, problem, buffers),
+                                        expected) < tolerance
+    assert len(handle.weights_cache) == 1
