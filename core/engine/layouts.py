@@ -123,14 +123,13 @@ class Composite(Wrapped):
             copy = packed.get_sub_region(at, problem.w.nbytes)
             return [transpose("w", w, copy, False)] + built.pack(
                 copy, packed.get_sub_region(0, built.nbytes))
-        run = self._around(problem, handle, built.invoker, packed=True)
         return Packing(at + problem.w.nbytes, pack,
-                       lambda buffers, scratch, packed: run(buffers, scratch, packed.get_sub_region(
-                           0, built.nbytes)))
+                       self._around(problem, handle, built.invoker, packed=built.nbytes))
 
-    def _around(self, problem, handle, invoker, packed=False):
-        """``invoker`` (the solver's, or its packing's when ``packed``: it then takes the
-        packed weights, and w is not copied) between the transposes."""
+    def _around(self, problem, handle, invoker, packed=0):
+        """``invoker`` between the transposes: the solver's, or its packing's, which then takes
+        the packed weights (``packed``: their bytes, at the start of the packed buffer, which
+        also holds the channels-first copy of w; w is then not copied per call)."""
         own, offsets, _ = self._copies(problem, handle)
         transpose, out = _transposer(problem, handle), problem.direction.output
 
@@ -140,6 +139,8 @@ class Composite(Wrapped):
             # NVIDIA's OpenCL crashes releasing a sub-buffer after its parent (RELIABILITY.md)
             copies = {name: scratch.get_sub_region(offset, getattr(problem, name).nbytes)
                       for name, offset in offsets.items() if not (packed and name == "w")}
+            if packed:
+                weights = (weights[0].get_sub_region(0, packed),)
             events = [transpose(name, getattr(buffers, name), copy, False)
                       for name, copy in copies.items() if name != out]
             events += events_of(self.inner.name, invoker(buffers._replace(**copies), (
