@@ -40,9 +40,10 @@ WTI_DEPTH = 128
 #: family runs without the gather's index work (measured here at half gemm.Gemm1x1's speed).
 WTI_PLAIN_GEMM = 0.8
 #: ... and times this in spatial rank 3, where the gather of the depth's window costs more: on
-#: R3D-18's layers at batch 1 the CPU kernel took 1.1-1.9x gemm.Im2ColGemm's time forward,
-#: 0.8-3.3x backward data and 1.6-3.2x backward weights (2-vCPU AMD EPYC, Zen 3, AVX2, PoCL 3.1,
-#: 2026-12-05, under load), so the fallback ranking leaves 3-D problems to the GEMM family.
+#: R3D-18's layers at batch 1 the CPU kernel took 1.2-2.1x gemm.Im2ColGemm's time forward (0.9x
+#: on the stem, 5.6x on a strided 1x1x1 layer), 0.8-3.3x backward data and 1.7-3.2x backward
+#: weights (2-vCPU AMD EPYC, Zen 3, AVX2, PoCL 3.1, 2026-12-05, under load; BENCHMARKS.md), so
+#: the fallback ranking leaves 3-D problems to the GEMM family.
 WTI_RANK3 = 0.5
 
 
