@@ -1,7 +1,7 @@
 """convsolve-gemm in spatial rank 1 and 3: Im2ColGemm and GemmWrwSplitK on NCW and NCDHW
 tensors through unfold_nd.cl, Gemm1x1 on channels-first and channels-last ones, every
 direction, against the float64 reference with exact workspaces (check_solver); 2-D keeps its
-kernels, launches and workspace; epilogues never reach a problem of another rank."""
+kernels, launches and workspace; the epilogue stages each solver fuses in ranks 1 and 3."""
 import math
 
 import convsolve
