@@ -28,9 +28,8 @@ from ..device.weights_cache import build_packing
 from ..hookspecs import Packing
 from ..problem import ALL_LAYOUTS, LAYOUTS, Problem, TensorDesc
 from ..solvers.calls import build_invoker, events_of, workspace_of
-from ..solvers.registry import registry, shape_refusal
 from .search import config_for
-from .wrapped import Wrapped
+from .wrapped import Wrapped, wrapped_candidates
 
 KERNEL = resources.files("convsolve") / "kernels" / "layout.cl"
 #: The suffix of a composite layout candidate's name: its solver on channels-first copies.
@@ -59,13 +58,8 @@ def composites(problem, skipped, policy=None, device=None):
     if problem.epilogue is not None or not all(t.size for t in tensors) or not any(
             t.channels_last for t in tensors):
         return []
-    found = []
-    for solver in registry().candidates(channels_first(problem), policy, device)[0]:
-        reason = skipped.get(solver.name)
-        if reason is not None and reason == shape_refusal(solver, problem):
-            found.append(Composite(solver))
-            skipped[solver.name] = f"{reason}; {found[-1].name} runs it on channels-first copies"
-    return found
+    return wrapped_candidates(Composite, problem, channels_first(problem), skipped, policy,
+                              device, "runs it on channels-first copies")
 
 
 class Composite(Wrapped):

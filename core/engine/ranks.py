@@ -14,9 +14,8 @@ from ..device.weights_cache import build_packing
 from ..hookspecs import Packing
 from ..problem import LAYOUTS, ConvDesc, Problem, TensorDesc
 from ..solvers.calls import build_invoker, fused_stages_of, workspace_of
-from ..solvers.registry import registry, shape_refusal
 from .search import config_for
-from .wrapped import Wrapped
+from .wrapped import Wrapped, wrapped_candidates
 
 #: The suffix of a rank candidate's name: its solver on the 2-D view of a 1-D problem.
 AS_2D = "/2d"
@@ -43,13 +42,8 @@ def rank_candidates(problem, skipped, policy=None, device=None):
     ``skipped`` of Registry.candidates; the reason of each solver that gets one then names it."""
     if problem.spatial_dims != 1:
         return []
-    found = []
-    for solver in registry().candidates(as_2d(problem), policy, device)[0]:
-        reason = skipped.get(solver.name)
-        if reason is not None and reason == shape_refusal(solver, problem):
-            found.append(RankCandidate(solver))
-            skipped[solver.name] = f"{reason}; {found[-1].name} runs it as a 2-D problem"
-    return found
+    return wrapped_candidates(RankCandidate, problem, as_2d(problem), skipped, policy, device,
+                              "runs it as a 2-D problem")
 
 
 class RankCandidate(Wrapped):

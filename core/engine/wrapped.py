@@ -2,7 +2,21 @@
 candidates (layouts.py) and rank candidates (ranks.py).  What they share."""
 from ..hookspecs import OPTIONAL_SOLVER_ATTRIBUTES
 from ..solvers.calls import wti_of
-from ..solvers.registry import solver_attribute
+from ..solvers.registry import registry, shape_refusal, solver_attribute
+
+
+def wrapped_candidates(kind, problem, inner, skipped, policy, device, how):
+    """``kind`` (a Wrapped subclass) around each solver that the registry refuses for
+    ``problem`` only by its rank or layout (``shape_refusal``) and that is applicable to the
+    problem ``inner``; that solver's reason in ``skipped`` (Registry.candidates') then names its
+    candidate and ``how`` it runs it."""
+    found = []
+    for solver in registry().candidates(inner, policy, device)[0]:
+        reason = skipped.get(solver.name)
+        if reason is not None and reason == shape_refusal(solver, problem):
+            found.append(kind(solver))
+            skipped[solver.name] = f"{reason}; {found[-1].name} {how}"
+    return found
 
 
 class Wrapped:
