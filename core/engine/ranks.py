@@ -19,8 +19,11 @@ from .wrapped import Wrapped, wrapped_candidates
 
 #: The suffix of a rank candidate's name: its solver on the 2-D view of a 1-D problem.
 AS_2D = "/2d"
-#: A rank candidate's WTI is its solver's times this.
-RANK_WTI = 0.9
+#: A rank candidate's WTI is its solver's times this: its solver's WTI reads a 2-D problem and
+#: overrates the height-1 view (on wav2vec2's layers direct.Tiled/2d and direct.Depthwise/2d,
+#: WTI 0.41 and 0.54 at 0.9, took 8-25x gemm.Im2ColGemm's time; BENCHMARKS.md), so that the
+#: fallback ranking prefers a native path unless the solver's WTI is far above it.
+RANK_WTI = 0.5
 
 
 def as_2d(problem):

@@ -39,12 +39,13 @@ WTI_DEPTH = 128
 #: ... and times this for 1x1 convolutions without stride or padding: a plain GEMM, which the gemm
 #: family runs without the gather's index work (measured here at half gemm.Gemm1x1's speed).
 WTI_PLAIN_GEMM = 0.8
-#: ... and times this in spatial rank 3, where the gather of the depth's window costs more: on
+#: ... and times this in spatial ranks 1 and 3 (the factors above were measured in 2-D): on
 #: R3D-18's layers at batch 1 the CPU kernel took 1.2-2.1x gemm.Im2ColGemm's time forward (0.9x
 #: on the stem, 5.6x on a strided 1x1x1 layer), 0.8-3.3x backward data and 1.7-3.2x backward
-#: weights (2-vCPU AMD EPYC, Zen 3, AVX2, PoCL 3.1, 2026-12-05, under load; BENCHMARKS.md), so
-#: the fallback ranking leaves 3-D problems to the GEMM family.
-WTI_RANK3 = 0.5
+#: weights (under load), on wav2vec2's feature encoder at batch 4 1.5-3.5x in each direction,
+#: winning only its grouped positional convolution (2-vCPU AMD EPYC, Zen 3, AVX2, PoCL 3.1,
+#: 2026-12-05; BENCHMARKS.md), so the fallback ranking leaves those to the GEMM family.
+WTI_OTHER_RANKS = 0.5
 
 
 def useful(size, tile):
@@ -195,7 +196,7 @@ def wti(problem):
              and {side for pad in conv.pads for side in pad} == {0})
     return (BASE_WTI[problem.direction] * (work / padded if padded else 1.0)
             * (WTI_PLAIN_GEMM if plain else 1.0)
-            * (WTI_RANK3 if problem.spatial_dims == 3 else 1.0))
+            * (WTI_OTHER_RANKS if problem.spatial_dims != 2 else 1.0))
 
 
 # {{{ the invoker
