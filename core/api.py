@@ -16,6 +16,7 @@ from .device.tensors import (
     HostOutput,
     array_buffer,
     check_out,
+    check_shape,
     host_buffer,
     pad_planes,
 )
@@ -138,11 +139,6 @@ def _on_host(array: Any) -> np.ndarray:
     return array.get() if isinstance(array, cl_array.Array) else array
 
 
-def _check_shape(name: str, array: Tensor, shape: Sequence[int]) -> None:
-    if tuple(array.shape) != tuple(shape):
-        raise ValidationError(f"{name}.shape", array.shape, f"the problem needs {tuple(shape)}")
-
-
 def _epilogue(problem: Problem, values: Mapping[str, Any],
               prior: Tensor | None) -> tuple[Problem, dict[str, Any]]:
     """``problem`` with the epilogue the numpy arguments ``values`` ask for (None when they are
@@ -161,7 +157,7 @@ def _epilogue(problem: Problem, values: Mapping[str, Any],
                         ("z", out.memory_shape)):   # z in the output's layout
         if name in values:
             values[name] = _host_array(name, values[name])
-            _check_shape(name, values[name], shape)
+            check_shape(name, values[name], shape)
     mode = Activation.parse(values.get("activation")).mode
     blend = values.get("beta", 0.0) != 0
     if blend and prior is None:
@@ -191,7 +187,7 @@ def _solve(problem: Problem, handle: Handle | None, solver: str | None,
     shape = out_desc.memory_shape   # the output array's
     if prior is not None:
         prior = _host_array(out_name, prior)
-        _check_shape(out_name, prior, shape)
+        check_shape(out_name, prior, shape)
     problem, values = _epilogue(problem, values or {}, prior)
     if solver is not None and not isinstance(solver, str):
         raise ValidationError("solver", solver, "expected a solver or family name, or None")
@@ -320,7 +316,7 @@ def _gradient(rank: int, direction: Direction, dy: TensorLike, other: TensorLike
     dy, other = _host_array("dy", dy), _host_array("w" if data else "x", other)
     shapes = (shape, other.shape) if data else (other.shape, shape)
     problem = _problem(rank, layout, *shapes, *conv, direction)
-    _check_shape("dy", dy, problem.y.memory_shape)
+    check_shape("dy", dy, problem.y.memory_shape)
     return _solve(problem, handle, solver, {"y": dy, "w" if data else "x": other}, policy,
                   values, prior, out)
 
@@ -365,7 +361,7 @@ def conv2d_backward_bias(dy: TensorLike, alpha: float = 1.0, beta: float = 0.0,
         if db is None:
             raise ValidationError("db", None, f"beta={beta} blends db's prior contents: pass them")
         prior = _host_array("db", db)
-        _check_shape("db", prior, dy.shape[1:2])
+        check_shape("db", prior, dy.shape[1:2])
     device = isinstance(dy, cl_array.Array) or isinstance(prior, cl_array.Array)
     if out is not None:
         out = check_out(out, dy.shape[1:2], device, [dy])

@@ -119,6 +119,12 @@ class HostOutput:
         return self.array
 
 
+def check_shape(name, array, shape):
+    """ValidationError naming ``name``.shape unless ``array`` (the numpy API's) has ``shape``."""
+    if tuple(array.shape) != tuple(shape):
+        raise ValidationError(f"{name}.shape", array.shape, f"the problem needs {tuple(shape)}")
+
+
 #: Why another dtype is refused, and the way to float32.
 FLOAT32_ONLY = ("expected float32: convsolve computes in float32; .astype(numpy.float32) "
                 "makes a float32 copy (results then carry float32's rounding)")
@@ -134,8 +140,7 @@ def check_out(out, shape, device, inputs):
         raise ValidationError("out", type(out).__name__, "expected a numpy array")
     if out.dtype != np.float32:
         raise ValidationError("out.dtype", str(out.dtype), FLOAT32_ONLY)
-    if tuple(out.shape) != tuple(shape):
-        raise ValidationError("out.shape", out.shape, f"the problem needs {tuple(shape)}")
+    check_shape("out", out, shape)
     if not out.flags.writeable:
         raise ValidationError("out", "a read-only array", "expected a writeable array")
     if any(np.may_share_memory(out, array) for array in inputs):
