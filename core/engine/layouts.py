@@ -24,11 +24,9 @@ import numpy as np
 import pyopencl as cl
 
 from ..arith import ALIGN, round_up
-from ..device.weights_cache import build_packing
 from ..hookspecs import Packing
 from ..problem import ALL_LAYOUTS, LAYOUTS, Problem, TensorDesc
-from ..solvers.calls import build_invoker, events_of, workspace_of
-from .search import config_for
+from ..solvers.calls import events_of, workspace_of
 from .wrapped import Wrapped, wrapped_candidates
 
 KERNEL = resources.files("convsolve") / "kernels" / "layout.cl"
@@ -97,16 +95,13 @@ class Composite(Wrapped):
         return self._copies(problem, handle)[2]
 
     def build_invoker(self, problem, handle):
-        first = channels_first(problem)
-        invoker = build_invoker(self.inner, first, handle, config_for(self.inner, first, handle))
-        return self._around(problem, handle, invoker)
+        return self._around(problem, handle, self.inner_invoker(problem, handle))
 
     def build_packing(self, problem, handle):
         """Its solver's packing of the channels-first problem (None where it has none); when w
         is channels-last, its channels-first copy is made in the packed buffer, after the
         solver's packed weights, and the solver packs from it."""
-        first = channels_first(problem)
-        built = build_packing(self.inner, first, handle, config_for(self.inner, first, handle))
+        built = self.inner_packing(problem, handle)
         if built is None:
             return None
         if not problem.w.channels_last:

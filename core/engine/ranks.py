@@ -10,11 +10,9 @@ native path.  Its config is the one its solver has for the 2-D problem (perf-db,
 default), which an exhaustive find or `convsolve tune` of the 1-D problem searches
 (``inner_problem``, search.tuning_groups).
 """
-from ..device.weights_cache import build_packing
 from ..hookspecs import Packing
 from ..problem import LAYOUTS, ConvDesc, Problem, TensorDesc
-from ..solvers.calls import build_invoker, fused_stages_of, workspace_of
-from .search import config_for
+from ..solvers.calls import fused_stages_of, workspace_of
 from .wrapped import Wrapped, wrapped_candidates
 
 #: The suffix of a rank candidate's name: its solver on the 2-D view of a 1-D problem.
@@ -73,11 +71,9 @@ class RankCandidate(Wrapped):
         return fused_stages_of(self.inner, as_2d(problem))
 
     def build_invoker(self, problem, handle):
-        flat = as_2d(problem)
-        return build_invoker(self.inner, flat, handle, config_for(self.inner, flat, handle))
+        return self.inner_invoker(problem, handle)
 
     def build_packing(self, problem, handle):
         """Its solver's packing of the 2-D problem (None where it has none)."""
-        flat = as_2d(problem)
-        built = build_packing(self.inner, flat, handle, config_for(self.inner, flat, handle))
+        built = self.inner_packing(problem, handle)
         return None if built is None else Packing(built.nbytes, built.pack, built.invoker)

@@ -1,8 +1,10 @@
 """Candidates that run an installed solver on another problem than find's: composite layout
 candidates (layouts.py) and rank candidates (ranks.py).  What they share."""
+from ..device.weights_cache import build_packing
 from ..hookspecs import OPTIONAL_SOLVER_ATTRIBUTES
-from ..solvers.calls import wti_of
+from ..solvers.calls import build_invoker, wti_of
 from ..solvers.registry import registry, shape_refusal, solver_attribute
+from .search import config_for
 
 
 def wrapped_candidates(kind, problem, inner, skipped, policy, device, how):
@@ -47,3 +49,13 @@ class Wrapped:
     def get_wti(self, problem):
         wti = wti_of(self.inner, self.inner_problem(problem))
         return wti * self.WTI_FACTOR if wti > 0 else wti
+
+    def inner_invoker(self, problem, handle):
+        """Its solver's invoker of the problem it runs, with the config tuned there."""
+        inner = self.inner_problem(problem)
+        return build_invoker(self.inner, inner, handle, config_for(self.inner, inner, handle))
+
+    def inner_packing(self, problem, handle):
+        """Its solver's packing of the problem it runs (weights_cache.Built), or None."""
+        inner = self.inner_problem(problem)
+        return build_packing(self.inner, inner, handle, config_for(self.inner, inner, handle))
