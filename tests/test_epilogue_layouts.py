@@ -10,6 +10,7 @@ from convsolve import Epilogue, Problem, ValidationError, reference
 from convsolve.engine.fusion import UNFUSED, candidates
 from convsolve.engine.layouts import NCHW
 from convsolve.testing import device_buffers, random_tensors, read_output
+from epilogue_operands import epilogue_operands
 
 EVERY = Epilogue(True, True, True, "leaky_relu", True)
 VALUES = {"alpha": -0.75, "beta": 0.5, "z_scale": 1.5, "activation": ("leaky_relu", 0.2)}
@@ -33,14 +34,6 @@ def with_gemm(monkeypatch):
     monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,gemm")
 
 
-def _operands(problem, seed=3):
-    """scale and bias (one per output channel) and z (y's memory order), float32."""
-    rng = np.random.default_rng(seed)
-    return {"scale": rng.uniform(-2, 2, problem.k).astype(np.float32),
-            "bias": rng.uniform(-1, 1, problem.k).astype(np.float32),
-            "z": rng.uniform(-1, 1, problem.y.memory_shape).astype(np.float32)}
-
-
 def test_every_rank_and_layout_takes_an_epilogue():
     """A problem of any rank and layout carries an epilogue at the end of its key (2-D NCHW's
     keys unchanged), and its key parses back."""
@@ -62,7 +55,7 @@ def test_reference_and_every_candidate_agree(handle, with_gemm, name):
     candidates, each of which (run by name) computes it."""
     bare, expected_names = CASES[name]
     problem = bare.with_epilogue(EVERY)
-    host, operands = random_tensors(problem), _operands(problem)
+    host, operands = random_tensors(problem), epilogue_operands(problem, 3)
     expected = reference.compute(problem, *(host[n] for n in "xwy"), **operands, **VALUES)
     first = Problem.convolution(bare.x.shape, bare.w.shape, bare.conv.strides, bare.conv.pads,
                                 groups=bare.groups, epilogue=EVERY)   # channels-first
@@ -93,7 +86,7 @@ def test_numpy_api_of_every_rank(handle, with_gemm, name):
     """conv1d / conv2d / conv3d take bias, scale, z, y and the activation in any layout (arrays
     in memory order), through find and through a named solver."""
     bare, _ = CASES[name]
-    host, operands = random_tensors(bare), _operands(bare)
+    host, operands = random_tensors(bare), epilogue_operands(bare, 3)
     layout, rank = bare.y.layout, bare.spatial_dims
     convolve = {1: convsolve.conv1d, 2: convsolve.conv2d, 3: convsolve.conv3d}[rank]
     problem = bare.with_epilogue(EVERY)

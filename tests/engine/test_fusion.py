@@ -10,6 +10,7 @@ from convsolve.cli.explain import explain
 from convsolve.db.find_db import FindDb
 from convsolve.engine.fusion import ALIGN, UNFUSED, candidates
 from convsolve.testing import device_buffers, random_tensors, read_output
+from epilogue_operands import epilogue_operands
 
 BARE = Problem.conv2d((2, 3, 7, 6), (4, 3, 3, 3), padding=1)
 ALL = Epilogue(True, True, True, "relu", True)
@@ -19,13 +20,6 @@ ALL = Epilogue(True, True, True, "relu", True)
 def with_gemm(monkeypatch):
     """The naive solvers and the GEMM family, which fuse, and fake.Good, which does not."""
     monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,gemm,cs_plain")
-
-
-def _arrays(problem, seed=1):
-    rng = np.random.default_rng(seed)
-    return {"scale": rng.uniform(-2, 2, problem.k).astype(np.float32),
-            "bias": rng.uniform(-1, 1, problem.k).astype(np.float32),
-            "z": rng.uniform(-1, 1, problem.y.shape).astype(np.float32)}
 
 
 def _device(handle, arrays):
@@ -54,7 +48,7 @@ def test_composite_workspace_is_exact(handle, with_gemm):
     assert need == -(-inner // ALIGN) * ALIGN + problem.y.nbytes
     scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, need)
     cl.enqueue_fill_buffer(handle.queue, scratch, np.uint8(0xA5), 0, need)
-    host, arrays = random_tensors(problem), _arrays(problem)
+    host, arrays = random_tensors(problem), epilogue_operands(problem, 1)
     buffers = device_buffers(handle, host)
     convsolve.run(handle, problem, unfused.name, **buffers, scratch=scratch, alpha=0.5,
                   beta=0.25, **{n: b for n, b in _device(handle, arrays).items()})
@@ -75,7 +69,7 @@ def test_find_keeps_the_callers_output_and_ranks_both(handle, with_gemm):
     family too) then computes the right output."""
     problem = BARE.with_epilogue(Epilogue(bias=True, residual=True, activation="elu",
                                           blend=True))
-    host, arrays = random_tensors(problem), _arrays(problem)
+    host, arrays = random_tensors(problem), epilogue_operands(problem, 1)
     buffers, device = device_buffers(handle, host), _device(handle, arrays)
     values = {"alpha": -1.0, "beta": 0.5, "z_scale": 2.0, "activation": ("elu", 0.5)}
     found = convsolve.find(handle, problem, **buffers, bias=device["bias"], z=buffers["y"],
@@ -101,20 +95,20 @@ def test_immediate_and_explain_list_candidates(handle, with_gemm):
     convsolve.compile_solution(handle, problem, "gemm.Im2ColGemm" + UNFUSED)
     rows = {row["solver"]: row for row in explain(handle, problem, {
         **device_buffers(handle, random_tensors(problem)),
-        "bias": _device(handle, _arrays(problem))["bias"]})}
+        "bias": _device(handle, epilogue_operands(problem, 1))["bias"]})}
     assert rows["gemm.Im2ColGemm" + UNFUSED]["status"].startswith("rank")
     assert rows["direct.NaiveBwdData"]["status"] == "does not serve FORWARD"
     with pytest.raises(SolverError, match="no unfused variant"):
         convsolve.run(handle, problem, "fake.Good" + UNFUSED,
                       **device_buffers(handle, random_tensors(problem)),
-                      bias=_device(handle, _arrays(problem))["bias"])
+                      bias=_device(handle, epilogue_operands(problem, 1))["bias"])
 
 
 def test_values_are_checked_before_opencl(handle):
     """Each value that does not fit the problem's epilogue is a ValidationError naming it."""
     host = random_tensors(BARE)
     buffers = device_buffers(handle, host)
-    bias = _device(handle, _arrays(BARE))["bias"]
+    bias = _device(handle, epilogue_operands(BARE, 1))["bias"]
     problem = BARE.with_epilogue(Epilogue(bias=True))
     cases = [(BARE, {"bias": bias}, "invalid bias=.*has no epilogue"),
              (BARE, {"alpha": 2.0}, "invalid alpha=2.0.*has no epilogue"),
@@ -154,7 +148,7 @@ def test_isolated_find_times_epilogue_candidates_in_the_worker(handle, with_gemm
     problem = BARE.with_epilogue(Epilogue(bias=True, residual=True, activation="abs", blend=True))
     buffers = device_buffers(handle, random_tensors(problem))
     prior = read_output(handle, problem, buffers)
-    bias = _device(handle, _arrays(problem))["bias"]
+    bias = _device(handle, epilogue_operands(problem, 1))["bias"]
     found = convsolve.find(handle, problem, **buffers, bias=bias, z=buffers["y"], beta=0.5,
                            activation=Activation("abs"))
     names = {s.solver for s in found}
@@ -171,7 +165,7 @@ def test_exhaustive_find_tunes_the_bare_convolution(handle, with_gemm, monkeypat
     problem = Problem.conv2d((2, 8, 5, 4), (6, 8, 1, 1)).with_epilogue(
         Epilogue(bias=True, activation="relu"))
     found = convsolve.find(handle, problem, **device_buffers(handle, random_tensors(problem)),
-                           bias=_device(handle, _arrays(problem))["bias"], exhaustive=True)
+                           bias=_device(handle, epilogue_operands(problem, 1))["bias"], exhaustive=True)
     assert "gemm.Gemm1x1" in {s.solver for s in found}
     from convsolve.db.perf_db import PerfDb
     bare = problem.with_epilogue(None).key()
@@ -189,6 +183,6 @@ def test_composite_keeps_no_part_of_the_callers_scratch(handle, with_gemm):
     scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, unfused.workspace(problem, handle))
     buffers, before = device_buffers(handle, random_tensors(problem)), sys.getrefcount(scratch)
     convsolve.run(handle, problem, unfused.name, **buffers, scratch=scratch, beta=0.5,
-                  **_device(handle, _arrays(problem)))
+                  **_device(handle, epilogue_operands(problem, 1)))
     handle.queue.finish()
     assert sys.getrefcount(scratch) == before
