@@ -23,7 +23,7 @@ from importlib import resources
 import numpy as np
 import pyopencl as cl
 
-from ..arith import ALIGN, round_up
+from ..arith import ALIGN, ceil_div, round_up
 from ..hookspecs import Packing
 from ..problem import ALL_LAYOUTS, LAYOUTS, Problem, TensorDesc
 from ..solvers.calls import events_of, workspace_of
@@ -35,7 +35,8 @@ NCHW = "/nchw"
 #: The WTI of a composite is its solver's times this (the transposes sweep each copied tensor
 #: twice), so that the fallback ranking prefers a solver serving the layout itself.
 TRANSPOSED_WTI = 0.8
-#: The side of layout.cl's tile (its CS_LAYOUT_TILE default): 16 x 16 work-items, else 8 x 8.
+#: The side of layout.cl's tile (its CS_LAYOUT_TILE default): on GPUs 16 x 16 work-items (else
+#: 8 x 8), on other devices one work-item's private tile (layout.cl says why).
 TILE = 16
 
 
@@ -143,8 +144,10 @@ class Composite(Wrapped):
 def _transposer(problem, handle):
     """transpose(name, src, dst, to_last): ``problem``'s tensor ``name`` from ``src`` into
     ``dst``, to its channels-last order (``to_last``) or to channels-first (kernels/layout.cl)."""
-    tile = TILE if handle.device.max_work_group_size >= TILE * TILE else 8
-    kernel = handle.build(KERNEL, "cs_layout", {"CS_LAYOUT_TILE": tile})
+    gpu = handle.is_gpu
+    tile = TILE if not gpu or handle.device.max_work_group_size >= TILE * TILE else 8
+    kernel = handle.build(KERNEL, "cs_layout" if gpu else "cs_layout_private",
+                          {"CS_LAYOUT_TILE": tile})
     kernel.set_scalar_arg_dtypes([None, None, np.int32, np.int32, np.int32])
 
     def transpose(name, src, dst, to_last):
@@ -152,6 +155,9 @@ def _transposer(problem, handle):
         s = math.prod(spatial)
         rows, cols = (c, s) if to_last else (s, c)
         kernel.set_args(src, dst, c, s, int(to_last))
-        return cl.enqueue_nd_range_kernel(handle.queue, kernel, (
-            round_up(cols, tile), round_up(rows, tile), n), (tile, tile, 1))
+        if gpu:
+            size, local = (round_up(cols, tile), round_up(rows, tile), n), (tile, tile, 1)
+        else:
+            size, local = (ceil_div(cols, tile), ceil_div(rows, tile), n), (1, 1, 1)
+        return cl.enqueue_nd_range_kernel(handle.queue, kernel, size, local)
     return transpose

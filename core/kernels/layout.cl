@@ -6,13 +6,19 @@
  *
  * for n < N, c < C, s < S, where S is the spatial size (W, H * W or D * H * W: every rank is one
  * kernel); weights are the same with N = K and C = C / groups.  Each image is a rows x cols
- * matrix transposed through a local tile (rows = C, cols = S to channels-last; rows = S,
- * cols = C from it), so both the reads and the writes run along memory.
+ * matrix (rows = C, cols = S to channels-last; rows = S, cols = C from it) transposed in
+ * T x T tiles, so both the reads and the writes run along memory.
  *
- * Kernel:
+ * Kernels (same arguments; T = CS_LAYOUT_TILE):
  *   cs_layout(const global real *src, global real *dst, int C, int S, int to_last)
- *   global size = (CS_DIV_UP(cols, T) * T, CS_DIV_UP(rows, T) * T, N), local size = (T, T, 1)
- *   with T = CS_LAYOUT_TILE
+ *     GPUs: a work-group of T x T work-items per tile, staged in local memory;
+ *     global size = (CS_DIV_UP(cols, T) * T, CS_DIV_UP(rows, T) * T, N), local (T, T, 1)
+ *   cs_layout_private(...)
+ *     CPUs: a work-item per tile, staged in private memory (no barrier: PoCL runs a work-group's
+ *     items in loops split at each barrier, 2-8x slower here on ResNet-50-sized tensors);
+ *     global size = (CS_DIV_UP(cols, T), CS_DIV_UP(rows, T), N), local (1, 1, 1) (a fixed
+ *     shape: PoCL compiles a work-group function per local size, and its own choice for the
+ *     T x T private tiles of large work-groups overflowed its stack at T = 32)
  *
  * Defines read: CS_LAYOUT_TILE; CS_PRECISION via convsolve.h (`real`).
  */
@@ -37,4 +43,20 @@ void cs_layout(const __global real *restrict src, __global real *restrict dst, c
     /* dst is cols x rows: work-item (tx, ty) writes dst[col0 + ty][row0 + tx] */
     if (row0 + tx < rows && col0 + ty < cols)
         dst[base + (size_t)(col0 + ty) * rows + row0 + tx] = tile[tx][ty];
+}
+
+__kernel void cs_layout_private(const __global real *restrict src, __global real *restrict dst,
+                                const int C, const int S, const int to_last)
+{
+    real tile[CS_LAYOUT_TILE][CS_LAYOUT_TILE];
+    const int rows = to_last ? C : S, cols = to_last ? S : C;
+    const size_t base = (size_t)get_global_id(2) * C * S;
+    const int row0 = get_global_id(1) * CS_LAYOUT_TILE, col0 = get_global_id(0) * CS_LAYOUT_TILE;
+    const int nr = min(CS_LAYOUT_TILE, rows - row0), nc = min(CS_LAYOUT_TILE, cols - col0);
+    for (int r = 0; r < nr; ++r)
+        for (int c = 0; c < nc; ++c)
+            tile[c][r] = src[base + (size_t)(row0 + r) * cols + col0 + c];
+    for (int c = 0; c < nc; ++c)
+        for (int r = 0; r < nr; ++r)
+            dst[base + (size_t)(col0 + c) * rows + row0 + r] = tile[c][r];
 }
