@@ -15,9 +15,8 @@ round of least event time of five, after two warm-up calls), printing its wall t
 import sys
 import time
 
-import pyopencl as cl
-
 import convsolve
+import pyopencl as cl
 from convsolve import Buffers, Handle, Problem
 from convsolve.arith import ALIGN, round_up
 from convsolve.device.tensors import device_buffers, random_tensors
@@ -42,9 +41,9 @@ def timed(label, call, rounds=5):
           + " ".join(f"{ms:.3f}" for ms in best[1]), flush=True)
 
 
-def probe(handle, name, problem):
-    """The timings above for ``problem`` (channels-last) and the solver called ``name``."""
-    solver = convsolve.registry().get(name)
+def probe(handle, solver_name, problem):
+    """The timings above for ``problem`` (channels-last) and the solver ``solver_name``."""
+    solver = convsolve.registry().get(solver_name)
     composite = Composite(solver)
     buffers = Buffers(**device_buffers(handle, random_tensors(problem)))
     scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, composite.workspace(problem,

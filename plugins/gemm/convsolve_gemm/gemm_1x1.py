@@ -41,9 +41,12 @@ class Gemm1x1(GemmSolver):
         return self.wti * (self.strided_factor if self.uses_columns(problem) else 1.0)
 
     @hookimpl
-    def workspace(self, problem):
+    def workspace(self, problem, handle):
+        """Channels-last: the gathered pixels of a strided problem and, on GPUs, backward-weights'
+        partial dW (channels_last.splits); channels-first: GemmSolver's."""
         if channels_last.serves(problem):
-            return channels_last.workspace_bytes(channels_last.planar(problem))
+            return channels_last.workspace_bytes(channels_last.planar(problem),
+                                                 channels_last.splits(handle))
         return super().workspace(problem)
 
     @hookimpl
@@ -56,8 +59,8 @@ class Gemm1x1(GemmSolver):
     @hookimpl
     def default_config(self, problem, handle):
         if channels_last.serves(problem):
-            return configs.default(handle,
-                                   *channels_last.main_product(channels_last.planar(problem)))
+            return configs.default(handle, *channels_last.main_product(
+                channels_last.planar(problem), channels_last.splits(handle)))
         return super().default_config(problem, handle)
 
     @hookimpl

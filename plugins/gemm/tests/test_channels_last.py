@@ -5,8 +5,8 @@ import convsolve
 import numpy as np
 import pytest
 from convsolve import Direction, Problem
-from convsolve.testing import check_solver, relative_error
-from convsolve_gemm import channels_last, conv_layout
+from convsolve.testing import check_solver, fake_handle, relative_error
+from convsolve_gemm import channels_last, conv_layout, plan
 
 NHWC = "NHWC"
 W_NCHW = {"x": "NHWC", "w": "NCHW", "y": "NHWC"}   # 1x1 weights: the same memory either way
@@ -48,6 +48,23 @@ def test_nhwc_in_chunks_of_images(handle, monkeypatch, direction):
     assert check_solver(_gemm_1x1(), handle, [problem], configs=0) == 1
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_nhwc_backward_weights_in_slices(handle, monkeypatch, stride):
+    """Backward-weights split as on GPUs (forced here) sums each chunk's slices in order: with
+    MIN_SLICE_DEPTH 16, 175 pixels (stride 1) give 10 slices, the last one shorter; strided,
+    chunks of 2 images (84 pixels) give 5 and the last image alone 2, summed into dW after the
+    first chunk's; correct, the workspace exact."""
+    monkeypatch.setattr(plan, "MIN_SLICE_DEPTH", 16)
+    monkeypatch.setattr(channels_last, "splits", lambda handle: True)
+    x = (5, 6, 5, 7) if stride == 1 else (5, 6, 11, 13)
+    problem = Problem.conv2d(x, (4, 3, 1, 1), stride, groups=2, direction="wrw", layout=NHWC)
+    if stride == 2:
+        per_image = problem.out_h * problem.out_w * conv_layout.padded_pitch(6) * 4
+        monkeypatch.setattr(conv_layout, "COLUMN_BUDGET_BYTES", 2 * per_image + 1)
+    assert channels_last.layout(problem, True).slices == (10 if stride == 1 else 5)
+    assert check_solver(_gemm_1x1(), handle, [problem], configs=1) == 1
+
+
 @pytest.mark.sanitized
 def test_nhwc_kernels_are_clean_under_oclgrind():
     """The NHWC plan's launches (column-sliced groups, the gather and the scatter) run clean
@@ -84,12 +101,16 @@ def test_nhwc_workspace_and_refusals():
     """Stride 1 needs no workspace; strided, the gathered pixels of one chunk, the last row
     unpadded; padding, larger filters and x, y in different layouts are declined, and NHWC
     problems fuse no epilogue stage (their GEMM rows are pixels: the core's pass applies it)."""
-    solver = _gemm_1x1()
+    solver, cpu, gpu = _gemm_1x1(), fake_handle("avx2"), fake_handle("gpu")
     pointwise = Problem.conv2d((8, 256, 56, 56), (64, 256, 1, 1), layout=NHWC)
-    assert solver.is_applicable(pointwise) and solver.workspace(pointwise) == 0
-    assert solver.workspace(pointwise.with_direction("wrw")) == 0
+    assert solver.is_applicable(pointwise) and solver.workspace(pointwise, cpu) == 0
+    assert solver.workspace(pointwise.with_direction("wrw"), cpu) == 0
+    # on GPUs backward-weights' partial dW of reduction_slices' 98 slices (4 tiles of dW, 25,088
+    # pixels: min(512 / 4, 25,088 // 256, 128))
+    assert solver.workspace(pointwise.with_direction("wrw"), gpu) == 98 * 64 * 256 * 4
     strided = Problem.conv2d((8, 1024, 14, 14), (2048, 1024, 1, 1), stride=2, layout=NHWC)
-    assert solver.workspace(strided) == ((8 * 49 - 1) * 1040 + 1024) * 4   # 4 KiB rows padded
+    rows = ((8 * 49 - 1) * 1040 + 1024) * 4   # 4 KiB rows padded
+    assert solver.workspace(strided, cpu) == solver.workspace(strided, gpu) == rows
     for problem in (
             Problem.conv2d((1, 4, 5, 5), (4, 4, 1, 1), padding=1, layout=NHWC),
             Problem.conv2d((1, 4, 5, 5), (4, 4, 3, 3), padding=1, layout=NHWC),

@@ -5,7 +5,7 @@ import convsolve
 import convsolve_gemm
 import pytest
 from convsolve import Direction, Problem
-from convsolve.testing import check_solver, device_buffers, random_tensors
+from convsolve.testing import check_solver, device_buffers, fake_handle, random_tensors
 from convsolve_gemm import configs, conv_layout, gemm, plan
 
 SOLVERS = ("gemm.Gemm1x1", "gemm.Im2ColGemm", "gemm.GemmWrwSplitK")
@@ -78,7 +78,7 @@ def test_workspace_figures():
     also the partial dW, or dy and the slices' partial dW side by side), exactly."""
     gemm_1x1, im2col, split_k = (convsolve.registry().get(n) for n in SOLVERS)
     pointwise = Problem.conv2d((8, 64, 56, 56), (256, 64, 1, 1))
-    assert gemm_1x1.workspace(pointwise) == 0
+    assert gemm_1x1.workspace(pointwise, fake_handle("avx2")) == 0
     p3 = Problem.conv2d((8, 64, 56, 56), (64, 64, 3, 3), padding=1)
     assert im2col.workspace(p3) == 8 * 64 * 9 * 56 * 56 * 4    # 8 images fit the 64 MiB budget
     big = Problem.conv2d((64, 64, 56, 56), (64, 64, 3, 3), padding=1)
@@ -93,7 +93,7 @@ def test_workspace_figures():
     # 512 tiles need no split: the product goes straight into dW, after the columns and dy
     wide = Problem.conv2d((8, 512, 7, 7), (4096, 512, 1, 1), direction="wrw")
     assert split_k.workspace(wide) == (512 + 4096) * 8 * 49 * 4
-    assert gemm_1x1.workspace(pointwise.with_direction("wrw")) == 0
+    assert gemm_1x1.workspace(pointwise.with_direction("wrw"), fake_handle("gpu")) == 0
     assert not gemm_1x1.is_applicable(p3)
     assert not gemm_1x1.is_applicable(Problem.conv2d((1, 4, 5, 5), (4, 4, 1, 1), padding=1))
     assert "gemm.GemmWrwSplitK" not in convsolve.applicable_solvers(p3)     # backward-weights only

@@ -9,7 +9,13 @@ import numpy as np
 import pyopencl as cl
 import pytest
 from convsolve import Buffers, Direction, Epilogue, Problem
-from convsolve.testing import check_solver, device_buffers, random_tensors, relative_error
+from convsolve.testing import (
+    check_solver,
+    device_buffers,
+    fake_handle,
+    random_tensors,
+    relative_error,
+)
 from convsolve_gemm import channels_last, configs, conv_layout, plan
 
 #: (x_shape, w_shape, stride, padding, dilation, groups) per rank: odd and non-cubic sizes,
@@ -119,9 +125,10 @@ def test_workspace_figures_of_ranks_1_and_3():
     assert plan.reduction_slices(wrw, 2 * pixels) == (pixels, 2)
     assert split_k.workspace(wrw) == ((2 * rows + 8) * 2 * pixels + 2 * 8 * rows) * 4
     pointwise = Problem.conv3d((2, 6, 3, 5, 7), (4, 6, 1, 1, 1), (1, 2, 2), layout="NDHWC")
-    assert gemm_1x1.workspace(pointwise) == (2 * 3 * 3 * 4 - 1) * 6 * 4 + 6 * 4
-    assert gemm_1x1.workspace(Problem.conv1d((2, 6, 9), (4, 6, 1), layout="NWC")) == 0
-    assert gemm_1x1.workspace(Problem.conv3d((2, 6, 3, 5, 7), (4, 6, 1, 1, 1))) == 0
+    cpu = fake_handle("avx2")
+    assert gemm_1x1.workspace(pointwise, cpu) == (2 * 3 * 3 * 4 - 1) * 6 * 4 + 6 * 4
+    assert gemm_1x1.workspace(Problem.conv1d((2, 6, 9), (4, 6, 1), layout="NWC"), cpu) == 0
+    assert gemm_1x1.workspace(Problem.conv3d((2, 6, 3, 5, 7), (4, 6, 1, 1, 1)), cpu) == 0
 
 
 def _unfold_builds_and_launches(handle, monkeypatch, problem):
