@@ -35,8 +35,8 @@ NAIVE = {Direction.FORWARD: "direct.NaiveFwd", Direction.BACKWARD_DATA: "direct.
 
 @pytest.fixture
 def with_gemm(monkeypatch):
-    """The naive solvers (every layout natively), the GEMM and implicit GEMM families (channels-
-    first only, but gemm.Gemm1x1 NHWC too)."""
+    """The naive solvers and the implicit GEMM family (every layout natively), the GEMM family
+    (channels-first only, but gemm.Gemm1x1 NHWC too)."""
     monkeypatch.setenv("CONVSOLVE_PLUGINS", "cs_naive,gemm,implicit_gemm")
 
 
@@ -52,17 +52,18 @@ def _exact_workspace(candidate, problem, handle):
 
 @pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.name)
 def test_find_ranks_composites_matching_the_reference(handle, with_gemm, direction):
-    """find times the composites of the solvers refusing NHWC beside the naive solver, records
-    them under their names, and each (run by name) matches the reference; each composite's
-    workspace is exact, guarded and written to its end (check_problem)."""
+    """find times the composites of the solvers refusing NHWC beside the solvers serving it
+    (the naive and implicit GEMM ones, which get no composite), records them under their names,
+    and each (run by name) matches the reference; each composite's workspace is exact, guarded
+    and written to its end (check_problem)."""
     problem = NHWC.with_direction(direction)
     host = random_tensors(problem)
     buffers = device_buffers(handle, host)
     found = {s.solver for s in convsolve.find(handle, problem, **buffers, mode="NORMAL",
                                               verify=True)}
-    composites = {"gemm.Im2ColGemm" + NCHW, IMPLICIT[direction] + NCHW}
-    assert composites | {NAIVE[direction]} <= found
-    assert "gemm.Im2ColGemm" not in found and NAIVE[direction] + NCHW not in found
+    composites, native = {"gemm.Im2ColGemm" + NCHW}, {NAIVE[direction], IMPLICIT[direction]}
+    assert composites | native <= found
+    assert "gemm.Im2ColGemm" not in found and not {name + NCHW for name in native} & found
     assert found <= {r.solver for r in FindDb().records(handle.db_key, problem.key())}
     expected = expected_output(problem, host)
     for name in found - {NAIVE[direction]}:

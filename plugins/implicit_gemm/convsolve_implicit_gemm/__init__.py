@@ -7,7 +7,7 @@ from .wrw import Wrw
 
 __version__ = "0.1.0"
 #: Solver API versions this plugin supports.
-CONVSOLVE_SOLVER_API = ">=2.5,<3"   # fused_stages (2.3), spatial_dims (2.5)
+CONVSOLVE_SOLVER_API = ">=2.5,<3"   # fused_stages (2.3), spatial_dims and layouts (2.5)
 
 
 @hookimpl

@@ -46,6 +46,14 @@ WTI_PLAIN_GEMM = 0.8
 #: winning only its grouped positional convolution (2-vCPU AMD EPYC, Zen 3, AVX2, PoCL 3.1,
 #: 2026-12-05; BENCHMARKS.md), so the fallback ranking leaves those to the GEMM family.
 WTI_OTHER_RANKS = 0.5
+#: ... and times this for forward and backward data where B's tensor (x; backward data: dy) is
+#: channels-last: their border tiles take the CPU kernel's general loop (no staged rows), at
+#: 0.91-1.01x the channels-first speed on ResNet-50's layers (README.md, Channels-last), and
+#: 1.07-2.1x the speed of the channels-first kernel between transposes that served them before
+#: (the core's composite, whose WTI is 0.8 times the solver's: TRANSPOSED_WTI), so immediate
+#: mode ranks them between the two.  Backward weights with x channels-last ran at 1.06-1.2x its
+#: channels-first speed (consecutive taps are consecutive elements of x): unchanged.
+WTI_CHANNELS_LAST = 0.9
 
 
 def useful(size, tile):
@@ -92,9 +100,24 @@ def conv_args(problem):
                                        d, z, od, pf, ud, dd))
 
 
+def b_last(problem):
+    """Whether B's tensor (forward and backward weights: x; backward data: dy) is channels-last:
+    then the kernels' digit order puts its channels innermost (implicit_gemm_common.cl)."""
+    return (problem.y if problem.direction is Direction.BACKWARD_DATA else problem.x).channels_last
+
+
+def b_pixel(problem):
+    """B's pixel stride in elements (implicit_gemm_common.cl's b_pix): 1 channels-first, its
+    tensor's channels channels-last."""
+    if not b_last(problem):
+        return 1
+    return problem.k if problem.direction is Direction.BACKWARD_DATA else problem.c
+
+
 def b_along_j(problem):
-    """Whether B is loaded along the reduction (backward weights: pixels of dy and x)."""
-    return problem.direction is Direction.BACKWARD_WEIGHTS
+    """Whether igemm_local.cl loads B along the reduction (backward weights: pixels of dy and x;
+    forward and backward data: channels of a channels-last B), so its loads are coalesced."""
+    return (problem.direction is Direction.BACKWARD_WEIGHTS) != b_last(problem)
 
 
 def gemm_m(problem):
@@ -196,7 +219,9 @@ def wti(problem):
              and {side for pad in conv.pads for side in pad} == {0})
     return (BASE_WTI[problem.direction] * (work / padded if padded else 1.0)
             * (WTI_PLAIN_GEMM if plain else 1.0)
-            * (WTI_OTHER_RANKS if problem.spatial_dims != 2 else 1.0))
+            * (WTI_OTHER_RANKS if problem.spatial_dims != 2 else 1.0)
+            * (WTI_CHANNELS_LAST if b_last(problem)
+               and problem.direction is not Direction.BACKWARD_WEIGHTS else 1.0))
 
 
 # {{{ the invoker
@@ -213,11 +238,19 @@ VECTOR_TUNABLES = ("VW", "VK", "TP", "MR", "JB")
 ITEMS_PER_UNIT = 8
 
 
+def layout_defines(problem):
+    """X_LAST, W_LAST, Y_LAST for the channels-last tensors of ``problem`` (none for
+    channels-first ones: the .cl defaults, so channels-first builds keep their options)."""
+    return {f"{name.upper()}_LAST": 1 for name in "xwy" if getattr(problem, name).channels_last}
+
+
 def defines(problem, config):
-    """The -D defines of ``config``'s kernel for ``problem`` (its direction, its epilogue)."""
+    """The -D defines of ``config``'s kernel for ``problem`` (its direction, its tensors' layouts,
+    its epilogue)."""
     names = LOCAL_TUNABLES if config["LOCAL"] else VECTOR_TUNABLES
     return {"DIRECTION": DIRECTION_CODES[problem.direction],
-            **{name: config[name] for name in names}, **problem.epilogue_defines()}
+            **{name: config[name] for name in names}, **layout_defines(problem),
+            **problem.epilogue_defines()}
 
 
 def build(problem, handle, config):

@@ -2,7 +2,7 @@
 epilogue, the tunable hooks, and the invoker plan.py builds."""
 import math
 
-from convsolve import hookimpl
+from convsolve import ALL_LAYOUTS, hookimpl
 
 from . import configs, plan
 
@@ -10,11 +10,12 @@ INT32_MAX = 2 ** 31 - 1
 
 
 def _window_fits_int32(problem):
-    """Whether the kernels' window offsets ((depth * height + row) * width + column, with depths,
-    rows and columns anywhere in the padded input or in dy's border) stay inside an int."""
+    """Whether the kernels' window offsets (((depth * height + row) * width + column) times B's
+    pixel stride, with depths, rows and columns anywhere in the padded input or in dy's border)
+    stay inside an int."""
     reach = math.prod(max(size, out) + lo + hi + fil * dil for size, fil, out, (lo, hi), _, dil
                       in plan.lifted(problem))
-    return 2 * reach + max(problem.x.size, problem.y.size) <= INT32_MAX
+    return 2 * reach * plan.b_pixel(problem) + max(problem.x.size, problem.y.size) <= INT32_MAX
 
 
 class ImplicitGemm:
@@ -23,7 +24,9 @@ class ImplicitGemm:
 
     family = "implicit_gemm"
     dynamic = True
-    spatial_dims = (1, 2, 3)   # channels-first: NCW, NCHW, NCDHW
+    spatial_dims = (1, 2, 3)
+    #: x, w and y each channels-first or channels-last (implicit_gemm_common.cl's strides)
+    layouts = ALL_LAYOUTS
 
     @hookimpl
     def is_applicable(self, problem):

@@ -40,6 +40,18 @@ SWEEP = [
     ((2, 4, 9), (6, 2, 4), 3, ((2, 1),), 2, 2),
     ((1, 3, 40), (5, 3, 5), 1, 2, 1, 1),                             # rows of several tiles
 ]
+#: Channels-last and mixed layouts of SWEEP's problems, every rank: each tensor's strides, the
+#: digit order a channels-last B gives j (forward, backward data) or p (backward weights), the
+#: direction igemm_local.cl loads B in and the CPU kernel's loops for a channels-last B.  Two layout
+#: choices, each a build per config and direction: every tensor channels-last (a layout name),
+#: and x alone (B channels-last with A and C channels-first for forward and backward weights; B
+#: channels-first, C channels-last for backward data); the conformance checks add x and y
+#: channels-last with channels-first w (claimed_problems).
+LAYOUT_SWEEP = [
+    (SWEEP[0], "NHWC"), (SWEEP[1], {"x": "NHWC"}), (SWEEP[2], "NHWC"), (SWEEP[3], {"x": "NHWC"}),
+    (SWEEP[4], "NHWC"), (SWEEP[6], {"x": "NHWC"}), (SWEEP[7], "NDHWC"), (SWEEP[8], {"x": "NDHWC"}),
+    (SWEEP[10], {"x": "NWC"}), (SWEEP[11], "NWC"),
+]
 #: Configs of both kernels that tests build besides the defaults: a GPU block with one buffer, one
 #: whose work-group (128) exceeds its 32 columns, an AVX2-wide CPU tile with small chunks
 #: (stride 2 stages rows of two float16), and a GPU block of 256 rows with 16 x 4 tiles whose 64
@@ -50,10 +62,22 @@ OTHER_CONFIGS = [
     {"LOCAL": 0, "VW": 8, "VK": 1, "TP": 12, "MR": 16, "JB": 32},
     {"LOCAL": 1, "BM": 256, "BN": 32, "BK": 16, "TM": 16, "TN": 4, "VW": 4, "DOUBLE_BUF": 1},
 ]
+#: The configs that also run LAYOUT_SWEEP, one per kernel: the GPU kernel's quickest to generate
+#: code for on PoCL (1.2-2 s a build, the others' 2-4 s), on its all-channels-last problems only
+#: (they take every layout-dependent path of the kernel: B along j and along p; the mixed ones
+#: differ in strides alone, which both kernels take from implicit_gemm_common.cl), and the CPU
+#: kernel's of small chunks (a chunk of 32 ends inside a run of channels) on all of them.
+LAYOUT_CONFIGS = [OTHER_CONFIGS[1], OTHER_CONFIGS[2]]
 
 
-def sweep(direction):
-    return [Problem.convolution(*shape, direction=direction) for shape in SWEEP]
+def sweep(direction, config):
+    """SWEEP's problems of ``direction``, and LAYOUT_SWEEP's that ``config`` runs."""
+    layouts = [] if config not in LAYOUT_CONFIGS else [
+        (shape, layout) for shape, layout in LAYOUT_SWEEP
+        if not config["LOCAL"] or isinstance(layout, str)]
+    return [Problem.convolution(*shape, direction=direction) for shape in SWEEP] + [
+        Problem.convolution(*shape, direction=direction, layout=layout)
+        for shape, layout in layouts]
 
 
 def solver(direction):
@@ -87,7 +111,8 @@ def test_conformance_on_the_standard_set(handle, direction):
 def test_sweep_with_both_kernels(handle, monkeypatch, direction, config):
     """The GPU kernel (local memory, on PoCL) and a CPU config other than the default pass
     check_solver's checks (check_problem) on odd strides, dilations, groups, asymmetric padding
-    and tile edges.  These configs skip check_solver's epilogue cases (the store is one code in
+    and tile edges, and two of them (LAYOUT_CONFIGS) on channels-last and mixed layouts of every
+    rank.  These configs skip check_solver's epilogue cases (the store is one code in
     every config of a kernel, and each case is a build of seconds): the default config's
     conformance runs them, test_igemm_epilogue.py both kernels, Oclgrind's GPU profile the GPU
     kernel (tests/testing/test_sanitized.py)."""
@@ -95,7 +120,7 @@ def test_sweep_with_both_kernels(handle, monkeypatch, direction, config):
         pytest.skip("the CPU kernel's config, which a GPU's check_config refuses")
     monkeypatch.setattr(configs, "default", lambda problem, device: configs.complete(config))
     s = solver(direction)
-    for problem in sweep(direction):
+    for problem in sweep(direction, config):
         assert s.is_applicable(problem), problem.key()
         assert check_problem(s, handle, problem) == []
 
@@ -117,16 +142,30 @@ def test_a_nonfinite_weight_in_backward_data_takes_the_exact_path(handle):
         assert np.array_equal(np.isinf(result), np.isinf(expected))
 
 
-def test_split_backward_weights_is_exact_and_repeatable(handle, monkeypatch):
-    """A reduction split 5 ways (uneven parts) fills exactly its workspace and gives
-    bit-identical dw on every run."""
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_split_backward_weights_is_exact_and_repeatable(handle, monkeypatch, layout):
+    """A reduction split 7 ways (uneven parts) fills exactly its workspace and gives
+    bit-identical dw on every run, the partial dw in dw's layout."""
     monkeypatch.setattr(plan, "MIN_SPLIT_DEPTH", 40)
-    problem = Problem.conv2d((3, 4, 11, 9), (5, 4, 3, 3), padding=1, direction="wrw")
+    problem = Problem.conv2d((3, 4, 11, 9), (5, 4, 3, 3), padding=1, direction="wrw",
+                             layout=layout)
     assert plan.splits(problem) == 7 and plan.depth(problem) % 7
     assert solver(problem.direction).workspace(problem) == 7 * problem.w.nbytes
     assert check_solver(solver(problem.direction), handle, [problem], configs=0) == 1
-    first = run(handle, problem, OTHER_CONFIGS[1])
-    assert np.array_equal(first, run(handle, problem, OTHER_CONFIGS[1]))
+    first = run(handle, problem, LAYOUT_CONFIGS[0])
+    assert np.array_equal(first, run(handle, problem, LAYOUT_CONFIGS[0]))
+
+
+def test_window_offsets_of_a_channels_last_tensor_fit_an_int():
+    """A channels-last B multiplies the window's offsets by its channels: a problem whose
+    channels-first offsets fit an int and whose channels-last ones may not is declined in that
+    layout only."""
+    shape = ((1, 64, 2000, 8000), (64, 64, 3, 3))
+    for direction in Direction:
+        s = solver(direction)
+        assert s.is_applicable(Problem.conv2d(*shape, padding=1, direction=direction))
+        assert not s.is_applicable(Problem.conv2d(*shape, padding=1, direction=direction,
+                                                  layout="NHWC"))
 
 
 def test_workspace():
@@ -221,6 +260,21 @@ def test_wti_follows_tile_efficiency():
         assert 0 < low < high / 10 < high <= 1
 
 
+def test_channels_last_wti_sits_between_channels_first_and_the_composite():
+    """Forward and backward data with a channels-last B rank at 0.9 of the channels-first WTI
+    (their border tiles' general loop), above the 0.8 of the composite that served them before
+    (the core's TRANSPOSED_WTI); backward weights, as fast as channels-first, unchanged."""
+    layer = Problem.conv2d((8, 64, 56, 56), (64, 64, 3, 3), padding=1)
+    for direction in Direction:
+        s = solver(direction)
+        first = s.get_wti(layer.with_direction(direction))
+        ratio = s.get_wti(Problem.conv2d((8, 64, 56, 56), (64, 64, 3, 3), padding=1,
+                                         direction=direction, layout="NHWC")) / first
+        assert ratio == pytest.approx(
+            1.0 if direction is Direction.BACKWARD_WEIGHTS else plan.WTI_CHANNELS_LAST)
+        assert ratio > 0.8
+
+
 def test_find_benchmarks_it_in_the_default_mode(handle, monkeypatch):
     """Dynamic, workspace-free and applicable to a 3x3 layer: the default find mode benchmarks
     implicit_gemm.Fwd beside the gemm family and ranks it by its time."""
@@ -233,12 +287,15 @@ def test_find_benchmarks_it_in_the_default_mode(handle, monkeypatch):
     assert [s.time_ms for s in found] == sorted(s.time_ms for s in found)
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
-def test_both_kernels_give_the_same_bits(handle, direction):
+def test_both_kernels_give_the_same_bits(handle, direction, layout):
     """The GPU kernel and two CPU configs sum the same products in the same order: their
-    outputs are bit-identical (a strided, padded problem)."""
-    problem = Problem.conv2d((2, 6, 9, 11), (7, 6, 3, 3), stride=(2, 1), padding=1,
-                             direction=direction)
-    first = run(handle, problem, OTHER_CONFIGS[0])
-    for config in (OTHER_CONFIGS[2], configs.default(problem, handle.device)):
+    outputs are bit-identical (a strided, padded problem, rows of 30 pixels: the CPU configs'
+    full tiles of 8 and 12 at the border and inside, each of its loops), channels-first or
+    channels-last."""
+    problem = Problem.conv2d((2, 6, 9, 30), (7, 6, 3, 3), stride=(2, 1), padding=1,
+                             direction=direction, layout=layout)
+    first = run(handle, problem, LAYOUT_CONFIGS[0])
+    for config in (LAYOUT_CONFIGS[1], configs.default(problem, handle.device)):
         assert np.array_equal(run(handle, problem, config), first)

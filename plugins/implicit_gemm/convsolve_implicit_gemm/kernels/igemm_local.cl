@@ -13,7 +13,9 @@
  * LDA = BM + PAD_A apart, bs[k][p] with rows LDB apart.  Global loads are coalesced: work-items
  * side by side load consecutive j of A (a contiguous run of w or dy), and consecutive p of B
  * (forward, backward data: neighbouring output pixels read neighbouring input pixels) or, for
- * backward weights, consecutive j (neighbouring pixels of dy and x).  Each work-item loads one k
+ * backward weights, consecutive j (neighbouring pixels of dy and x); where B's tensor is
+ * channels-last the other way round (consecutive channels: j for forward and backward data, p,
+ * the taps, for backward weights; B_ALONG_J).  Each work-item loads one k
  * row of each slice (its LA rows of A, its LB columns of B): one digit state per operand, and
  * the window's share of that row (ig_b's depth, row, column and offset) computed once per
  * step for all its columns, which keep their own part in registers.  PAD_A makes stores along
@@ -31,8 +33,8 @@
  * global memory leaving those products out (ig_exact), so inf and NaN land where the reference
  * puts them.  Products are float32 fma (no TF32); the sum runs over j in order, so runs repeat.
  *
- * Defines read: DIRECTION and the epilogue's (implicit_gemm_common.cl); tunables BM, BN, BK, TM,
- * TN, VW, DOUBLE_BUF.
+ * Defines read: DIRECTION, the layouts and the epilogue's (implicit_gemm_common.cl); tunables BM,
+ * BN, BK, TM, TN, VW, DOUBLE_BUF.
  */
 #include "implicit_gemm_common.cl"
 
@@ -65,7 +67,9 @@
 #define LB (BN * BK / WGS)            /* elements of B each work-item stages per k step */
 #define PAD_A ((32 / BK > VW ? 32 / BK : VW) % 32)
 #define LDA (BM + PAD_A)
-#define B_ALONG_J (DIRECTION == 2)    /* B's coalesced direction: j (dy, x pixels) or p */
+/* B's coalesced direction: j (backward weights' pixels of dy and x; channels of a channels-last
+ * B, IG_J_INNER) or p (output pixels; channels of a channels-last x for backward weights) */
+#define B_ALONG_J ((DIRECTION == 2) != IG_B_LAST)
 #define LDB (B_ALONG_J ? BN + PAD_A : BN)
 #define BUFS (1 + DOUBLE_BUF)
 
@@ -145,7 +149,7 @@ void igemm_local(__global const real *a, __global const real *b, __global real *
         b_row[e] = col.row;
         b_col[e] = col.col;
         b_at[e] = p_wg + IG_B_P(e, lid) < d.P
-                  ? col.plane + (col.dep * d.BH + col.row) * d.BW + col.col : 0;
+                  ? col.plane + ((col.dep * d.BH + col.row) * d.BW + col.col) * d.b_pix : 0;
     }
     bool bad = false;
 #if DIRECTION == 1
@@ -174,7 +178,7 @@ void igemm_local(__global const real *a, __global const real *b, __global real *
             }
             /* ig_b for each column: j's share of the window depth, row, column and offset, once */
             const int dj = tb.jd * d.d_j, rj = tb.j1 * d.r_j, cj = tb.j2 * d.c_j;
-            const int oj = tb.j0 * d.b_j0 + (dj * d.BH + rj) * d.BW + cj;
+            const int oj = tb.j0 * d.b_j0 + ((dj * d.BH + rj) * d.BW + cj) * d.b_pix;
 #pragma unroll
             for (int e = 0; e < LB; ++e) {
                 const int dep = b_dep[e] + dj, row = b_row[e] + rj, col = b_col[e] + cj;

@@ -10,7 +10,8 @@
  * that they meet its part of B in the cache.
  *
  * A tile is TP columns of C: forward and backward data, TP neighbouring output pixels of one row
- * (the last tile of a row is shorter); backward weights, TP consecutive filter taps (c, r, s).
+ * (the last tile of a row is shorter); backward weights, TP consecutive filter taps (c, r, s; with
+ * x channels-last r, s, c: implicit_gemm_common.cl's digit order).
  * The register tile is acc[TP][VK], VK vectors of VW rows (floatVW: PoCL emits 512-bit FMAs only
  * for explicit vectors), updated by one broadcast element of B per column and k.  The reduction
  * runs in chunks of JB: a chunk of A is packed once into private memory as JB x (VK * VW)
@@ -18,19 +19,21 @@
  * in a private stash between chunks.  Each tile runs the chunk in one of three loops, each
  * simple enough for LLVM to keep acc in registers:
  *   1. its window inside B at every k: unguarded broadcasts (constant offsets where the columns
- *      are pixels 1 or 2 apart);
- *   2. a row tile at the border: the rows of B the chunk visits are first staged, zero-padded,
- *      into private memory by masked float16 loads (once per row: forward reads each for all S
- *      taps), then read like 1;
+ *      are pixels 1 or 2 apart in a channels-first B, or, for backward weights with x
+ *      channels-last, TP consecutive elements of x: TAP_RUNS);
+ *   2. a row tile of a channels-first B at the border: the rows of B the chunk visits are first
+ *      staged, zero-padded, into private memory by masked float16 loads (once per row: forward
+ *      reads each for all S taps), then read like 1 (STAGE_ROWS);
  *   3. otherwise (backward weights' taps, strides past 2, backward data with a non-finite weight,
- *      a row at the very start or end of B): each k tested, then each column.
+ *      a row at the very start or end of B, a channels-last B at the border): each k tested, then
+ *      each column.
  * Zeros stand for the padding (forward, backward weights: they take part in the products, the
  * semantics); for backward data they stand for absent products, which is exact only while A
  * (the weights) is finite, so a chunk holding a non-finite weight takes loop 3, which leaves those
  * products out.  Results are float32 fma sums over j in order (deterministic).
  *
- * Defines read: DIRECTION and the epilogue's (implicit_gemm_common.cl); tunables VW, VK, TP, MR,
- * JB.
+ * Defines read: DIRECTION, the layouts and the epilogue's (implicit_gemm_common.cl); tunables VW,
+ * VK, TP, MR, JB.
  */
 #include "implicit_gemm_common.cl"
 
@@ -54,6 +57,10 @@
 #define STAGE 32                          /* floats staged per row of B at a border tile */
 
 #define ROW_TILES (DIRECTION != 2)        /* tiles are runs of one output row */
+/* loop 2 stages rows of B: a row tile's columns on one row of a channels-first B */
+#define STAGE_ROWS (ROW_TILES && !IG_B_LAST)
+/* backward weights with x channels-last: a tile of taps may be TP consecutive elements of x */
+#define TAP_RUNS (DIRECTION == 2 && IG_B_LAST)
 
 #if VW != 4 && VW != 8 && VW != 16
 #error "VW must be 4, 8 or 16"
@@ -124,6 +131,9 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
      * column; columns past a short tile repeat its last one (loaded, never stored) */
     int pbase[MR][TP], pdep[MR][TP], prow[MR][TP], pcol[MR][TP], pout[MR][TP], len[MR];
     int dlo[MR], dhi[MR], rlo[MR], rhi[MR], clo[MR], chi[MR];
+#if TAP_RUNS
+    int consecutive[MR];                  /* 1: the tile's columns are consecutive in B */
+#endif
     for (int t = 0; t < nt; ++t) {
 #if ROW_TILES
         const int line = (t0 + t) / per_row, first = (t0 + t) % per_row * TP;
@@ -136,7 +146,7 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
         for (int q = 0; q < TP; ++q) {
             IgColumn c;
             ig_column(&d, p_first + min(q, len[t] - 1), &c);
-            pbase[t][q] = c.plane + (c.dep * d.BH + c.row) * d.BW + c.col;
+            pbase[t][q] = c.plane + ((c.dep * d.BH + c.row) * d.BW + c.col) * d.b_pix;
             pdep[t][q] = c.dep;
             prow[t][q] = c.row;
             pcol[t][q] = c.col;
@@ -153,6 +163,11 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
             clo[t] = min(clo[t], pcol[t][q]);
             chi[t] = max(chi[t], pcol[t][q]);
         }
+#if TAP_RUNS
+        consecutive[t] = len[t] == TP;
+        for (int q = 1; q < TP; ++q)
+            consecutive[t] &= pbase[t][q] == pbase[t][0] + q;
+#endif
     }
     /* the range of j's share of the window's depth, row and column, over the whole reduction */
     const int jd_lo = min(0, (d.JD - 1) * d.d_j), jd_hi = max(0, (d.JD - 1) * d.d_j);
@@ -184,8 +199,8 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
             jdep[jj] = t.jd * d.d_j;
             jrow[jj] = t.j1 * d.r_j;
             jcol[jj] = t.j2 * d.c_j;
-            jline[jj] = t.j0 * d.b_j0 + (jdep[jj] * d.BH + jrow[jj]) * d.BW;
-            jbase[jj] = jline[jj] + jcol[jj];
+            jline[jj] = t.j0 * d.b_j0 + (jdep[jj] * d.BH + jrow[jj]) * d.BW * d.b_pix;
+            jbase[jj] = jline[jj] + jcol[jj] * d.b_pix;
         }
 #if DIRECTION == 1
         const bool zeros_exact = finite;  /* zeros for absent products: exact unless A is not */
@@ -213,9 +228,16 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
             const int dl = dlo[tile], dh = dhi[tile];
             const int rl = rlo[tile], rh = rhi[tile], cl = clo[tile], ch = chi[tile];
             const int base0 = pbase[tile][0];
-            /* a full row tile of pixels 1 or 2 apart reads B at constant offsets */
-#if ROW_TILES
+            /* cp: how far apart in B a full tile's columns are, where that is uniform and
+             * known: 1 or 2 for a row of a channels-first B (constant offsets), c_p times the
+             * channels for a row of a channels-last B, 1 for taps that are consecutive elements
+             * of x (TAP_RUNS); else 0 (each column's own offset) */
+#if STAGE_ROWS
             const int cp = len[tile] == TP && d.c_p <= 2 ? d.c_p : 0;
+#elif ROW_TILES
+            const int cp = len[tile] == TP ? d.c_p * d.b_pix : 0;
+#elif TAP_RUNS
+            const int cp = consecutive[tile];
 #else
             const int cp = 0;
 #endif
@@ -234,13 +256,21 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
 #pragma unroll
                         for (int q = 0; q < TP; ++q)
                             IG_FMA_COLUMN(acc[q], wv, (float)src[2 * q]);
+#if IG_B_LAST
+                    } else if (cp) {  /* one offset register per column, none in vectors */
+#pragma unroll
+                        for (int q = 0; q < TP; ++q)
+                            IG_FMA_COLUMN(acc[q], wv, (float)src[q * cp]);
+#endif
                     } else {
 #pragma unroll
                         for (int q = 0; q < TP; ++q)
                             IG_FMA_COLUMN(acc[q], wv, (float)b[pbase[tile][q] + jbase[jj]]);
                     }
                 }
-            } else if (cp && zeros_exact && dl == dh && (TP - 1) * cp + jc_hi - jc_lo < STAGE
+            }
+#if STAGE_ROWS
+            else if (cp && zeros_exact && dl == dh && (TP - 1) * cp + jc_hi - jc_lo < STAGE
                        && base0 + line_lo + jc_lo >= 0
                        && base0 + line_hi + jc_lo + STAGE <= d.b_size) {
                 /* 2. a row tile at the border: the window row (every column any k of the
@@ -271,13 +301,24 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
                             IG_FMA_COLUMN(acc[q], wv, staged[2 * q]);
                     }
                 }
-            } else {
+            }
+#endif
+            else {
                 /* 3. otherwise: each k's window tested as a whole, then per column */
                 for (int jj = 0; jj < jn; ++jj) {
                     IG_WEIGHTS(wv, pack, jj);
                     const int jt = jdep[jj], jr = jrow[jj], jc = jcol[jj], jb = jbase[jj];
                     if (dl + jt >= 0 && dh + jt < d.BD && rl + jr >= 0 && rh + jr < d.BH
                         && cl + jc >= 0 && ch + jc < d.BW) {
+#if IG_B_LAST
+                        if (cp) {
+                            __global const real *src = b + base0 + jb;
+#pragma unroll
+                            for (int q = 0; q < TP; ++q)
+                                IG_FMA_COLUMN(acc[q], wv, (float)src[q * cp]);
+                            continue;
+                        }
+#endif
 #pragma unroll
                         for (int q = 0; q < TP; ++q)
                             IG_FMA_COLUMN(acc[q], wv, (float)b[pbase[tile][q] + jb]);
