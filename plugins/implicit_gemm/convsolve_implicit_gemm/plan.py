@@ -49,7 +49,7 @@ WTI_OTHER_RANKS = 0.5
 #: ... and times this for forward and backward data where B's tensor (x; backward data: dy) is
 #: channels-last: their border tiles take the CPU kernel's general loop (no staged rows), at
 #: 0.91-1.01x the channels-first speed on ResNet-50's layers (README.md, Channels-last), and
-#: 1.07-2.1x the speed of the channels-first kernel between transposes that served them before
+#: 0.98-2.1x the speed of the channels-first kernel between transposes that served them before
 #: (the core's composite, whose WTI is 0.8 times the solver's: TRANSPOSED_WTI), so immediate
 #: mode ranks them between the two.  Backward weights with x channels-last ran at 1.06-1.2x its
 #: channels-first speed (consecutive taps are consecutive elements of x): unchanged.
