@@ -17,8 +17,7 @@ plan.reduction_slices (as GemmWrwSplitK's: enough dW tiles to fill a large GPU),
 into the workspace after the gathered pixels and convsolve.SplitSum adding them up in order:
 without it one product's few tiles ran 4 ms at ResNet-50's 56x56 layers on the H200 (0.02x
 cuDNN). CPUs keep one product (split, it ran 1.1-1.45x longer on a 2-core AVX2 EPYC at batch 8,
-under load),
-so the workspace depends on the device (splits). Every order is fixed: results are
+under load), so the workspace depends on the device (splits). Every order is fixed: results are
 deterministic.
 Nothing here stores an epilogue (Gemm1x1.fused_stages is 0 for channels-last problems: a GEMM
 row is a pixel, not a channel); the core's pass applies it after the plan.
