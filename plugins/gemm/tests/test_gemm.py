@@ -38,6 +38,20 @@ def test_chunked_batches(handle, monkeypatch, direction):
         assert check_solver(convsolve.registry().get(name), handle, [p], configs=1) == 1
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_im2col_rows_in_vectors_and_at_the_borders(handle, stride):
+    """Rows long enough for im2col's vector runs on CPUs (8 columns a vector at stride 1 or 2):
+    runs that start left of the image, leave a tail, or whose last vector would take the right
+    padding's column from the next row, in the two directions that unfold x; default config."""
+    solver = convsolve.registry().get("gemm.Im2ColGemm")
+    for direction in ("fwd", "wrw"):
+        dilated = Problem.conv2d((2, 3, 7, 37), (4, 3, 3, 3), stride=stride, dilation=(1, 2),
+                                 padding=((1, 0), (2, 1)), direction=direction)
+        right_edge = Problem.conv2d((2, 3, 7, 18 - stride), (4, 3, 3, 3), stride=stride,
+                                    padding=((1, 0), (0, 1)), direction=direction)
+        assert check_solver(solver, handle, [dilated, right_edge], configs=0) == 2
+
+
 def _in_side_by_side_chunks_of_3(monkeypatch, groups):
     """A 5-image backward-weights problem (8 x 7 outputs), with the workspace budget set so that
     GemmWrwSplitK takes it in chunks of 3 and 2 images."""
