@@ -4,7 +4,8 @@
  * `#include "convsolve.h"`. Everything here carries the CS_ prefix.
  *
  * Defines read:
- *   CS_PRECISION  32 (float, the default) or 16 (half, needs cl_khr_fp16); selects `real`.
+ *   CS_PRECISION  32 (float, the default) or 16 (half, needs cl_khr_fp16); selects `real`
+ *                 (and its vectors `real8`, `real16`).
  */
 #ifndef CONVSOLVE_H
 #define CONVSOLVE_H
@@ -16,8 +17,12 @@
 #if CS_PRECISION == 16
 #pragma OPENCL EXTENSION cl_khr_fp16 : enable
 typedef half real;
+typedef half8 real8;
+typedef half16 real16;
 #else
 typedef float real;
+typedef float8 real8;
+typedef float16 real16;
 #endif
 
 /* Ceiling of a / b for non-negative integers. */

@@ -39,17 +39,20 @@ def test_chunked_batches(handle, monkeypatch, direction):
 
 
 @pytest.mark.parametrize("stride", [1, 2])
-def test_im2col_rows_in_vectors_and_at_the_borders(handle, stride):
-    """Rows long enough for im2col's vector runs on CPUs (8 columns a vector at stride 1 or 2):
-    runs that start left of the image, leave a tail, or whose last vector would take the right
-    padding's column from the next row, in the two directions that unfold x; default config."""
+def test_unfolds_in_vectors_and_at_the_borders(handle, stride):
+    """Rows long enough for the vector runs of im2col (8 columns) and col2im (16) on CPUs at
+    stride 1 or 2, in every direction: runs that start left of the image or leave a tail, and
+    rows whose last vector would read the right padding's column (im2col: x's next row;
+    col2im: the next row of columns) if its bounds were off by one; default config."""
     solver = convsolve.registry().get("gemm.Im2ColGemm")
-    for direction in ("fwd", "wrw"):
-        dilated = Problem.conv2d((2, 3, 7, 37), (4, 3, 3, 3), stride=stride, dilation=(1, 2),
-                                 padding=((1, 0), (2, 1)), direction=direction)
-        right_edge = Problem.conv2d((2, 3, 7, 18 - stride), (4, 3, 3, 3), stride=stride,
-                                    padding=((1, 0), (0, 1)), direction=direction)
-        assert check_solver(solver, handle, [dilated, right_edge], configs=0) == 2
+    shapes = (((2, 3, 7, 37), ((1, 0), (2, 1)), (1, 2)),      # dilated, both borders, tails
+              ((2, 3, 7, 37), ((1, 0), (1, 2)), 1),           # taps at odd offsets
+              ((2, 3, 7, 18 - stride), ((1, 0), (0, 1)), 1),  # im2col's right edge
+              ((2, 3, 7, 32), ((1, 0), (1, 1)), 1))           # col2im's right edge
+    problems = [Problem.conv2d(x, (4, 3, 3, 3), stride=stride, padding=padding,
+                               dilation=dilation, direction=direction)
+                for x, padding, dilation in shapes for direction in Direction]
+    assert check_solver(solver, handle, problems, configs=0) == len(problems)
 
 
 def _in_side_by_side_chunks_of_3(monkeypatch, groups):
