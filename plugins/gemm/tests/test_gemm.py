@@ -38,20 +38,24 @@ def test_chunked_batches(handle, monkeypatch, direction):
         assert check_solver(convsolve.registry().get(name), handle, [p], configs=1) == 1
 
 
+@pytest.mark.parametrize("rank", [1, 2, 3])
 @pytest.mark.parametrize("stride", [1, 2])
-def test_unfolds_in_vectors_and_at_the_borders(handle, stride):
+def test_unfolds_in_vectors_and_at_the_borders(handle, stride, rank):
     """Rows long enough for the vector runs of im2col (8 columns) and col2im (16) on CPUs at
-    stride 1 or 2, in every direction: runs that start left of the image or leave a tail, and
-    rows whose last vector would read the right padding's column (im2col: x's next row;
-    col2im: the next row of columns) if its bounds were off by one; default config."""
+    stride 1 or 2, in every direction and spatial rank (im2col.cl in 2-D, unfold_nd.cl else):
+    runs that start left of the image or leave a tail, and rows whose last vector would read
+    the right padding's column (im2col: x's next row; col2im: the next row of columns) if its
+    bounds were off by one; default config."""
     solver = convsolve.registry().get("gemm.Im2ColGemm")
-    shapes = (((2, 3, 7, 37), ((1, 0), (2, 1)), (1, 2)),      # dilated, both borders, tails
-              ((2, 3, 7, 37), ((1, 0), (1, 2)), 1),           # taps at odd offsets
-              ((2, 3, 7, 18 - stride), ((1, 0), (0, 1)), 1),  # im2col's right edge
-              ((2, 3, 7, 32), ((1, 0), (1, 1)), 1))           # col2im's right edge
-    problems = [Problem.conv2d(x, (4, 3, 3, 3), stride=stride, padding=padding,
-                               dilation=dilation, direction=direction)
-                for x, padding, dilation in shapes for direction in Direction]
+    rows = ((37, (2, 1), 2),          # dilated, both borders, tails
+            (37, (1, 2), 1),          # taps at odd offsets
+            (18 - stride, (0, 1), 1),  # im2col's right edge
+            (32, (1, 1), 1))          # col2im's right edge
+    outer = rank - 1   # dims before the rows: 5 long, one-sided padding, dilation 1
+    problems = [Problem.convolution((2, 3, *[5] * outer, width), (4, 3, *[3] * rank),
+                                    stride=stride, padding=[(1, 0)] * outer + [padding],
+                                    dilation=(1,) * outer + (dilation,), direction=direction)
+                for width, padding, dilation in rows for direction in Direction]
     assert check_solver(solver, handle, problems, configs=0) == len(problems)
 
 

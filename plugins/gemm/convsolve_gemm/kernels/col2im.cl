@@ -31,10 +31,11 @@
 #ifndef COL2IM_TW
 #define COL2IM_TW 1 /* consecutive input columns (iw) per work-item: 1 suits GPUs, 16-32 CPUs */
 #endif
+#include "unfold_rows.cl" /* col2im_blocks, col2im_row */
 
 /* The output row whose filter row r reaches input row ih (oh * STRIDE_H - PAD_T + r * DIL_H ==
  * ih), or -1 where none does; -2 where none does for r or any later row (th falls with r). */
-static inline int col2im_row(const int ih, const int r, const int pad_t, const int dil_h,
+static inline int col2im_row_of(const int ih, const int r, const int pad_t, const int dil_h,
                              const int stride_h, const int oh_count)
 {
     const int th = ih + pad_t - r * dil_h;
@@ -60,65 +61,33 @@ __kernel void col2im(const __global real *restrict col, __global real *restrict 
     const __global real *cm = col + col_off + (size_t)n * image_stride + (size_t)g * group_stride +
                               (size_t)cl * R * S * ldcol;
 
+    int va, vb; /* the columns summed in vectors */
+    col2im_blocks(iw0, nw, PAD_L, DIL_W, S, STRIDE_W, OW, &va, &vb);
     real sum[COL2IM_TW];
-    /* Columns [va, vb) are summed 16 at a time below; the others here, one at a time. */
-    int va = 0, vb = 0;
-#if COL2IM_TW >= 16
-    if (STRIDE_W <= 2) {
-        /* Blocks of 16 columns whose every tap reads inside the column rows, without a bounds
-         * check: from the first whose leftmost tap is at ow >= 0 while the rightmost is < OW. */
-        while (va + 16 <= nw && iw0 + va + PAD_L - (S - 1) * DIL_W < 0)
-            va += 16;
-        vb = va;
-        while (vb + 16 <= nw && (iw0 + vb + 15 + PAD_L) / STRIDE_W < OW)
-            vb += 16;
-    }
-#endif
     for (int t = 0; t < COL2IM_TW; ++t)
         sum[t] = (real)0;
-    /* Taps in a fixed order (r, then s), in both loops: deterministic, no atomics, and the same
+    /* Taps in a fixed order (r, then s) in both loops: deterministic, no atomics, the same
      * sums whichever loop a column takes. */
-    for (int r = 0, oh; r < R && (oh = col2im_row(ih, r, PAD_T, DIL_H, STRIDE_H, OH)) != -2; ++r) {
+    for (int r = 0, oh; r < R && (oh = col2im_row_of(ih, r, PAD_T, DIL_H, STRIDE_H, OH)) != -2; ++r) {
         if (oh < 0)
             continue;
-        for (int s = 0; s < S; ++s) {
-            const __global real *crow = cm + (size_t)(r * S + s) * ldcol + oh * OW;
-            const int tw0 = iw0 + PAD_L - s * DIL_W; /* = ow * STRIDE_W for t = 0 */
-            for (int t = 0; t < nw; ++t) {
-                if (t == va && vb > va) { /* skip the vector blocks */
-                    t = vb - 1;
-                    continue;
-                }
-                const int tw = tw0 + t;
-                if (tw >= 0 && tw % STRIDE_W == 0 && tw / STRIDE_W < OW)
-                    sum[t] += crow[tw / STRIDE_W];
-            }
-        }
+        for (int s = 0; s < S; ++s)
+            col2im_lanes(sum, cm + (size_t)(r * S + s) * ldcol + oh * OW, iw0 + PAD_L - s * DIL_W,
+                         STRIDE_W, OW, nw, va, vb);
     }
 #if COL2IM_TW >= 16
-    /* Stride 1: the 16 columns of a block read 16 consecutive col entries per tap.  Stride 2: a
-     * tap reaches either the even or the odd columns of a block, from 8 consecutive entries. */
     for (int tb = va; tb < vb; tb += 16) {
         real16 acc = (real16)0;
         real8 even = (real8)0, odd = (real8)0;
-        for (int r = 0, oh; r < R && (oh = col2im_row(ih, r, PAD_T, DIL_H, STRIDE_H, OH)) != -2;
+        for (int r = 0, oh; r < R && (oh = col2im_row_of(ih, r, PAD_T, DIL_H, STRIDE_H, OH)) != -2;
              ++r) {
             if (oh < 0)
                 continue;
-            for (int s = 0; s < S; ++s) {
-                const __global real *crow = cm + (size_t)(r * S + s) * ldcol + oh * OW;
-                const int tw = iw0 + tb + PAD_L - s * DIL_W; /* >= 0 in a vector block */
-                if (STRIDE_W == 1)
-                    acc += vload16(0, crow + tw);
-                else if (tw % 2 == 0)
-                    even += vload8(0, crow + tw / 2);
-                else
-                    odd += vload8(0, crow + (tw + 1) / 2);
-            }
+            for (int s = 0; s < S; ++s)
+                col2im_block_tap(&acc, &even, &odd, cm + (size_t)(r * S + s) * ldcol + oh * OW,
+                                 iw0 + tb + PAD_L - s * DIL_W, STRIDE_W);
         }
-        if (STRIDE_W == 2)
-            acc = shuffle2(even, odd, (uint16)(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
-        vstore16(acc, 0, sum + tb);
+        col2im_block_sums(sum + tb, acc, even, odd, STRIDE_W);
     }
 #endif
     const int k = g * cg + cl;

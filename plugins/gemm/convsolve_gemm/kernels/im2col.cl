@@ -30,18 +30,9 @@
 #include "convsolve.h"
 
 #ifndef IM2COL_TW
-#define IM2COL_TW 8 /* consecutive output columns (ow) per work-item: 1 suits GPUs, 8-16 CPUs */
+#define IM2COL_TW 8 /* consecutive output columns (ow) per work-item: 1 suits GPUs, 8-32 CPUs */
 #endif
-
-/* Columns [t0, t1) of a run: x's row at iw0 + t * stride, 0 outside [0, W). */
-static inline void im2col_run(__global real *out, const __global real *xr, const int iw0,
-                              const int stride, const int W, const int t0, const int t1)
-{
-    for (int t = t0; t < t1; ++t) {
-        const int iw = iw0 + t * stride;
-        out[t] = (iw >= 0 && iw < W) ? xr[iw] : (real)0;
-    }
-}
+#include "unfold_rows.cl" /* im2col_row */
 
 __kernel void im2col(const __global real *restrict x, __global real *restrict col,
                      CS_CONV_PARAMS, const int x_off, const int col_off, const int ldcol,
@@ -71,18 +62,5 @@ __kernel void im2col(const __global real *restrict x, __global real *restrict co
             out[t] = (real)0;
         return;
     }
-    const __global real *xr = xc + ih * W;
-    int t = 0;
-#if IM2COL_TW >= 8
-    /* 8 columns a vector where they lie inside the row at stride 1 or 2 (stride 2: the even
-     * lanes of 16 loaded): no bounds check per element; the rest below, one at a time. */
-    for (; t + 8 <= nw; t += 8) {
-        const int iw = iw0 + t * STRIDE_W;
-        if (STRIDE_W <= 2 && iw >= 0 && iw + 8 * STRIDE_W <= W)
-            vstore8(STRIDE_W == 1 ? vload8(0, xr + iw) : vload16(0, xr + iw).even, 0, out + t);
-        else
-            im2col_run(out, xr, iw0, STRIDE_W, W, t, t + 8);
-    }
-#endif
-    im2col_run(out, xr, iw0, STRIDE_W, W, t, nw);
+    im2col_row(out, xc + ih * W, iw0, STRIDE_W, W, nw);
 }

@@ -41,6 +41,7 @@
 #ifndef COL2IM_TW
 #define COL2IM_TW 1 /* consecutive input columns (iw) per work-item: 1 suits GPUs, 16-32 CPUs */
 #endif
+#include "unfold_rows.cl" /* im2col_row, col2im_blocks, col2im_lanes, col2im_block_tap, _sums */
 
 /* The convolution's sizes, outermost dim first (conv_layout.unfold_args passes them). */
 #define ND_CONV_PARAMS                                                                         \
@@ -81,10 +82,7 @@ __kernel void im2col_nd(const __global real *restrict x, __global real *restrict
     }
     const __global real *xr = x + x_off + (((size_t)n * C + g * cg + cl) * D + id) * H * W +
                               (size_t)ih * W;
-    for (int t = 0; t < nw; ++t) {
-        const int iw = iw0 + t * STRIDE_W;
-        out[t] = (iw >= 0 && iw < W) ? xr[iw] : (real)0;
-    }
+    im2col_row(out, xr, iw0, STRIDE_W, W, nw);
 }
 
 /* The output index o with o * stride - pad + tap * dil == i, or -1 where there is none. */
@@ -112,29 +110,40 @@ __kernel void col2im_nd(const __global real *restrict col, __global real *restri
     const __global real *cm = col + col_off + (size_t)n * image_stride +
                               (size_t)g * group_stride + (size_t)cl * Z * R * S * ldcol;
 
+    int va, vb; /* the columns summed in vectors */
+    col2im_blocks(iw0, nw, PAD_L, DIL_W, S, STRIDE_W, OW, &va, &vb);
     real sum[COL2IM_TW];
     for (int t = 0; t < COL2IM_TW; ++t)
         sum[t] = (real)0;
-    /* Taps in a fixed order (z, r, then s): deterministic, no atomics. */
+    /* Taps in a fixed order (z, r, then s) in both loops: deterministic, no atomics, the same
+     * sums whichever loop a column takes. */
     for (int z = 0; z < Z; ++z) {
         const int od = nd_window(id, z, PAD_F, STRIDE_D, DIL_D, OD);
-        if (od < 0)
-            continue;
-        for (int r = 0; r < R; ++r) {
+        for (int r = 0; r < R && od >= 0; ++r) {
             const int oh = nd_window(ih, r, PAD_T, STRIDE_H, DIL_H, OH);
-            if (oh < 0)
-                continue;
-            for (int s = 0; s < S; ++s) {
-                const __global real *crow = cm + (size_t)((z * R + r) * S + s) * ldcol +
-                                            ((size_t)od * OH + oh) * OW;
-                for (int t = 0; t < nw; ++t) {
-                    const int ow = nd_window(iw0 + t, s, PAD_L, STRIDE_W, DIL_W, OW);
-                    if (ow >= 0)
-                        sum[t] += crow[ow];
-                }
-            }
+            for (int s = 0; s < S && oh >= 0; ++s)
+                col2im_lanes(sum, cm + (size_t)((z * R + r) * S + s) * ldcol +
+                             ((size_t)od * OH + oh) * OW, iw0 + PAD_L - s * DIL_W, STRIDE_W, OW,
+                             nw, va, vb);
         }
     }
+#if COL2IM_TW >= 16
+    for (int tb = va; tb < vb; tb += 16) {
+        real16 acc = (real16)0;
+        real8 even = (real8)0, odd = (real8)0;
+        for (int z = 0; z < Z; ++z) {
+            const int od = nd_window(id, z, PAD_F, STRIDE_D, DIL_D, OD);
+            for (int r = 0; r < R && od >= 0; ++r) {
+                const int oh = nd_window(ih, r, PAD_T, STRIDE_H, DIL_H, OH);
+                for (int s = 0; s < S && oh >= 0; ++s)
+                    col2im_block_tap(&acc, &even, &odd, cm + (size_t)((z * R + r) * S + s) * ldcol +
+                                     ((size_t)od * OH + oh) * OW, iw0 + tb + PAD_L - s * DIL_W,
+                                     STRIDE_W);
+            }
+        }
+        col2im_block_sums(sum + tb, acc, even, odd, STRIDE_W);
+    }
+#endif
     __global real *out = dx + dx_off + (((size_t)n * C + g * cg + cl) * D * H + idh) * W + iw0;
     for (int t = 0; t < nw; ++t)
         out[t] = sum[t];
