@@ -72,7 +72,7 @@ __kernel void col2im(const __global real *restrict col, __global real *restrict 
         if (oh < 0)
             continue;
         for (int s = 0; s < S; ++s)
-            col2im_lanes(sum, cm + (size_t)(r * S + s) * ldcol + oh * OW, iw0 + PAD_L - s * DIL_W,
+            col2im_edges(sum, cm + (size_t)(r * S + s) * ldcol + oh * OW, iw0 + PAD_L - s * DIL_W,
                          STRIDE_W, OW, nw, va, vb);
     }
 #if COL2IM_TW >= 16

@@ -122,7 +122,7 @@ __kernel void col2im_nd(const __global real *restrict col, __global real *restri
         for (int r = 0; r < R && od >= 0; ++r) {
             const int oh = nd_window(ih, r, PAD_T, STRIDE_H, DIL_H, OH);
             for (int s = 0; s < S && oh >= 0; ++s)
-                col2im_lanes(sum, cm + (size_t)((z * R + r) * S + s) * ldcol +
+                col2im_edges(sum, cm + (size_t)((z * R + r) * S + s) * ldcol +
                              ((size_t)od * OH + oh) * OW, iw0 + PAD_L - s * DIL_W, STRIDE_W, OW,
                              nw, va, vb);
         }

@@ -33,9 +33,10 @@ static inline void im2col_row(__global real *out, const __global real *xr, const
         out[t] = unfold_at(xr, iw0 + t * stride, W);
 }
 
-/* col2im: the columns [*va, *vb) of a work-item's nw columns from iw0 that col2im_row sums 16
- * at a time: blocks whose every tap (pad, dilation, S taps) reads inside a row of OW columns.
- * Empty where vectors do not apply. */
+/* col2im: the columns [*va, *vb) of a work-item's nw columns from iw0 that col2im_block_tap
+ * sums 16 at a time: blocks from the first column whose every tap (pad, dilation, `taps` taps)
+ * lies at ow >= 0, while the last column's first tap stays below OW.  Empty where vectors do
+ * not apply. */
 static inline void col2im_blocks(const int iw0, const int nw, const int pad, const int dil,
                                  const int taps, const int stride, const int OW, int *va, int *vb)
 {
@@ -43,30 +44,37 @@ static inline void col2im_blocks(const int iw0, const int nw, const int pad, con
 #if COL2IM_TW >= 16
     if (stride > 2)
         return;
-    while (*va + 16 <= nw && iw0 + *va + pad - (taps - 1) * dil < 0)
-        *va += 16;
-    *vb = *va;
+    *va = *vb = clamp((taps - 1) * dil - pad - iw0, 0, nw);
     while (*vb + 16 <= nw && (iw0 + *vb + 15 + pad) / stride < OW)
         *vb += 16;
 #endif
 }
 
-/* col2im, one tap, a column at a time: sum[t] += crow[ow] for each t < nw outside [va, vb)
- * with ow * stride == tw0 + t, 0 <= ow < OW (tw0: the work-item's first column plus the
- * padding, less the tap's offset). */
+/* col2im, one tap, the columns t in [t0, t1) one at a time: sum[t] += crow[ow] where
+ * ow * stride == tw0 + t, 0 <= ow < OW (tw0: the work-item's first column plus the padding,
+ * less the tap's offset). */
 static inline void col2im_lanes(real *sum, const __global real *crow, const int tw0,
-                                const int stride, const int OW, const int nw, const int va,
-                                const int vb)
+                                const int stride, const int OW, const int t0, const int t1)
 {
-    for (int t = 0; t < nw; ++t) {
-        if (t == va && vb > va) {
-            t = vb - 1;
-            continue;
-        }
+    if (stride == 1) {
+        for (int t = max(t0, -tw0); t < min(t1, OW - tw0); ++t)
+            sum[t] += crow[tw0 + t];
+        return;
+    }
+    for (int t = t0; t < t1; ++t) {
         const int tw = tw0 + t;
         if (tw >= 0 && tw % stride == 0 && tw / stride < OW)
             sum[t] += crow[tw / stride];
     }
+}
+
+/* col2im, one tap, every column of the work-item that col2im_block_tap does not sum. */
+static inline void col2im_edges(real *sum, const __global real *crow, const int tw0,
+                                const int stride, const int OW, const int nw, const int va,
+                                const int vb)
+{
+    col2im_lanes(sum, crow, tw0, stride, OW, 0, va);
+    col2im_lanes(sum, crow, tw0, stride, OW, vb, nw);
 }
 
 #if COL2IM_TW >= 16
