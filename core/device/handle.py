@@ -428,7 +428,8 @@ class Handle:
                                   f"({self.device.max_mem_alloc_size} bytes)")
         with self._lock:
             if self._scratch is None or self._scratch.size < nbytes:
-                if self._parts:   # its parts may not outlive it: both stay until release()
+                if self._scratch is not None and self._parts:
+                    # no part may outlive its parent: both stay until release()
                     self._retired.append((self._scratch, self._parts))
                     self._parts = {}
                 self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
