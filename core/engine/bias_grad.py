@@ -104,19 +104,20 @@ def config_for(handle):
 
 
 def _desc(y_shape):
-    """dy of any spatial rank as the 2-D NCHW tensor of its memory, (N, K, pixels, 1): each
-    channel's pixels are one run; a channels-last dy is refused."""
+    """dy of any spatial rank and layout as the 2-D NCHW tensor of its memory: channels-first,
+    (N, K, pixels, 1), each channel's pixels one run; channels-last, (N * pixels, K, 1, 1), runs
+    of one float (the reduction's strided path: correct and deterministic, not bandwidth-bound:
+    a channel's floats lie K apart)."""
     desc = y_shape if isinstance(y_shape, TensorDesc) else TensorDesc.make("dy_shape", y_shape)
-    if desc.channels_last:
-        raise ValidationError("dy layout", desc.layout, "backward-bias reads a channels-first "
-                              "dy (NCW, NCHW, NCDHW): give it in that order")
     n, k, *spatial = desc.shape
+    if desc.channels_last:
+        return TensorDesc((n * math.prod(spatial), k, 1, 1), desc.dtype)
     return desc if len(spatial) == 2 else TensorDesc((n, k, math.prod(spatial), 1), desc.dtype)
 
 
 def dy_desc(y_shape):
-    """dy's TensorDesc for ``y_shape`` ((N, K, H, W), or a channels-first TensorDesc of any
-    spatial rank, as (N, K, pixels, 1)), checked: N * H * W must be below 2**30."""
+    """dy's TensorDesc for ``y_shape`` ((N, K, H, W), or a TensorDesc of any spatial rank and
+    layout, as _desc lays it out), checked: N * H * W must be below 2**30."""
     desc = _desc(y_shape)
     if desc.size // max(desc.shape[1], 1) >= 2 ** 30:
         raise ValidationError("dy_shape", desc.shape, "N * H * W must be below 2**30")

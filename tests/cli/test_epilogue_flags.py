@@ -20,6 +20,14 @@ def test_bias_is_honoured_forward_and_backward(capsys):
     assert report["backward_bias"]["verify"]["ok"] and report["verify"]["ok"]
 
 
+def test_backward_bias_of_a_channels_last_dy(capsys):
+    """-b 1 on an NHWC backward-data problem: db of the channels-last dy verifies against the
+    reference of its logical tensor."""
+    layout = ["--in_layout", "NHWC", "--fil_layout", "NHWC", "--out_layout", "NHWC"]
+    assert main([*SMALL, "-F", "2", "-b", "1", *layout]) == 0
+    assert "Backward Bias Verifies OK on CPU reference" in capsys.readouterr().out
+
+
 def test_activation_and_residual_flags(capsys):
     """--activation (MIOpen's name too) with --activation-params and --residual join the
     forward epilogue and verify; explain shows the problem with them."""
