@@ -230,8 +230,6 @@ class Handle:
         # (solver name, problem key) -> why its build was given up
         self._hung: dict[tuple[str, str], str] = {}
         self._scratch: cl.Buffer | None = None      # reusable workspace buffer for run()
-        self._parts: dict[tuple[int, int], cl.Buffer] = {}   # sub-buffers of it (scratch_part)
-        self._retired: list[tuple[cl.Buffer, dict]] = []    # grown-out scratches with parts
         self._lock = threading.Lock()
         self._key_locks: dict[Hashable, threading.Lock] = {}
         self._enqueue_lock = threading.Lock()   # one invoker sets its kernels' arguments at a time
@@ -428,29 +426,8 @@ class Handle:
                                   f"({self.device.max_mem_alloc_size} bytes)")
         with self._lock:
             if self._scratch is None or self._scratch.size < nbytes:
-                if self._scratch is not None and self._parts:
-                    # no part may outlive its parent: both stay until release()
-                    self._retired.append((self._scratch, self._parts))
-                    self._parts = {}
                 self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
             return self._scratch
-
-    def scratch_part(self, scratch: cl.Buffer, offset: int, nbytes: int) -> cl.Buffer:
-        """Bytes [offset, offset + nbytes) of ``scratch`` as a sub-buffer (offset a multiple of
-        arith.ALIGN).  Of the handle's own workspace (Handle.scratch) it is made once and kept:
-        releasing a sub-buffer takes NVIDIA's OpenCL ~1.5 ms of host time and stalls the queue
-        (scripts/composite_probe.py), which made composite candidates cost 3-30 ms a call there.
-        A part may not outlive its parent (NVIDIA's OpenCL crashes releasing a sub-buffer after
-        it, RELIABILITY.md), so a workspace grown out of stays, with its parts, until
-        Handle.release.  Of any other buffer (a caller's, find's own) one is made for the call:
-        the handle cannot know when its owner releases it."""
-        with self._lock:
-            if scratch is not self._scratch:
-                return scratch.get_sub_region(offset, nbytes)
-            part = self._parts.get((offset, nbytes))
-            if part is None:
-                part = self._parts[offset, nbytes] = scratch.get_sub_region(offset, nbytes)
-            return part
 
     def release(self) -> None:
         """Drop every invoker, program, packed weights and scratch buffer the handle keeps
@@ -460,13 +437,10 @@ class Handle:
         keeps what queued work uses until it completes.  Called for every live handle at
         interpreter exit."""
         with self._lock:
-            parents = [parent for parent, _ in self._retired] + [self._scratch]
-            parts = [part for _, kept in self._retired for part in kept.values()]
-            parts += self._parts.values()
+            scratch = self._scratch
             self._drop_kept()
-            for buffer in [*parts, *parents]:   # sub-buffers before their parents
-                if buffer is not None:
-                    buffer.release()
+            if scratch is not None:
+                scratch.release()
 
     def _drop_kept(self) -> None:
         """Let go of the kept invokers, programs and scratch (no lock: __del__ calls it)."""
@@ -475,10 +449,6 @@ class Handle:
         self._invokers.clear()
         self.weights_cache.clear()
         self._programs.clear()
-        self._parts = {}              # the parts first: none may outlive its parent
-        for _, kept in self._retired:
-            kept.clear()
-        self._retired.clear()
         self._scratch = None
 
     def __del__(self) -> None:

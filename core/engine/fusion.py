@@ -221,8 +221,10 @@ class Candidate:
 
         def composite(buffers, scratch, *more):
             target = getattr(buffers, out)
-            if to_scratch:   # a sub-buffer after the solver's workspace (Handle.scratch_part)
-                target = handle.scratch_part(scratch, offset, nbytes) if inner else scratch
+            if to_scratch:   # a sub-buffer after the solver's workspace, made for this call: one
+                # kept beyond it outlives a scratch its owner releases, and NVIDIA's OpenCL
+                # crashes releasing a sub-buffer after its parent (RELIABILITY.md)
+                target = scratch.get_sub_region(offset, nbytes) if inner else scratch
             solver_buffers = buffers._replace(**{out: target}).with_epilogue_args(
                 buffers.epilogue_args if self.fused else None)
             events = events_of(self.solver.name, invoker(solver_buffers, scratch if inner

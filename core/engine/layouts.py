@@ -125,15 +125,16 @@ class Composite(Wrapped):
 
         def composite(buffers, scratch, *weights):
             # disjoint sub-buffers (a kernel given a buffer and its sub-buffer is undefined),
-            # kept with the handle's own scratch, else made for this call (Handle.scratch_part)
-            copies = {name: handle.scratch_part(scratch, offset, getattr(problem, name).nbytes)
+            # made for this call: one kept beyond it outlives a scratch its owner releases, and
+            # NVIDIA's OpenCL crashes releasing a sub-buffer after its parent (RELIABILITY.md)
+            copies = {name: scratch.get_sub_region(offset, getattr(problem, name).nbytes)
                       for name, offset in offsets.items() if not (packed and name == "w")}
             if packed:
                 weights = (weights[0].get_sub_region(0, packed),)
             events = [transpose(name, getattr(buffers, name), copy, False)
                       for name, copy in copies.items() if name != out]
             events += events_of(self.inner.name, invoker(buffers._replace(**copies), (
-                handle.scratch_part(scratch, 0, own) if own else None), *weights))
+                scratch.get_sub_region(0, own) if own else None), *weights))
             if out in copies:
                 events.append(transpose(out, copies[out], getattr(buffers, out), True))
             return events

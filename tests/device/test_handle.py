@@ -129,41 +129,6 @@ def test_release_drops_what_the_handle_keeps_and_it_builds_again(handle):
     assert handle.scratch(64) is not scratch
 
 
-def test_parts_of_its_own_scratch_are_kept_and_released_before_their_parents(monkeypatch):
-    """scratch_part keeps a sub-buffer of the handle's own workspace (NVIDIA's OpenCL takes
-    ~1.5 ms to release one and stalls the queue) and makes one per call of any other buffer; a
-    workspace grown out of stays with its parts, and release() frees every part before any
-    parent (NVIDIA's OpenCL crashes releasing a sub-buffer after its parent)."""
-    released = []
-
-    class Buffer:   # records its release; its sub-buffers are Buffers too
-        def __init__(self, context, flags, size, name="scratch"):
-            self.size, self.name = size, name
-
-        def get_sub_region(self, offset, nbytes):
-            return Buffer(None, None, nbytes, f"{self.name}[{offset}:+{nbytes}]")
-
-        def release(self):
-            released.append(self.name)
-
-    handle = convsolve.Handle()
-    monkeypatch.setattr(handle_module.cl, "Buffer", Buffer)
-    first = handle.scratch(100)
-    part = handle.scratch_part(first, 0, 10)
-    assert handle.scratch_part(first, 0, 10) is part
-    assert handle.scratch_part(first, 16, 10) is not part
-    other = Buffer(None, None, 100, "caller's")
-    assert handle.scratch_part(other, 0, 10) is not handle.scratch_part(other, 0, 10)
-    first.name = "first"
-    grown = handle.scratch(200)
-    assert grown is not first and handle.scratch_part(grown, 0, 10) is not part
-    grown.name = "grown"
-    handle.release()
-    parents = [released.index("first"), released.index("grown")]
-    assert len(released) == 5 and max(released.index(n) for n in released
-                                       if "[" in n) < min(parents), released
-
-
 def test_every_live_handle_is_released_at_exit():
     """At interpreter exit every Handle still alive is released, before modules are torn down
     (NVIDIA's OpenCL crashed at exit when kept kernels and buffers met it later)."""
