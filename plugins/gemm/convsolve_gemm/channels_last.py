@@ -33,7 +33,7 @@ from convsolve import Direction, Problem, SplitSum, round_up
 from . import conv_layout
 from .conv_layout import images_per_chunk, padded_pitch
 from .gemm import KERNELS, Gemm
-from .plan import View, grouped_gemm, reduction_slices
+from .plan import View, reduction_slices, sliced_products
 
 #: Work-group shape of the gather and the scatter: 64 channels of 4 pixels (a fixed shape, so
 #: that PoCL compiles one work-group function per build, not one per problem).
@@ -181,11 +181,7 @@ def _split_reduction(problem, plan, gemm, split_sum, y, x, rows, scratch, dw, ac
     dy = View(y[0], y[1], y[2], depth * y[2], y[3])     # slice s: rows [s * depth, +depth)
     pix = View(x[0], x[1], x[2], depth * x[2], x[3])
     partials = View(scratch, plan.partials, cg, p.k * cg, kg * cg)
-    full = rows // depth
-    events = grouped_gemm(gemm, (kg, cg, depth), 0.0, dy, pix, partials, full, g)
-    if full < slices:     # the last slice is shorter
-        events += grouped_gemm(gemm, (kg, cg, rows - full * depth), 0.0, dy.at(full),
-                               pix.at(full), partials.at(full), 1, g)
+    events = sliced_products(gemm, (kg, cg), rows, depth, dy, pix, partials, g)
     events.append(split_sum(scratch, dw, slices, p.k * cg, offset=plan.partials,
                             accumulate=accumulate))
     return events

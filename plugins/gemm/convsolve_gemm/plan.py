@@ -162,6 +162,18 @@ def grouped_gemm(gemm, mnk, beta, a, b, c, images, groups, values=None):
                  batch=images, values=values, chan=(g * m, 0)) for g in range(groups)]
 
 
+def sliced_products(gemm, mn, width, depth, a, b, partials, groups, values=None):
+    """Events of a reduction over ``width`` columns in slices of ``depth`` (the last one
+    shorter): slice s's products A[s] B[s] (the Views' image step is a slice) into
+    ``partials``.at(s), for a split sum to add up in order."""
+    full = width // depth
+    events = grouped_gemm(gemm, (*mn, depth), 0.0, a, b, partials, full, groups, values)
+    if full * depth < width:     # the last slice is shorter
+        events += grouped_gemm(gemm, (*mn, width - full * depth), 0.0, a.at(full), b.at(full),
+                               partials.at(full), 1, groups, values)
+    return events
+
+
 def _batch(view, stride):
     return (view.buffer, view.offset, view.ld, stride)
 
@@ -261,13 +273,8 @@ def _reduction_invoker(problem, plan, cols, gemm, split_sum):
                                        weights, 1, g, stored)
                 continue
             partials = View(scratch, plan.partials, cg_rs, p.k * cg_rs, kg * cg_rs)
-            full = count * ohow // depth
-            events += grouped_gemm(gemm, (kg, cg_rs, depth), 0.0, dy, col, partials, full, g,
-                                   product)
-            if full < slices:     # the last slice is shorter
-                rest = count * ohow - full * depth
-                events += grouped_gemm(gemm, (kg, cg_rs, rest), 0.0, dy.at(full), col.at(full),
-                                       partials.at(full), 1, g, product)
+            events += sliced_products(gemm, (kg, cg_rs), count * ohow, depth, dy, col, partials,
+                                      g, product)
             # the slices in order; a later chunk's sum adds to dW (bare: accumulate; with an
             # epilogue, stored_values' beta = 1)
             events.append(split_sum(scratch, buffers.w, slices, p.k * cg_rs, offset=plan.partials,
