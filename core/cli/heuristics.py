@@ -60,6 +60,10 @@ def cmd_collect(args):
     return 1 if summary is not None and summary.failed else 0
 
 
+#: How --data treats a problem that several files time (repeat collections of one corpus).
+MERGED = "; a problem in several is one record, each solver's time their geometric mean"
+
+
 def add_parser(subparsers):
     """Register ``heuristics`` and its actions on an argparse ``subparsers`` object."""
     parser = subparsers.add_parser("heuristics", help="the learned solver ranking: collect, fit, "
@@ -87,14 +91,15 @@ def add_parser(subparsers):
     fit = actions.add_parser("fit", help="fit a model on record files, or (without --data) "
                              "refit this device's model on the user find-db and install it "
                              "when it does no worse on held-out problems")
-    fit.add_argument("--data", nargs="+", help="record files of one device (collect's)")
+    fit.add_argument("--data", nargs="+", help=f"record files of one device (collect's){MERGED}")
     fit.add_argument("--out", help="save the model here (gzip JSON)")
     fit.add_argument("--install", action="store_true",
                      help="make it this device's model (in the user's data folder)")
     fit.set_defaults(func=cmd_fit)
     evaluate_ = actions.add_parser("eval", help="accuracy of a model fitted on record files, "
                                    "cross-validated by geometry, beside the WTI ranking")
-    evaluate_.add_argument("--data", nargs="+", required=True, help="record files of one device")
+    evaluate_.add_argument("--data", nargs="+", required=True,
+                           help=f"record files of one device{MERGED}")
     evaluate_.add_argument("--folds", type=int, default=5, help="folds (5)")
     evaluate_.add_argument("--json", action="store_true", help="the report as JSON")
     evaluate_.set_defaults(func=cmd_eval)
@@ -124,10 +129,12 @@ def _wti_baseline(problem):
 
 
 def _datasets(paths):
+    """The record files of one device as one dataset, a problem's repeat records merged."""
     sets = [read_dataset(path) for path in paths]
     if len({s.device for s in sets}) > 1:
         raise ValidationError("--data", " ".join(paths), "records of more than one device")
-    return Dataset(sets[0].device, tuple(r for s in sets for r in s.records), sets[0].header)
+    return Dataset(sets[0].device, tuple(r for s in sets for r in s.records),
+                   sets[0].header).merged()
 
 
 def _install(model, handle, path):

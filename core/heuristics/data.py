@@ -4,6 +4,9 @@ The file is JSON lines, gzip-compressed or not: a header ``{"header": {"device":
 "command", "convsolve"}}`` (the device as DeviceFacts.from_dict reads it, plus ``name`` and
 ``keys``), then one ``{"problem": key, "times_ms": {solver: ms}, "failed": {solver: reason}}`` a
 problem.  Times are medians of interleaved repeats; a failed or absent solver has no time.
+Several collections of one corpus on one device, read together, become one record a problem
+(Dataset.merged): each solver's label is then the mean of repeated measurements, less noisy than
+one collection's (BENCHMARKS.md measured that noise on the 2-core CPUs).
 """
 from __future__ import annotations
 
@@ -63,9 +66,36 @@ class Dataset:
         return np.array([problem_features(r.problem, self.device) for r in self.records],
                         dtype=np.float64).reshape(len(self), -1)
 
+    def merged(self) -> Dataset:
+        """One record per problem, in order of first appearance: the records of a problem
+        (repeat collections) as one, each solver's time the geometric mean of its times there;
+        a failure is kept only where no record of the problem timed that solver."""
+        groups: dict[str, list[Record]] = {}
+        for r in self.records:
+            groups.setdefault(r.problem.key(), []).append(r)
+        if len(groups) == len(self.records):
+            return self
+        return Dataset(self.device, tuple(_merge(group) for group in groups.values()),
+                       self.header)
+
     def solvers(self) -> list[str]:
         """Every solver with a time in some record, sorted."""
         return sorted({name for r in self.records for name in r.times_ms})
+
+
+def _merge(records: Sequence[Record]) -> Record:
+    """``records`` of one problem as one (Dataset.merged)."""
+    if len(records) == 1:
+        return records[0]
+    times: dict[str, list[float]] = {}
+    for r in records:
+        for name, ms in r.times_ms.items():
+            times.setdefault(name, []).append(ms)
+    failed = {name: reason for r in records for name, reason in r.failed.items()
+              if name not in times}
+    return Record(records[0].problem,
+                  {name: float(np.exp(np.mean(np.log(ms)))) for name, ms in times.items()},
+                  failed)
 
 
 def _read_text(path: Path) -> IO[str]:

@@ -42,3 +42,10 @@ def test_eval_reports_the_model_beside_wti(tmp_path, capsys):
     assert "48 problems, 2 folds grouped by geometry" in out
     assert any(line.split()[:2] == ["model", "all"] for line in out.splitlines())
     assert any(line.split()[:2] == ["WTI", "all"] for line in out.splitlines())
+
+
+def test_a_problem_in_several_record_files_counts_once(tmp_path, capsys):
+    """Repeat collections given together are merged per problem, not counted twice."""
+    data = str(_records(tmp_path))
+    assert main(["heuristics", "fit", "--data", data, data]) == 0
+    assert "fitted on 48 records" in capsys.readouterr().out

@@ -59,3 +59,22 @@ def test_a_truncated_gzip_data_file_is_a_model_error(tmp_path):
     path.write_bytes(gzip.compress(_lines({"header": HEADER}, GOOD).encode())[:-12])
     with pytest.raises(ModelError, match="cannot read the data file"):
         read_dataset(path)
+
+
+def test_repeat_records_of_a_problem_merge_into_their_geometric_mean():
+    """Two collections read together: one record a problem, in first-seen order, each solver's
+    time the geometric mean of the times it has; a failure stays only where nothing timed it."""
+    a, b = (r.problem for r in corpus(2, 1).records)
+    first = [Record(a, {"s.A": 1.0, "s.B": 8.0}, {"s.C": "build failed"}),
+             Record(b, {"s.A": 3.0}, {"s.B": "wrong"})]
+    second = [Record(b, {"s.A": 12.0, "s.B": 5.0}), Record(a, {"s.A": 4.0, "s.C": 2.0})]
+    merged = Dataset(DEVICE, tuple(first + second), HEADER).merged()
+    assert [r.problem for r in merged.records] == [a, b]
+    assert dict(merged.records[0].times_ms) == pytest.approx({"s.A": 2.0, "s.B": 8.0, "s.C": 2.0})
+    assert dict(merged.records[0].failed) == {}
+    assert dict(merged.records[1].times_ms) == pytest.approx({"s.A": 6.0, "s.B": 5.0})
+    assert dict(merged.records[1].failed) == {}
+    single = Dataset(DEVICE, tuple(first), HEADER)
+    assert single.merged() is single
+    assert dict(Dataset(DEVICE, (first[1], first[1]), HEADER).merged().records[0].failed) == {
+        "s.B": "wrong"}
