@@ -86,6 +86,13 @@ def make_axis(direction, size, out, fil, pad, stride, dil, length=None):
                 length)
 
 
+def problem_axis(problem, dim, length=None):
+    """make_axis of ``problem``'s spatial dimension ``dim`` (0: h, 1: w)."""
+    p = problem
+    return make_axis(p.direction, p.in_sizes[dim], p.out_sizes[dim], p.fil_sizes[dim],
+                     p.conv.pads[dim][0], p.conv.strides[dim], p.conv.dilations[dim], length)
+
+
 def tensor_map(axis, role):
     """fft_axis fields (lo, hi, tile, base, mul, step, off, div, size) of one tensor role: read
     'x', 'w', 'dy' (backward-weights), 'dy_bwd' and 'w_flip' (backward-data: a correlation of dy
@@ -119,14 +126,13 @@ class Layout:
     dy's DY[k][n'], with n' = (image, tile row, tile column) of a chunk, `nprime` columns.
     """
 
-    def __init__(self, problem, length=None):
+    def __init__(self, problem, length=None, axes=None):
+        """``length``: the (h, w) transform lengths of the tiles (None: one tile each); or
+        ``axes``, the (h, w) Axis pair already made (tiled_fft's search makes each once)."""
         p = problem
-        (top, _), (left, _) = p.conv.pads
         self.problem, self.direction = p, p.direction
-        self.h = make_axis(p.direction, p.in_h, p.out_h, p.fil_h, top, p.conv.strides[0],
-                           p.conv.dilations[0], length and length[0])
-        self.w = make_axis(p.direction, p.in_w, p.out_w, p.fil_w, left, p.conv.strides[1],
-                           p.conv.dilations[1], length and length[1])
+        self.h, self.w = axes or (problem_axis(p, 0, length and length[0]),
+                                  problem_axis(p, 1, length and length[1]))
         self.phases = self.h.phases * self.w.phases
         self.groups, self.kg = p.groups, p.k // p.groups
         self.cg = p.c // p.groups * self.phases           # Cg': a group's phase channels

@@ -2,7 +2,7 @@
 import functools
 import itertools
 
-from .layout import Layout
+from .layout import Layout, problem_axis
 from .solver import FftSolver, estimated_time
 
 #: Transform lengths a tile may take: even, smooth (factors 2, 3, 5, 7), 8 to 64 points.
@@ -21,13 +21,11 @@ def _tiled(problem):
     """The tiling with the least estimated time (solver.estimated_time) over TILE_LENGTHS on
     both axes, or None when it has a single tile (fft.Fft2d's layout) or no length fits."""
     whole = Layout(problem)
+    h_axes, w_axes = ([problem_axis(problem, dim, n) for n in TILE_LENGTHS if n > axis.taps]
+                      for dim, axis in enumerate((whole.h, whole.w)))
     best = None
-    for lengths in itertools.product(
-            [n for n in TILE_LENGTHS if n > whole.h.taps] or [None],
-            [n for n in TILE_LENGTHS if n > whole.w.taps] or [None]):
-        if None in lengths:
-            return None
-        layout = Layout(problem, lengths)
+    for axes in itertools.product(h_axes, w_axes):   # none when an axis has no length
+        layout = Layout(problem, axes=axes)
         if layout.tiles > 1 and layout.fits():
             time = estimated_time(layout)
             if best is None or time < best[0]:
