@@ -6,8 +6,7 @@ The file is JSON lines, gzip-compressed or not: a header ``{"header": {"device":
 problem.  Times are medians of interleaved repeats; a failed or absent solver has no time.
 Several collections of one corpus on one device, read together, become one record a problem
 (Dataset.merged): each solver's label is then the geometric mean of repeated measurements, less
-noisy than
-one collection's (BENCHMARKS.md measured that noise on the 2-core CPUs).
+noisy than one collection's (BENCHMARKS.md measured that noise on the 2-core CPUs).
 """
 from __future__ import annotations
 
