@@ -2,7 +2,7 @@
 """get_solutions on a find-db miss in a warm process: ms per call over ResNet-50's layers at a
 batch no find has seen, with the learned ranking and with WTI (CONVSOLVE_HEURISTICS=0).  A first
 pass over every problem warms what solvers cache per problem (fft.TiledFft's layout search,
-~8 ms a new problem), so both settings are timed warm.
+2.6 ms a new problem on the 2-vCPU AVX2 EPYC, 2026-12-05), so both settings are timed warm.
 
     python3 scripts/bench_immediate.py [--batch N]     (an empty user find-db is used)
 """
