@@ -126,13 +126,12 @@ class Layout:
     dy's DY[k][n'], with n' = (image, tile row, tile column) of a chunk, `nprime` columns.
     """
 
-    def __init__(self, problem, length=None, axes=None):
-        """``length``: the (h, w) transform lengths of the tiles (None: one tile each); or
-        ``axes``, the (h, w) Axis pair already made (tiled_fft's search makes each once)."""
+    def __init__(self, problem, axes=None):
+        """``axes``: the (h, w) Axis pair of a tiling (problem_axis with a length; tiled_fft's
+        search makes each once); None: one tile on each axis."""
         p = problem
         self.problem, self.direction = p, p.direction
-        self.h, self.w = axes or (problem_axis(p, 0, length and length[0]),
-                                  problem_axis(p, 1, length and length[1]))
+        self.h, self.w = axes or (problem_axis(p, 0), problem_axis(p, 1))
         self.phases = self.h.phases * self.w.phases
         self.groups, self.kg = p.groups, p.k // p.groups
         self.cg = p.c // p.groups * self.phases           # Cg': a group's phase channels
