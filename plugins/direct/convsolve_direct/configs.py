@@ -118,9 +118,9 @@ TILED_DEFAULT_CONFIGS = {
 #: size (WG) and, for backward-weights, taps accumulated at once (TB).  CPUs: one work-item per
 #: group running through the tile with 8- or 16-wide vectors; GPUs: groups of 64-256 items.
 DEPTHWISE_CPU_TUNABLES = {"VW": (8, 16), "WG": (1,), "TH": (1, 2, 4, 8, 16),
-                          "TWV": (1, 2, 4, 8, 16)}
+                          "TWV": (1, 2, 4, 8, 16), "STAGE": (0, 1)}
 DEPTHWISE_GPU_TUNABLES = {"VW": (1, 2, 4), "WG": (64, 128, 256), "TH": (2, 4, 8, 16, 32),
-                          "TWV": (1, 2, 4, 8, 16, 32, 64)}
+                          "TWV": (1, 2, 4, 8, 16, 32, 64), "STAGE": (1,)}
 DEPTHWISE_GPU_CONSTRAINTS = ["TH * TWV >= WG // 2",   # a cell for most work-items
                              "WG * TB <= 2048"]       # the group's sums of dw_wrw: 8 KiB at most
 DEPTHWISE_TAP_BLOCKS = (4, 9, 16)
@@ -129,15 +129,17 @@ DEPTHWISE_TAP_BLOCKS = (4, 9, 16)
 #: backward-data run 1.6-4.3x faster with 4-wide vectors on 32-row tiles than with the former
 #: VW=1, TH=8, TWV=32 entry, which backward-weights keeps on wide images (DEPTHWISE_WRW_GPU).
 DEPTHWISE_DEFAULT_CONFIGS = {
-    "cpu/vector16": {"VW": 16, "WG": 1, "TH": 8, "TWV": 8, "TB": 9, "FIXED": 1},
-    "cpu": {"VW": 8, "WG": 1, "TH": 8, "TWV": 16, "TB": 9, "FIXED": 1},
-    "gpu": {"VW": 4, "WG": 128, "TH": 32, "TWV": 4, "TB": 9, "FIXED": 1},
-    "*": {"VW": 4, "WG": 64, "TH": 4, "TWV": 16, "TB": 9, "FIXED": 1}}
+    "cpu/vector16": {"VW": 16, "WG": 1, "TH": 8, "TWV": 8, "TB": 9, "FIXED": 1, "STAGE": 0},
+    "cpu": {"VW": 8, "WG": 1, "TH": 8, "TWV": 16, "TB": 9, "FIXED": 1, "STAGE": 0},
+    "gpu": {"VW": 4, "WG": 128, "TH": 32, "TWV": 4, "TB": 9, "FIXED": 1, "STAGE": 1},
+    "*": {"VW": 4, "WG": 64, "TH": 4, "TWV": 16, "TB": 9, "FIXED": 1, "STAGE": 1}}
 #: Backward-weights' GPU entry by the narrowest image it serves (output columns): images under
 #: 28 columns take 64-item groups on 16 x 8 tiles (1.5-2.5x the wide entry at 14x14 and 7x7 in
 #: the same sweep).
-DEPTHWISE_WRW_GPU = ((28, {"VW": 1, "WG": 128, "TH": 8, "TWV": 32, "TB": 9, "FIXED": 1}),
-                     (0, {"VW": 2, "WG": 64, "TH": 16, "TWV": 4, "TB": 9, "FIXED": 1}))
+DEPTHWISE_WRW_GPU = ((28, {"VW": 1, "WG": 128, "TH": 8, "TWV": 32, "TB": 9, "FIXED": 1,
+                           "STAGE": 1}),
+                     (0, {"VW": 2, "WG": 64, "TH": 16, "TWV": 4, "TB": 9, "FIXED": 1,
+                          "STAGE": 1}))
 
 
 def depthwise_defaults(problem_columns, backward_weights):

@@ -25,6 +25,8 @@ MIN_PARTIAL_ROWS = 8
 WTI = 0.6
 KERNEL = {Direction.FORWARD: "dw_fwd", Direction.BACKWARD_DATA: "dw_bwd",
           Direction.BACKWARD_WEIGHTS: "dw_wrw"}
+#: Forward with STAGE = 0: the work-item reads x directly, no window staged (CPUs).
+UNSTAGED_FORWARD = "dw_fwd_rows"
 
 
 def columns(problem):
@@ -96,7 +98,10 @@ class Depthwise(DirectSolver):
         wrw = problem.direction is Direction.BACKWARD_WEIGHTS
         tunables.update(TB=configs.DEPTHWISE_TAP_BLOCKS if wrw else (9,),
                         FIXED=fixed_choices(problem))
-        constraints = [f"(TWV - 1) * VW < {columns(problem)}"]   # no wholly idle vector column
+        if problem.direction is not Direction.FORWARD:
+            tunables["STAGE"] = (1,)   # only the forward kernel has an unstaged form
+        constraints = [f"(TWV - 1) * VW < {columns(problem)}",   # no wholly idle vector column
+                       "STAGE == 1 or WG == 1"]   # the unstaged kernel: one item a group
         return ConfigSpace(tunables, constraints + (configs.DEPTHWISE_GPU_CONSTRAINTS
                                                     if handle.is_gpu else []))
 
@@ -128,7 +133,7 @@ class Depthwise(DirectSolver):
         floats = window(problem, config["TH"], config["TWV"], config["VW"])[2]
         lds = lds_floats(handle, config)
         reasons = work_group_reasons(handle, config["WG"], 4 * (lds + config["WG"] * config["TB"]))
-        if floats > lds:
+        if config["STAGE"] and floats > lds:
             reasons.append(f"the tile's window of {floats} floats > the {lds} staged in local "
                            "memory")
         return reasons
@@ -139,7 +144,8 @@ class Depthwise(DirectSolver):
                    "LDS": lds_floats(handle, config),
                    **filter_defines(problem, config)}
         wrw = problem.direction is Direction.BACKWARD_WEIGHTS   # its epilogue: the fold's
-        kernel = handle.build(KERNELS / "depthwise.cl", KERNEL[problem.direction],
+        name = KERNEL[problem.direction] if config["STAGE"] else UNSTAGED_FORWARD
+        kernel = handle.build(KERNELS / "depthwise.cl", name,
                               defines if wrw else {**defines, **problem.epilogue_defines()})
         th, twv, vw, wg = config["TH"], config["TWV"], config["VW"], config["WG"]
         pitch = window(problem, th, twv, vw)[1]

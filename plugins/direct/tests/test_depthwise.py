@@ -16,8 +16,10 @@ SHAPES = [
     ((1, 1, 9, 33), (2, 1, 3, 3), (1, 2), 1, 1, 1),               # C = 1, multiplier 2
 ]
 #: Small tiles (several per image, partial at the edges), narrow vectors, few taps per pass (so
-#: several passes), and the default besides.
-WISHES = [{"TH": 2, "TWV": 1, "VW": 8, "TB": 4, "FIXED": 0}]
+#: several passes), and the default besides; forward also with the other of its two kernels
+#: (the window staged or not: STAGE), whichever the device's default is.
+WISHES = [{"TH": 2, "TWV": 1, "VW": 8, "TB": 4, "FIXED": 0},
+          {"TH": 2, "TWV": 1, "VW": 8, "STAGE": 0}, {"TH": 2, "TWV": 1, "STAGE": 1}]
 
 
 def test_check_solver(handle):
@@ -50,6 +52,26 @@ def test_non_finite_filters_in_backward_data(handle):
     assert np.allclose(result[finite], expected[finite], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("stage", [0, 1])
+def test_non_finite_filters_in_forward(handle, stage):
+    """Forward multiplies the padding's zeros like the reference, in both kernels: a filter
+    holding inf gives NaN (0 * inf) at the borders where its tap falls in the padding."""
+    solver = registry().get("direct.Depthwise")
+    problem = Problem.conv2d((1, 2, 9, 20), (2, 1, 3, 3), padding=1, groups=2)
+    host = random_tensors(problem, 1)
+    host["w"][1, 0, 0, 0] = np.inf
+    with np.errstate(invalid="ignore"):
+        expected = expected_output(problem, host)
+    config = dict(solver.default_config(problem, handle), STAGE=stage, WG=1)
+    assert not solver.check_config(problem, handle, config)
+    result = run_config(handle, solver, problem, config, host)
+    assert np.isnan(expected).any()
+    assert np.array_equal(np.isposinf(result), np.isposinf(expected))
+    assert np.array_equal(np.isnan(result), np.isnan(expected))
+    finite = np.isfinite(expected)
+    assert np.allclose(result[finite], expected[finite], rtol=1e-5, atol=1e-5)
+
+
 def test_backward_weights_deterministic(handle):
     """Backward-weights (two-stage reduction) gives bitwise-equal results run after run."""
     solver = registry().get("direct.Depthwise")
@@ -62,7 +84,7 @@ def test_backward_weights_deterministic(handle):
 
 def test_applicability_and_defaults(handle, fake_handle):
     """Only groups = C; the defaults fit each device class's space and local memory; a tile
-    too large for local memory is refused by check_config."""
+    too large for local memory is refused by check_config where its window is staged."""
     solver = registry().get("direct.Depthwise")
     assert not solver.is_applicable(Problem.conv2d((1, 4, 8, 8), (4, 2, 3, 3), groups=2))
     problem = Problem.conv2d((8, 32, 112, 112), (32, 1, 3, 3), padding=1, groups=32)
@@ -73,7 +95,10 @@ def test_applicability_and_defaults(handle, fake_handle):
                               ("gpu", wrw, 1), ("gpu", narrow, 2)):
         config = solver.default_config(case, fake_handle(kind))
         assert config["VW"] == width
+        # CPUs read forward's windows unstaged; GPUs stage them (and every backward pass does)
+        assert config["STAGE"] == int(kind == "gpu" or case is not problem)
         assert solver.check_config(case, fake_handle(kind), config) == []
-    huge = dict(solver.default_config(problem, handle), TH=1024, TWV=256)   # > 1 MiB on any
+    huge = dict(solver.default_config(problem, handle), TH=1024, TWV=256, STAGE=1)   # > 1 MiB
     assert solver.check_config(problem, handle, huge)
+    assert not solver.check_config(problem, handle, dict(huge, STAGE=0))   # nothing staged
     assert solver.workspace(problem) == 0

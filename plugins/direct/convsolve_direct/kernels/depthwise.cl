@@ -12,6 +12,13 @@
  * dw_fwd(x, w, y, CS_CONV_PARAMS, TH, TWV, PITCH, PG[, CS_EPILOGUE_PARAMS])
  *   global (WG * tiles, ceil(N * C / PG)), local (WG, 1); tiles = ceil(OH / TH) *
  *   ceil(OW / (TWV * VW)); a group takes the same tile of PG planes in turn (small images).
+ * dw_fwd_rows(the same arguments; PITCH unused), local (1, 1): forward without staging, for
+ *   CPUs, where a copy into local memory is a copy like any other and costs more than the
+ *   convolution (the window's loads hit the L1 cache anyway).  The work-item takes its tile's
+ *   output vectors in turn and reads x directly: one load per tap where the vector's whole
+ *   window lies inside the plane (stride 1; two and an even shuffle at stride 2), dc_load's
+ *   select at the borders, so no division or bounds check runs in the inner loop.  A row of
+ *   padding adds 0 times its weights (0, or NaN where a weight is not finite, as the reference).
  * dw_bwd(dx, w, dy, CS_CONV_PARAMS, TH, TWV, PITCH, PG[, CS_EPILOGUE_PARAMS])
  *   Phase decomposition as in tiled.cl: a tile is TH x TWV vectors of each of the SH * SW phases
  *   of dx; the dy window of all M channels is staged (M * rows * PITCH floats).  Positions
@@ -93,6 +100,131 @@ __kernel void dw_fwd(__global const real *x, __global const real *w, __global re
                         acc = fma(dc_local_load(base + r * DIL_H * PITCH + s * DIL_W, STRIDE_W),
                                   (vec)((float)wk[r * FS + s]), acc);
                 DC_STORE(y, CS_NCHW(n, c * M + m, oh, 0, K, OH, OW), ow, 1, OW, acc, c * M + m);
+            }
+        }
+    }
+}
+
+/* dw_fwd_rows: images of at most this many vectors a row are narrow (taken a column of vectors
+ * at a time, below). */
+#define NARROW_VECTORS 4
+
+/* The weight of tap t of filter wk: from private registers when the filter size is compiled in
+ * (dw_fwd_rows loads them once a filter), else from memory. */
+#ifdef FIL_W
+#define DW_WEIGHTS(wk)                                                                      \
+    float wt[FIL_H * FIL_W];                                                                \
+    UNROLL_TAPS                                                                             \
+    for (int t = 0; t < FIL_H * FIL_W; ++t)                                                 \
+        wt[t] = (float)(wk)[t];
+#define DW_TAP(wk, t) wt[t]
+#else
+#define DW_WEIGHTS(wk)
+#define DW_TAP(wk, t) ((float)(wk)[t])
+#endif
+
+/* dw_fwd_rows' FMA chains: filter row r adds into part[r % DW_CHAINS], summed at the end, so that
+ * a vector's taps are not one chain of dependent FMAs (their latency bound the kernel). */
+#define DW_CHAINS 3
+
+/* acc += the taps (r, s) of filter row r on the input row q (x at the vector's input column iw),
+ * each input vector through keep(s, v): all of it, or a select of the lanes inside the row;
+ * acc is an lvalue (a chain). */
+#define DW_ROW_TAPS(acc, q, r, keep)                                                        \
+    do {                                                                                    \
+        if (STRIDE_W == 1) {   /* two loops: a select would load both ways */               \
+            UNROLL_TAPS                                                                     \
+            for (int s = 0; s < FS; ++s)                                                    \
+                acc = fma(keep(s, GLOAD((q) + s * DIL_W)), (vec)DW_TAP(wk, r * FS + s),    \
+                          acc);                                                             \
+        } else {               /* stride 2: the even lanes of two vectors */                \
+            UNROLL_TAPS                                                                     \
+            for (int s = 0; s < FS; ++s)                                                    \
+                acc = fma(keep(s, DC_EVEN(GLOAD((q) + s * DIL_W), GLOAD((q) + s * DIL_W + VW))), \
+                          (vec)DW_TAP(wk, r * FS + s), acc);                                \
+        }                                                                                   \
+    } while (0)
+#define DW_ALL(s, v) (v)
+#define DW_INSIDE(s, v)                                                                     \
+    select((vec)0.0f, (v), (DC_LANES * STRIDE_W + iw + (s) * DIL_W >= 0) &                  \
+                           (DC_LANES * STRIDE_W + iw + (s) * DIL_W < W))
+
+/* dw_fwd_rows' output vector at (oh, ow) of filter wk, whose window starts at input row ih and
+ * column iw; cols_in: whether its columns lie inside the row at every tap. */
+#define DW_FWD_VECTOR()                                                                     \
+    do {                                                                                    \
+        vec part[DW_CHAINS] = {(vec)0.0f, (vec)0.0f, (vec)0.0f};                            \
+        if (cols_in && ih >= 0 && ih + span_h < H) {   /* no border in reach */             \
+            UNROLL_TAPS                                                                     \
+            for (int r = 0; r < FR; ++r)                                                    \
+                DW_ROW_TAPS(part[r % DW_CHAINS], x + plane + (size_t)(ih + r * DIL_H) * W + iw, \
+                            r, DW_ALL);                                                     \
+        } else {                                                                            \
+            UNROLL_TAPS                                                                     \
+            for (int r = 0; r < FR; ++r) {                                                  \
+                const int row = ih + r * DIL_H;                                             \
+                const long first = (long)(plane + (size_t)row * W) + iw;                    \
+                if (row < 0 || row >= H) {   /* padding: 0 times each weight (NaN where */  \
+                    float zero = 0.0f;       /* one is not finite, as in the reference) */  \
+                    UNROLL_TAPS                                                             \
+                    for (int s = 0; s < FS; ++s)                                            \
+                        zero += 0.0f * DW_TAP(wk, r * FS + s);                              \
+                    part[r % DW_CHAINS] += (vec)zero;                                       \
+                } else if (STRIDE_W <= 2 && first >= 0 && first + span_w <= (long)total) {  \
+                    DW_ROW_TAPS(part[r % DW_CHAINS], x + first, r, DW_INSIDE);              \
+                } else {   /* at the tensor's ends, or strides past 2 */                    \
+                    UNROLL_TAPS                                                             \
+                    for (int s = 0; s < FS; ++s)                                            \
+                        part[r % DW_CHAINS] = fma(dc_load(x, total, plane + (size_t)row * W,\
+                                                          iw + s * DIL_W, STRIDE_W, W, VW), \
+                                                  (vec)DW_TAP(wk, r * FS + s),              \
+                                                  part[r % DW_CHAINS]);                     \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+        const vec acc = part[0] + part[1] + part[2];                                        \
+        /* a vector past the row's end spills into this item's next rows */                 \
+        DC_STORE_SPILL(y, CS_NCHW(n, c * M + m, oh, 0, K, OH, OW), ow, OW, acc, c * M + m,   \
+                       ow0 == 0 && oh + (ow + VW - 1) / OW < oh_end);                       \
+    } while (0)
+
+__kernel void dw_fwd_rows(__global const real *x, __global const real *w, __global real *y,
+                          CS_CONV_PARAMS, const int TH, const int TWV, const int PITCH,
+                          const int PG CS_EPI_ARGS)
+{
+    CS_EPI_VALUES(epi, 0);
+    const int M = K / C, taps = FR * FS;
+    const size_t total = (size_t)N * C * H * W;
+    const int tiles_w = CS_DIV_UP(OW, TWV * VW), id = get_group_id(0);
+    const int oh0 = id / tiles_w * TH, ow0 = id % tiles_w * TWV * VW;
+    const int oh_end = min(OH, oh0 + TH), ow_end = min(OW, ow0 + TWV * VW);
+    /* what a vector's loads span: FR rows from ih, span_w columns from iw (stride 1 or 2) */
+    const int span_h = (FR - 1) * DIL_H, span_w = (FS - 1) * DIL_W + VW * STRIDE_W;
+    const int nc_end = min(N * C, (int)(get_group_id(1) + 1) * PG);
+    for (int nc = get_group_id(1) * PG; nc < nc_end; ++nc) {   /* PG planes per group */
+        const int n = nc / C, c = nc % C;
+        const size_t plane = (size_t)nc * H * W;
+        for (int m = 0; m < M; ++m) {
+            __global const real *wk = w + (size_t)(c * M + m) * taps;
+            DW_WEIGHTS(wk)
+            /* wide images row by row (the reads stream); narrow ones a column of vectors at a
+             * time, so that the column's border masks are made once for all its rows */
+            if (OW > NARROW_VECTORS * VW) {
+                for (int oh = oh0; oh < oh_end; ++oh)
+                    for (int ow = ow0; ow < ow_end; ow += VW) {
+                        const int ih = oh * STRIDE_H - PAD_T, iw = ow * STRIDE_W - PAD_L;
+                        const bool cols_in = STRIDE_W <= 2 && iw >= 0 && iw + span_w <= W;
+                        DW_FWD_VECTOR();
+                    }
+            } else {
+                for (int ow = ow0; ow < ow_end; ow += VW) {
+                    const int iw = ow * STRIDE_W - PAD_L;
+                    const bool cols_in = STRIDE_W <= 2 && iw >= 0 && iw + span_w <= W;
+                    for (int oh = oh0; oh < oh_end; ++oh) {
+                        const int ih = oh * STRIDE_H - PAD_T;
+                        DW_FWD_VECTOR();
+                    }
+                }
             }
         }
     }

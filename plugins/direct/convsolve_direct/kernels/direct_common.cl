@@ -156,6 +156,39 @@ inline void dc_store_epi(__global real *out, size_t at, int iw0, int stride, int
 #define DC_STORE(out, at, iw0, stride, W, v, k) dc_store((out) + (at), iw0, stride, W, v)
 #endif
 
+/* DC_STORE_SPILL(out, at, iw0, W, v, k, spill): DC_STORE at stride 1, except that with `spill`
+ * a vector running past the row's end W is stored whole, not lane by lane: its lanes past the
+ * end rewrite the elements that follow (the next rows' first ones) with the values read there
+ * first.  The caller vouches that no other work-item writes those elements. */
+#if CS_EPI
+inline void dc_store_spill(__global real *out, size_t at, int iw0, int W, vec v, int k,
+                           bool spill, const cs_epilogue epi)
+{
+    if (iw0 + VW <= W || !spill) {
+        dc_store_epi(out, at, iw0, 1, W, v, k, epi);
+        return;
+    }
+    at += iw0;
+    const vec old = GLOAD(out + at);
+    CS_EPILOGUE(vec, DC_LOAD_AT, epi, v, k, out, at);
+    GSTORE(select(old, v, DC_LANE_MASK(iw0, W)), out + at);
+}
+#define DC_STORE_SPILL(out, at, iw0, W, v, k, spill) \
+    dc_store_spill(out, at, iw0, W, v, k, spill, epi)
+#else
+inline void dc_store_spill(__global real *out, int iw0, int W, vec v, bool spill)
+{
+    if (iw0 + VW <= W || !spill) {
+        dc_store(out, iw0, 1, W, v);
+        return;
+    }
+    const vec old = GLOAD(out + iw0);
+    GSTORE(select(old, v, DC_LANE_MASK(iw0, W)), out + iw0);
+}
+#define DC_STORE_SPILL(out, at, iw0, W, v, k, spill) \
+    dc_store_spill((out) + (at), iw0, W, v, spill)
+#endif
+
 /* The sum of v's lanes by halving (lo + hi, down to one lane): a fixed order, deterministic. */
 inline float dc_hsum(vec v)
 {
