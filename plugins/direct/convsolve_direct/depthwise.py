@@ -6,7 +6,7 @@ from convsolve import ConfigSpace, Direction, ceil_div, hookimpl, round_up
 
 from . import configs
 from .configs import fixed_choices, fixed_default, pick_default, work_group_reasons
-from .plan import KERNELS, Partials, enqueue, filter_defines, set_sizes
+from .plan import KERNELS, Partials, enqueue, filter_defines, set_args, set_sizes
 from .solver import DirectSolver
 
 #: Floats of local memory for the staged window (depthwise.cl's LDS): at most 32 KiB (inside an
@@ -25,8 +25,9 @@ MIN_PARTIAL_ROWS = 8
 WTI = 0.6
 KERNEL = {Direction.FORWARD: "dw_fwd", Direction.BACKWARD_DATA: "dw_bwd",
           Direction.BACKWARD_WEIGHTS: "dw_wrw"}
-#: Forward with STAGE = 0: the work-item reads x directly, no window staged (CPUs).
-UNSTAGED_FORWARD = "dw_fwd_rows"
+#: STAGE = 0: the work-item reads its input where it lies, no window staged (CPUs): forward,
+#: and backward-data at stride 1 and multiplier 1 as a forward pass over dy (unstaged_backward).
+UNSTAGED = "dw_fwd_rows"
 
 
 def columns(problem):
@@ -50,6 +51,23 @@ def window(problem, th, twv, vw):
     rows = (th - 1) * sh + (problem.fil_h - 1) * dh + 1
     pitch = round_up(twv * vw * sw + (problem.fil_w - 1) * dw, vw)
     return rows, pitch, rows * pitch
+
+
+def unstaged_backward(problem):
+    """Whether backward-data runs unstaged (STAGE 0): stride 1 and multiplier 1, where it is a
+    forward pass over dy with the taps reversed."""
+    return problem.conv.strides == (1, 1) and problem.k == problem.c
+
+
+def backward_as_forward(problem):
+    """CS_CONV_PARAMS of that forward pass (depthwise.cl, DW_BACKWARD): dy's sizes in, dx's out,
+    stride 1, the padding mirrored (negative where the problem's exceeds the filter's reach)."""
+    (pt, _), (pl, _) = problem.conv.pads
+    dh, dw = problem.conv.dilations
+    return tuple(np.int32(v) for v in (
+        problem.n, problem.c, problem.out_h, problem.out_w, problem.c, problem.fil_h,
+        problem.fil_w, problem.in_h, problem.in_w, problem.groups,
+        (problem.fil_h - 1) * dh - pt, (problem.fil_w - 1) * dw - pl, 1, 1, dh, dw))
 
 
 def lds_floats(handle, config):
@@ -98,8 +116,9 @@ class Depthwise(DirectSolver):
         wrw = problem.direction is Direction.BACKWARD_WEIGHTS
         tunables.update(TB=configs.DEPTHWISE_TAP_BLOCKS if wrw else (9,),
                         FIXED=fixed_choices(problem))
-        if problem.direction is not Direction.FORWARD:
-            tunables["STAGE"] = (1,)   # only the forward kernel has an unstaged form
+        if wrw or (problem.direction is Direction.BACKWARD_DATA
+                   and not unstaged_backward(problem)):
+            tunables["STAGE"] = (1,)   # no unstaged form
         constraints = [f"(TWV - 1) * VW < {columns(problem)}",   # no wholly idle vector column
                        "STAGE == 1 or WG == 1"]   # the unstaged kernel: one item a group
         return ConfigSpace(tunables, constraints + (configs.DEPTHWISE_GPU_CONSTRAINTS
@@ -144,8 +163,11 @@ class Depthwise(DirectSolver):
                    "LDS": lds_floats(handle, config),
                    **filter_defines(problem, config)}
         wrw = problem.direction is Direction.BACKWARD_WEIGHTS   # its epilogue: the fold's
-        name = KERNEL[problem.direction] if config["STAGE"] else UNSTAGED_FORWARD
-        kernel = handle.build(KERNELS / "depthwise.cl", name,
+        backward = problem.direction is Direction.BACKWARD_DATA
+        if not config["STAGE"]:
+            defines["DW_BACKWARD"] = int(backward)
+        kernel = handle.build(KERNELS / "depthwise.cl",
+                              KERNEL[problem.direction] if config["STAGE"] else UNSTAGED,
                               defines if wrw else {**defines, **problem.epilogue_defines()})
         th, twv, vw, wg = config["TH"], config["TWV"], config["VW"], config["WG"]
         pitch = window(problem, th, twv, vw)[1]
@@ -171,9 +193,17 @@ class Depthwise(DirectSolver):
             problem.in_h, sh)
         outputs = min(rows, th) * min(columns(problem), twv * vw) * (problem.k // problem.c)
         planes = max(1, min(n * problem.c, GROUP_OUTPUTS // outputs))   # small images
-        values_at = set_sizes(kernel, 3, problem, th, twv, pitch, planes)
         size = (wg * ceil_div(rows, th) * ceil_div(columns(problem), twv * vw),
                 ceil_div(n * problem.c, planes))
+        if backward and not config["STAGE"]:   # dw_fwd_rows(dy, w, dx) over dy's sizes
+            values_at = set_args(kernel, 3, (*backward_as_forward(problem),
+                                             *map(np.int32, (th, twv, pitch, planes))))
+
+            def unstaged(buffers, scratch):
+                return [enqueue(handle, kernel, size, (wg, 1), buffers.y, buffers.w, buffers.x,
+                                values=buffers.epilogue_args, at=values_at)]
+            return unstaged
+        values_at = set_sizes(kernel, 3, problem, th, twv, pitch, planes)
 
         def invoker(buffers, scratch):   # dw_fwd(x, w, y), dw_bwd(dx, w, dy) alike
             return [enqueue(handle, kernel, size, (wg, 1), buffers.x, buffers.w, buffers.y,

@@ -1,6 +1,6 @@
 """direct.Depthwise: the contract, a sweep over multipliers, strides, dilations, asymmetric
-padding and tiles that do not divide the image in all three directions, the masked path of
-non-finite filters, and its configs."""
+padding (windows wholly in it too) and tiles that do not divide the image in all three
+directions, staged and unstaged, non-finite filters in both kernels, and its configs."""
 import numpy as np
 import pytest
 from convsolve import Direction, Problem, registry
@@ -14,6 +14,7 @@ SHAPES = [
     ((1, 4, 16, 21), (8, 1, 5, 3), 3, ((2, 0), (1, 2)), 1, 4),    # stride 3, asymmetric pads
     ((2, 2, 15, 14), (2, 1, 3, 3), 1, 3, (3, 2), 2),              # dilation 3 and 2
     ((1, 1, 9, 33), (2, 1, 3, 3), (1, 2), 1, 1, 1),               # C = 1, multiplier 2
+    ((2, 3, 7, 12), (3, 1, 3, 3), 1, ((3, 0), (0, 4)), 1, 3),     # windows in the padding
 ]
 #: Small tiles (several per image, partial at the edges), narrow vectors, few taps per pass (so
 #: several passes), and the default besides; forward also with the other of its two kernels
@@ -35,17 +36,21 @@ def test_sweep(handle, shape, direction):
                              Problem.conv2d(*shape, direction=direction), WISHES)
 
 
-def test_non_finite_filters_in_backward_data(handle):
-    """A channel whose filter holds inf takes the masked path: dx is non-finite exactly where
-    the reference's is (positions outside dy are dropped, not multiplied by 0)."""
+@pytest.mark.parametrize("stride, multiplier, stage", [(2, 2, 1), (1, 1, 0), (1, 1, 1)])
+def test_non_finite_filters_in_backward_data(handle, stride, multiplier, stage):
+    """A channel whose filter holds inf: dx is non-finite exactly where the reference's is
+    (positions outside dy are dropped, not multiplied by 0), staged (the masked path) or not."""
     solver = registry().get("direct.Depthwise")
-    problem = Problem.conv2d((1, 2, 9, 10), (4, 1, 3, 3), stride=2, padding=1, groups=2,
-                             direction="bwd")
+    problem = Problem.conv2d((1, 2, 9, 10), (2 * multiplier, 1, 3, 3), stride=stride, padding=1,
+                             groups=2, direction="bwd")
     host = random_tensors(problem, 1)
     host["w"][1, 0, 0, 0] = np.inf
     with np.errstate(invalid="ignore"):
         expected = expected_output(problem, host)
-    result = run_config(handle, solver, problem, solver.default_config(problem, handle), host)
+    config = dict(solver.default_config(problem, handle), STAGE=stage, WG=1)
+    assert not solver.check_config(problem, handle, config)
+    assert solver.config_space(problem, handle).refusal(config) is None
+    result = run_config(handle, solver, problem, config, host)
     assert np.array_equal(np.isposinf(result), np.isposinf(expected))
     assert np.array_equal(np.isnan(result), np.isnan(expected))
     finite = np.isfinite(expected)

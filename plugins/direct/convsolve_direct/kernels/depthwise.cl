@@ -19,6 +19,11 @@
  *   window lies inside the plane (stride 1; two and an even shuffle at stride 2), dc_load's
  *   select at the borders, so no division or bounds check runs in the inner loop.  A row of
  *   padding adds 0 times its weights (0, or NaN where a weight is not finite, as the reference).
+ *   With -D DW_BACKWARD=1 it is backward-data at stride 1 and multiplier 1, which is a forward
+ *   pass over dy with the taps reversed: the host passes dy as x, dx as y and the sizes of that
+ *   pass (C = K, H x W = OH x OW, OH x OW = H x W, pads (R - 1) * DIL_H - PAD_T and
+ *   (S - 1) * DIL_W - PAD_L, which may be negative); positions outside dy then contribute
+ *   nothing (rows skipped, products at the borders dropped by a select), as in dw_bwd.
  * dw_bwd(dx, w, dy, CS_CONV_PARAMS, TH, TWV, PITCH, PG[, CS_EPILOGUE_PARAMS])
  *   Phase decomposition as in tiled.cl: a tile is TH x TWV vectors of each of the SH * SW phases
  *   of dx; the dy window of all M channels is staged (M * rows * PITCH floats).  Positions
@@ -35,8 +40,8 @@
  * With CS_EPI dw_fwd and dw_bwd store the output's epilogue (convsolve_epilogue.h), each output
  * element once; dw_wrw's is the split sum's.
  *
- * Defines read: VW, WG, LDS, TB, FIL_H, FIL_W (direct_common.cl), CS_PRECISION, the epilogue's
- * (CS_EPI...).
+ * Defines read: VW, WG, LDS, TB, FIL_H, FIL_W (direct_common.cl), DW_BACKWARD (dw_fwd_rows),
+ * CS_PRECISION, the epilogue's (CS_EPI...).
  */
 #ifndef VW
 #define VW 16     /* output pixels per vector, along the output width: 1, 2, 4, 8 or 16 */
@@ -109,6 +114,12 @@ __kernel void dw_fwd(__global const real *x, __global const real *w, __global re
  * at a time, below). */
 #define NARROW_VECTORS 4
 
+#ifndef DW_BACKWARD
+#define DW_BACKWARD 0
+#endif
+/* dw_fwd_rows' tap t of filter wk in the order it applies them: reversed for backward-data */
+#define DW_ORDER(t) (DW_BACKWARD ? FR * FS - 1 - (t) : (t))
+
 /* The weight of tap t of filter wk: from private registers when the filter size is compiled in
  * (dw_fwd_rows loads them once a filter), else from memory. */
 #ifdef FIL_W
@@ -116,38 +127,44 @@ __kernel void dw_fwd(__global const real *x, __global const real *w, __global re
     float wt[FIL_H * FIL_W];                                                                \
     UNROLL_TAPS                                                                             \
     for (int t = 0; t < FIL_H * FIL_W; ++t)                                                 \
-        wt[t] = (float)(wk)[t];
+        wt[t] = (float)(wk)[DW_ORDER(t)];
 #define DW_TAP(wk, t) wt[t]
 #else
 #define DW_WEIGHTS(wk)
-#define DW_TAP(wk, t) ((float)(wk)[t])
+#define DW_TAP(wk, t) ((float)(wk)[DW_ORDER(t)])
+#endif
+
+/* acc plus the product of the input vector v (tap column s) and the weight wv: FMAs inside the
+ * row (DW_ALL); at its borders (DW_INSIDE) forward zeroes v's lanes outside the row (0 times
+ * the weight, as the reference), backward-data drops their products (outside dy: nothing). */
+#define DW_ALL(acc, s, v, wv) fma((v), (wv), (acc))
+#define DW_LANES_IN(s) ((DC_LANES * STRIDE_W + iw + (s) * DIL_W >= 0) &                    \
+                        (DC_LANES * STRIDE_W + iw + (s) * DIL_W < W))
+#if DW_BACKWARD
+#define DW_INSIDE(acc, s, v, wv) ((acc) + select((vec)0.0f, (v) * (wv), DW_LANES_IN(s)))
+#else
+#define DW_INSIDE(acc, s, v, wv) fma(select((vec)0.0f, (v), DW_LANES_IN(s)), (wv), (acc))
 #endif
 
 /* dw_fwd_rows' FMA chains: filter row r adds into part[r % DW_CHAINS], summed at the end, so that
  * a vector's taps are not one chain of dependent FMAs (their latency bound the kernel). */
 #define DW_CHAINS 3
 
-/* acc += the taps (r, s) of filter row r on the input row q (x at the vector's input column iw),
- * each input vector through keep(s, v): all of it, or a select of the lanes inside the row;
- * acc is an lvalue (a chain). */
-#define DW_ROW_TAPS(acc, q, r, keep)                                                        \
+/* acc (an lvalue: a chain) += the taps (r, s) of filter row r on the input row q (x at the
+ * vector's input column iw), each through add: DW_ALL or DW_INSIDE. */
+#define DW_ROW_TAPS(acc, q, r, add)                                                         \
     do {                                                                                    \
         if (STRIDE_W == 1) {   /* two loops: a select would load both ways */               \
             UNROLL_TAPS                                                                     \
             for (int s = 0; s < FS; ++s)                                                    \
-                acc = fma(keep(s, GLOAD((q) + s * DIL_W)), (vec)DW_TAP(wk, r * FS + s),    \
-                          acc);                                                             \
+                acc = add(acc, s, GLOAD((q) + s * DIL_W), (vec)DW_TAP(wk, r * FS + s));     \
         } else {               /* stride 2: the even lanes of two vectors */                \
             UNROLL_TAPS                                                                     \
             for (int s = 0; s < FS; ++s)                                                    \
-                acc = fma(keep(s, DC_EVEN(GLOAD((q) + s * DIL_W), GLOAD((q) + s * DIL_W + VW))), \
-                          (vec)DW_TAP(wk, r * FS + s), acc);                                \
+                acc = add(acc, s, DC_EVEN(GLOAD((q) + s * DIL_W), GLOAD((q) + s * DIL_W + VW)), \
+                          (vec)DW_TAP(wk, r * FS + s));                                     \
         }                                                                                   \
     } while (0)
-#define DW_ALL(s, v) (v)
-#define DW_INSIDE(s, v)                                                                     \
-    select((vec)0.0f, (v), (DC_LANES * STRIDE_W + iw + (s) * DIL_W >= 0) &                  \
-                           (DC_LANES * STRIDE_W + iw + (s) * DIL_W < W))
 
 /* dw_fwd_rows' output vector at (oh, ow) of filter wk, whose window starts at input row ih and
  * column iw; cols_in: whether its columns lie inside the row at every tap. */
@@ -164,21 +181,22 @@ __kernel void dw_fwd(__global const real *x, __global const real *w, __global re
             for (int r = 0; r < FR; ++r) {                                                  \
                 const int row = ih + r * DIL_H;                                             \
                 const long first = (long)(plane + (size_t)row * W) + iw;                    \
-                if (row < 0 || row >= H) {   /* padding: 0 times each weight (NaN where */  \
-                    float zero = 0.0f;       /* one is not finite, as in the reference) */  \
-                    UNROLL_TAPS                                                             \
-                    for (int s = 0; s < FS; ++s)                                            \
-                        zero += 0.0f * DW_TAP(wk, r * FS + s);                              \
-                    part[r % DW_CHAINS] += (vec)zero;                                       \
+                if (row < 0 || row >= H) {   /* outside dy (backward-data): nothing */      \
+                    if (!DW_BACKWARD) {      /* padding: 0 times each weight (NaN where */  \
+                        float zero = 0.0f;   /* one is not finite, as the reference) */     \
+                        UNROLL_TAPS                                                         \
+                        for (int s = 0; s < FS; ++s)                                        \
+                            zero += 0.0f * DW_TAP(wk, r * FS + s);                          \
+                        part[r % DW_CHAINS] += (vec)zero;                                   \
+                    }                                                                       \
                 } else if (STRIDE_W <= 2 && first >= 0 && first + span_w <= (long)total) {  \
                     DW_ROW_TAPS(part[r % DW_CHAINS], x + first, r, DW_INSIDE);              \
                 } else {   /* at the tensor's ends, or strides past 2 */                    \
                     UNROLL_TAPS                                                             \
                     for (int s = 0; s < FS; ++s)                                            \
-                        part[r % DW_CHAINS] = fma(dc_load(x, total, plane + (size_t)row * W,\
-                                                          iw + s * DIL_W, STRIDE_W, W, VW), \
-                                                  (vec)DW_TAP(wk, r * FS + s),              \
-                                                  part[r % DW_CHAINS]);                     \
+                        part[r % DW_CHAINS] = DW_INSIDE(part[r % DW_CHAINS], s,             \
+                            dc_load(x, total, plane + (size_t)row * W, iw + s * DIL_W,      \
+                                    STRIDE_W, W, VW), (vec)DW_TAP(wk, r * FS + s));         \
                 }                                                                           \
             }                                                                               \
         }                                                                                   \
