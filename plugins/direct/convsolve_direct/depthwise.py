@@ -25,9 +25,10 @@ MIN_PARTIAL_ROWS = 8
 WTI = 0.6
 KERNEL = {Direction.FORWARD: "dw_fwd", Direction.BACKWARD_DATA: "dw_bwd",
           Direction.BACKWARD_WEIGHTS: "dw_wrw"}
-#: STAGE = 0: the work-item reads its input where it lies, no window staged (CPUs): forward,
-#: and backward-data at stride 1 and multiplier 1 as a forward pass over dy (unstaged_backward).
-UNSTAGED = "dw_fwd_rows"
+#: STAGE = 0: the work-item reads its inputs where they lie, no window staged (CPUs); backward-data
+#: only at stride 1 and multiplier 1, as a forward pass over dy (unstaged_backward).
+UNSTAGED = {Direction.FORWARD: "dw_fwd_rows", Direction.BACKWARD_DATA: "dw_fwd_rows",
+            Direction.BACKWARD_WEIGHTS: "dw_wrw_rows"}
 
 
 def columns(problem):
@@ -116,8 +117,7 @@ class Depthwise(DirectSolver):
         wrw = problem.direction is Direction.BACKWARD_WEIGHTS
         tunables.update(TB=configs.DEPTHWISE_TAP_BLOCKS if wrw else (9,),
                         FIXED=fixed_choices(problem))
-        if wrw or (problem.direction is Direction.BACKWARD_DATA
-                   and not unstaged_backward(problem)):
+        if problem.direction is Direction.BACKWARD_DATA and not unstaged_backward(problem):
             tunables["STAGE"] = (1,)   # no unstaged form
         constraints = [f"(TWV - 1) * VW < {columns(problem)}",   # no wholly idle vector column
                        "STAGE == 1 or WG == 1"]   # the unstaged kernel: one item a group
@@ -167,7 +167,7 @@ class Depthwise(DirectSolver):
         if not config["STAGE"]:
             defines["DW_BACKWARD"] = int(backward)
         kernel = handle.build(KERNELS / "depthwise.cl",
-                              KERNEL[problem.direction] if config["STAGE"] else UNSTAGED,
+                              (KERNEL if config["STAGE"] else UNSTAGED)[problem.direction],
                               defines if wrw else {**defines, **problem.epilogue_defines()})
         th, twv, vw, wg = config["TH"], config["TWV"], config["VW"], config["WG"]
         pitch = window(problem, th, twv, vw)[1]

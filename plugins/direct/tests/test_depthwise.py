@@ -77,6 +77,27 @@ def test_non_finite_filters_in_forward(handle, stage):
     assert np.allclose(result[finite], expected[finite], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("stage", [0, 1])
+def test_non_finite_gradient_in_backward_weights(handle, stage):
+    """Backward-weights multiplies the padding's zeros like the reference, staged or not: an inf
+    in dy at a border output gives NaN (0 * inf) in the taps that reach the padding there, inf in
+    the others; a row's lanes past its end add nothing."""
+    solver = registry().get("direct.Depthwise")
+    problem = Problem.conv2d((2, 2, 7, 11), (2, 1, 3, 3), padding=1, groups=2, direction="wrw")
+    host = random_tensors(problem, 3)
+    host["y"][1, 1, 0, 10] = np.inf   # dy's top right corner: taps in the padding read 0
+    with np.errstate(invalid="ignore"):
+        expected = expected_output(problem, host)
+    config = dict(solver.default_config(problem, handle), STAGE=stage, WG=1)
+    assert not solver.check_config(problem, handle, config)
+    result = run_config(handle, solver, problem, config, host)
+    assert np.isnan(expected).any() and np.isinf(expected).any()
+    assert np.array_equal(np.isnan(result), np.isnan(expected))
+    assert np.array_equal(np.isposinf(result), np.isposinf(expected))
+    finite = np.isfinite(expected)
+    assert np.allclose(result[finite], expected[finite], rtol=1e-5, atol=1e-5)
+
+
 def test_backward_weights_deterministic(handle):
     """Backward-weights (two-stage reduction) gives bitwise-equal results run after run."""
     solver = registry().get("direct.Depthwise")

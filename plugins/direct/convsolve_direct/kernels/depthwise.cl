@@ -37,6 +37,11 @@
  *   of TH x TWV vectors staged as in dw_fwd; each work-item sums its cells, then the group sums
  *   the work-items in order), into partial[slot][k][0][r][s], slot = (n - n_first) * TPI + p.
  *   The core's split sum adds the slots up in order.  global (WG * TPI, images * C).
+ * dw_wrw_rows(the same arguments; TH, TWV, PITCH unused), local (1, 1): dw_wrw unstaged, for
+ *   CPUs: the work-item walks its partial tile's rows one dy vector at a time, TB taps of one
+ *   output channel at a time, each tap's x vector read where it lies (one load inside the
+ *   plane, dc_load and a select at the borders), one accumulator per tap; lanes past a row's
+ *   end are dropped in both dy and x, so only real products (padding's zeros included) sum.
  * With CS_EPI dw_fwd and dw_bwd store the output's epilogue (convsolve_epilogue.h), each output
  * element once; dw_wrw's is the split sum's.
  *
@@ -379,4 +384,73 @@ __kernel void dw_wrw(__global const real *x, __global const real *dy, __global f
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+}
+
+__kernel void dw_wrw_rows(__global const real *x, __global const real *dy,
+                          __global float *partial, CS_CONV_PARAMS, const int TH, const int TWV,
+                          const int PITCH, const int PR, const int TPI, const int n_first)
+{
+    const int M = K / C, taps = FR * FS, p = get_group_id(0);
+    const int images = get_global_id(1) / C, c = get_global_id(1) % C, n = n_first + images;
+    const int slot = images * TPI + p, oh_end = min(OH, (p + 1) * PR);
+    const size_t plane = CS_NCHW(n, c, 0, 0, C, H, W), total = (size_t)N * C * H * W;
+    const size_t dysize = (size_t)N * K * OH * OW;
+    const int span_h = (FR - 1) * DIL_H, span_w = (FS - 1) * DIL_W + VW * STRIDE_W;
+    for (int m = 0; m < M; ++m)
+        for (int t0 = 0; t0 < taps; t0 += TB) {
+            int row[TB], col[TB];   /* tap t0 + t's offsets in the window (the last tap past
+                                     * the filter's end: its sums are not stored) */
+            vec acc[TB];
+#pragma unroll
+            for (int t = 0; t < TB; ++t) {
+                const int tap = min(t0 + t, taps - 1);
+                row[t] = tap / FS * DIL_H;
+                col[t] = tap % FS * DIL_W;
+                acc[t] = (vec)0.0f;
+            }
+            for (int oh = p * PR; oh < oh_end; ++oh) {
+                const int ih = oh * STRIDE_H - PAD_T;
+                const size_t dy_row = CS_NCHW(n, c * M + m, oh, 0, K, OH, OW);
+                const bool rows_in = ih >= 0 && ih + span_h < H;
+                for (int ow = 0; ow < OW; ow += VW) {
+                    const int iw = ow * STRIDE_W - PAD_L, lanes = min(VW, OW - ow);
+                    const vec d = dc_load(dy, dysize, dy_row, ow, 1, OW, lanes);
+                    if (rows_in && lanes == VW && STRIDE_W <= 2 && iw >= 0 && iw + span_w <= W) {
+                        __global const real *q = x + plane + (size_t)ih * W + iw;
+                        if (STRIDE_W == 1) {   /* two loops: a select would load both ways */
+#pragma unroll
+                            for (int t = 0; t < TB; ++t)
+                                acc[t] = fma(d, GLOAD(q + row[t] * W + col[t]), acc[t]);
+                        } else {
+#pragma unroll
+                            for (int t = 0; t < TB; ++t) {
+                                __global const real *e = q + row[t] * W + col[t];
+                                acc[t] = fma(d, DC_EVEN(GLOAD(e), GLOAD(e + VW)), acc[t]);
+                            }
+                        }
+                    } else {   /* the window's padding as zeros; lanes past the row dropped */
+                        const ivec live = DC_LANE_MASK(0, lanes);
+#pragma unroll
+                        for (int t = 0; t < TB; ++t) {
+                            const int r = ih + row[t];
+                            const long first = (long)plane + (long)r * W + iw + col[t];
+                            if (r < 0 || r >= H) {   /* a row of padding */
+                                acc[t] = fma(d, (vec)0.0f, acc[t]);
+                            } else if (STRIDE_W == 1 && first >= 0 && first + VW <= (long)total) {
+                                const ivec column = DC_LANES + iw + col[t];
+                                acc[t] = fma(d, select((vec)0.0f, GLOAD(x + first),
+                                                       live & (column >= 0) & (column < W)),
+                                             acc[t]);
+                            } else {   /* stride 2 and past, or at the tensor's ends */
+                                const vec in = dc_load(x, total, plane + (size_t)r * W,
+                                                       iw + col[t], STRIDE_W, W, VW);
+                                acc[t] = fma(d, select((vec)0.0f, in, live), acc[t]);
+                            }
+                        }
+                    }
+                }
+            }
+            for (int t = 0; t < TB && t0 + t < taps; ++t)
+                partial[((size_t)slot * K + c * M + m) * taps + t0 + t] = dc_hsum(acc[t]);
+        }
 }
