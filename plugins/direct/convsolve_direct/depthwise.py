@@ -18,6 +18,12 @@ MIN_LDS = 4096
 #: Outputs a work-group computes at least: on small images it takes its tile of several
 #: channel planes in turn (PG), so that groups are not mostly launch overhead.
 GROUP_OUTPUTS = 4096
+#: The same for the unstaged kernels (CPUs), whose groups are single work-items: with 4096,
+#: MobileNet-v2's 14x14 stride-2 layer makes 56 groups, and PoCL then ran a call on one core
+#: as often as on two (0.87-1.5 ms a run against 0.45); with 256 every run took 0.45-0.46 ms,
+#: within 3% of a hot loop's time, on that layer and the 7x7-56x56 ones (2-vCPU AMD EPYC, PoCL
+#: 3.1, 2026-12-05).
+UNSTAGED_GROUP_OUTPUTS = 256
 #: Rows per partial tile of backward-weights at least: each tile re-reads (R - 1) * DIL_H rows.
 MIN_PARTIAL_ROWS = 8
 #: Estimated efficiency: the fraction of the device's copy bandwidth it reaches (it is
@@ -192,7 +198,8 @@ class Depthwise(DirectSolver):
         rows = problem.out_h if problem.direction is Direction.FORWARD else ceil_div(
             problem.in_h, sh)
         outputs = min(rows, th) * min(columns(problem), twv * vw) * (problem.k // problem.c)
-        planes = max(1, min(n * problem.c, GROUP_OUTPUTS // outputs))   # small images
+        least = GROUP_OUTPUTS if config["STAGE"] else UNSTAGED_GROUP_OUTPUTS
+        planes = max(1, min(n * problem.c, least // outputs))   # small images
         size = (wg * ceil_div(rows, th) * ceil_div(columns(problem), twv * vw),
                 ceil_div(n * problem.c, planes))
         if backward and not config["STAGE"]:   # dw_fwd_rows(dy, w, dx) over dy's sizes
