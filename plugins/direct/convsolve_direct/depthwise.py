@@ -32,7 +32,7 @@ WTI = 0.6
 KERNEL = {Direction.FORWARD: "dw_fwd", Direction.BACKWARD_DATA: "dw_bwd",
           Direction.BACKWARD_WEIGHTS: "dw_wrw"}
 #: STAGE = 0: the work-item reads its inputs where they lie, no window staged (CPUs); backward-data
-#: only at stride 1 and multiplier 1, as a forward pass over dy (unstaged_backward).
+#: only at stride 1 and multiplier 1, as a forward pass over dy (reversed_forward).
 UNSTAGED = {Direction.FORWARD: "dw_fwd_rows", Direction.BACKWARD_DATA: "dw_fwd_rows",
             Direction.BACKWARD_WEIGHTS: "dw_wrw_rows"}
 
@@ -60,10 +60,11 @@ def window(problem, th, twv, vw):
     return rows, pitch, rows * pitch
 
 
-def unstaged_backward(problem):
-    """Whether backward-data runs unstaged (STAGE 0): stride 1 and multiplier 1, where it is a
-    forward pass over dy with the taps reversed."""
-    return problem.conv.strides == (1, 1) and problem.k == problem.c
+def reversed_forward(problem):
+    """Whether backward-data ``problem`` is a forward pass over dy with the taps reversed (stride
+    1, multiplier 1), which its unstaged form runs through dw_fwd_rows."""
+    return (problem.direction is Direction.BACKWARD_DATA and problem.conv.strides == (1, 1)
+            and problem.k == problem.c)
 
 
 def backward_as_forward(problem):
@@ -123,7 +124,7 @@ class Depthwise(DirectSolver):
         wrw = problem.direction is Direction.BACKWARD_WEIGHTS
         tunables.update(TB=configs.DEPTHWISE_TAP_BLOCKS if wrw else (9,),
                         FIXED=fixed_choices(problem))
-        if problem.direction is Direction.BACKWARD_DATA and not unstaged_backward(problem):
+        if problem.direction is Direction.BACKWARD_DATA and not reversed_forward(problem):
             tunables["STAGE"] = (1,)   # no unstaged form
         constraints = [f"(TWV - 1) * VW < {columns(problem)}",   # no wholly idle vector column
                        "STAGE == 1 or WG == 1"]   # the unstaged kernel: one item a group
@@ -169,9 +170,9 @@ class Depthwise(DirectSolver):
                    "LDS": lds_floats(handle, config),
                    **filter_defines(problem, config)}
         wrw = problem.direction is Direction.BACKWARD_WEIGHTS   # its epilogue: the fold's
-        backward = problem.direction is Direction.BACKWARD_DATA
+        reversed_pass = not config["STAGE"] and reversed_forward(problem)
         if not config["STAGE"]:
-            defines["DW_BACKWARD"] = int(backward)
+            defines["DW_BACKWARD"] = int(reversed_pass)
         kernel = handle.build(KERNELS / "depthwise.cl",
                               (KERNEL if config["STAGE"] else UNSTAGED)[problem.direction],
                               defines if wrw else {**defines, **problem.epilogue_defines()})
@@ -202,7 +203,7 @@ class Depthwise(DirectSolver):
         planes = max(1, min(n * problem.c, least // outputs))   # small images
         size = (wg * ceil_div(rows, th) * ceil_div(columns(problem), twv * vw),
                 ceil_div(n * problem.c, planes))
-        if backward and not config["STAGE"]:   # dw_fwd_rows(dy, w, dx) over dy's sizes
+        if reversed_pass:   # dw_fwd_rows(dy, w, dx) over dy's sizes
             values_at = set_args(kernel, 3, (*backward_as_forward(problem),
                                              *map(np.int32, (th, twv, pitch, planes))))
 
