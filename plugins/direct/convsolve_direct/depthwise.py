@@ -32,8 +32,9 @@ WTI = 0.6
 KERNEL = {Direction.FORWARD: "dw_fwd", Direction.BACKWARD_DATA: "dw_bwd",
           Direction.BACKWARD_WEIGHTS: "dw_wrw"}
 #: STAGE = 0: the work-item reads its inputs where they lie, no window staged (CPUs); backward-data
-#: only at stride 1 and multiplier 1, as a forward pass over dy (reversed_forward).
-UNSTAGED = {Direction.FORWARD: "dw_fwd_rows", Direction.BACKWARD_DATA: "dw_fwd_rows",
+#: at stride 1 and multiplier 1 as a forward pass over dy (reversed_forward), else through
+#: dw_bwd_rows, which needs the filter size compiled in (FIXED).
+UNSTAGED = {Direction.FORWARD: "dw_fwd_rows", Direction.BACKWARD_DATA: "dw_bwd_rows",
             Direction.BACKWARD_WEIGHTS: "dw_wrw_rows"}
 
 
@@ -124,10 +125,10 @@ class Depthwise(DirectSolver):
         wrw = problem.direction is Direction.BACKWARD_WEIGHTS
         tunables.update(TB=configs.DEPTHWISE_TAP_BLOCKS if wrw else (9,),
                         FIXED=fixed_choices(problem))
-        if problem.direction is Direction.BACKWARD_DATA and not reversed_forward(problem):
-            tunables["STAGE"] = (1,)   # no unstaged form
         constraints = [f"(TWV - 1) * VW < {columns(problem)}",   # no wholly idle vector column
-                       "STAGE == 1 or WG == 1"]   # the unstaged kernel: one item a group
+                       "STAGE == 1 or WG == 1"]   # the unstaged kernels: one item a group
+        if problem.direction is Direction.BACKWARD_DATA and not reversed_forward(problem):
+            constraints.append("STAGE == 1 or FIXED == 1")   # dw_bwd_rows
         return ConfigSpace(tunables, constraints + (configs.DEPTHWISE_GPU_CONSTRAINTS
                                                     if handle.is_gpu else []))
 
@@ -142,11 +143,18 @@ class Depthwise(DirectSolver):
         space = self.config_space(problem, handle)
         narrowest = min(space.params["VW"])
 
+        strided_backward = (problem.direction is Direction.BACKWARD_DATA
+                            and not reversed_forward(problem))
+
         def fitted(entry):   # FIXED by the work; narrower vectors for narrow images
-            vw = entry["VW"]
+            fixed = fixed_default(problem, entry["FIXED"])
+            stage = entry["STAGE"] if fixed or not strided_backward else 1
+            # dw_bwd_rows: the widest vectors (1.2-1.8x narrower ones on MobileNet-v2's 28x28 to
+            # 112x112 stride-2 layers, AVX2 EPYC, 2026-12-05)
+            vw = max(space.params["VW"]) if strided_backward and not stage else entry["VW"]
             while vw > narrowest and 2 * columns(problem) <= vw:
                 vw //= 2
-            return dict(entry, VW=vw, FIXED=fixed_default(problem, entry["FIXED"]))
+            return dict(entry, VW=vw, FIXED=fixed, STAGE=stage)
         table = {key: fitted(entry) for key, entry in configs.depthwise_defaults(
             columns(problem), problem.direction is Direction.BACKWARD_WEIGHTS).items()}
         config = pick_default(table, handle, space, shrink)
@@ -173,8 +181,9 @@ class Depthwise(DirectSolver):
         reversed_pass = not config["STAGE"] and reversed_forward(problem)
         if not config["STAGE"]:
             defines["DW_BACKWARD"] = int(reversed_pass)
-        kernel = handle.build(KERNELS / "depthwise.cl",
-                              (KERNEL if config["STAGE"] else UNSTAGED)[problem.direction],
+        name = "dw_fwd_rows" if reversed_pass else (
+            KERNEL if config["STAGE"] else UNSTAGED)[problem.direction]
+        kernel = handle.build(KERNELS / "depthwise.cl", name,
                               defines if wrw else {**defines, **problem.epilogue_defines()})
         th, twv, vw, wg = config["TH"], config["TWV"], config["VW"], config["WG"]
         pitch = window(problem, th, twv, vw)[1]

@@ -20,7 +20,8 @@ SHAPES = [
 #: several passes), and the default besides; forward also with the other of its two kernels
 #: (the window staged or not: STAGE), whichever the device's default is.
 WISHES = [{"TH": 2, "TWV": 1, "VW": 8, "TB": 4, "FIXED": 0},
-          {"TH": 2, "TWV": 1, "VW": 8, "STAGE": 0}, {"TH": 2, "TWV": 1, "STAGE": 1}]
+          {"TH": 2, "TWV": 1, "VW": 8, "STAGE": 0}, {"TH": 2, "TWV": 1, "STAGE": 1},
+          {"TH": 2, "TWV": 1, "STAGE": 0, "FIXED": 1}]   # strided backward-data: dw_bwd_rows
 
 
 def test_check_solver(handle):
@@ -36,7 +37,8 @@ def test_sweep(handle, shape, direction):
                              Problem.conv2d(*shape, direction=direction), WISHES)
 
 
-@pytest.mark.parametrize("stride, multiplier, stage", [(2, 2, 1), (1, 1, 0), (1, 1, 1)])
+@pytest.mark.parametrize("stride, multiplier, stage", [(2, 2, 1), (2, 2, 0), (1, 1, 0),
+                                                       (1, 1, 1)])
 def test_non_finite_filters_in_backward_data(handle, stride, multiplier, stage):
     """A channel whose filter holds inf: dx is non-finite exactly where the reference's is
     (positions outside dy are dropped, not multiplied by 0), staged (the masked path) or not."""
@@ -47,7 +49,7 @@ def test_non_finite_filters_in_backward_data(handle, stride, multiplier, stage):
     host["w"][1, 0, 0, 0] = np.inf
     with np.errstate(invalid="ignore"):
         expected = expected_output(problem, host)
-    config = dict(solver.default_config(problem, handle), STAGE=stage, WG=1)
+    config = dict(solver.default_config(problem, handle), STAGE=stage, WG=1, FIXED=1)
     assert not solver.check_config(problem, handle, config)
     assert solver.config_space(problem, handle).refusal(config) is None
     result = run_config(handle, solver, problem, config, host)
@@ -121,10 +123,19 @@ def test_applicability_and_defaults(handle, fake_handle):
                               ("gpu", wrw, 1), ("gpu", narrow, 2)):
         config = solver.default_config(case, fake_handle(kind))
         assert config["VW"] == width
-        # CPUs read forward's windows unstaged; GPUs stage them (and every backward pass does)
-        assert config["STAGE"] == int(kind == "gpu" or case is not problem)
+        # CPUs read their inputs unstaged; GPUs stage them
+        assert config["STAGE"] == int(kind == "gpu")
         assert solver.check_config(case, fake_handle(kind), config) == []
     huge = dict(solver.default_config(problem, handle), TH=1024, TWV=256, STAGE=1)   # > 1 MiB
     assert solver.check_config(problem, handle, huge)
     assert not solver.check_config(problem, handle, dict(huge, STAGE=0))   # nothing staged
+    # strided backward-data: dw_bwd_rows needs the filter compiled in; the widest vectors
+    bwd = Problem.conv2d((8, 96, 112, 112), (96, 1, 3, 3), stride=2, padding=1, groups=96,
+                         direction="bwd")
+    space = solver.config_space(bwd, fake_handle("avx2"))
+    assert space.refusal(dict(solver.default_config(bwd, fake_handle("avx2")), FIXED=0))
+    assert solver.default_config(bwd, fake_handle("avx2"))["VW"] == 16
+    five = Problem.conv2d((1, 4, 9, 9), (4, 1, 5, 5), stride=2, padding=1, groups=4,
+                          direction="bwd")
+    assert solver.default_config(five, fake_handle("avx2"))["STAGE"] == 1
     assert solver.workspace(problem) == 0

@@ -37,6 +37,13 @@
  *   of TH x TWV vectors staged as in dw_fwd; each work-item sums its cells, then the group sums
  *   the work-items in order), into partial[slot][k][0][r][s], slot = (n - n_first) * TPI + p.
  *   The core's split sum adds the slots up in order.  global (WG * TPI, images * C).
+ * dw_bwd_rows(the arguments of dw_bwd; PITCH unused), local (1, 1), built with FIL_H and FIL_W:
+ *   dw_bwd unstaged, for CPUs, on what dw_fwd_rows does not take (stride past 1, multiplier past
+ *   1).  The same tiles of each phase of dx; a phase's taps and their dy offsets are found once
+ *   a phase, and a phase vector reads VW consecutive dy elements a tap and channel where they
+ *   lie (one load inside dy; at its borders the products outside are dropped by a select,
+ *   never multiplied by 0).  At SW = 2 a work-item takes both column phases of its vectors and
+ *   stores them interleaved, two whole vectors of dx; at other strides lane by lane.
  * dw_wrw_rows(the same arguments; TH, TWV, PITCH unused), local (1, 1): dw_wrw unstaged, for
  *   CPUs: the work-item walks its partial tile's rows one dy vector at a time, TB taps of one
  *   output channel at a time, each tap's x vector read where it lies (one load inside the
@@ -454,3 +461,104 @@ __kernel void dw_wrw_rows(__global const real *x, __global const real *dy,
                 partial[((size_t)slot * K + c * M + m) * taps + t0 + t] = dc_hsum(acc[t]);
         }
 }
+
+#ifdef FIL_W
+/* The lanes of two vectors alternated: DW_ZIP_LO(a, b) = a0 b0 a1 b1 ..., DW_ZIP_HI the rest. */
+#if VW == 16
+#define DW_ZIP_LO(a, b) ((vec)((a).s0, (b).s0, (a).s1, (b).s1, (a).s2, (b).s2, (a).s3, (b).s3, \
+                               (a).s4, (b).s4, (a).s5, (b).s5, (a).s6, (b).s6, (a).s7, (b).s7))
+#define DW_ZIP_HI(a, b) ((vec)((a).s8, (b).s8, (a).s9, (b).s9, (a).sa, (b).sa, (a).sb, (b).sb, \
+                               (a).sc, (b).sc, (a).sd, (b).sd, (a).se, (b).se, (a).sf, (b).sf))
+#elif VW == 8
+#define DW_ZIP_LO(a, b) ((vec)((a).s0, (b).s0, (a).s1, (b).s1, (a).s2, (b).s2, (a).s3, (b).s3))
+#define DW_ZIP_HI(a, b) ((vec)((a).s4, (b).s4, (a).s5, (b).s5, (a).s6, (b).s6, (a).s7, (b).s7))
+#elif VW == 4
+#define DW_ZIP_LO(a, b) ((vec)((a).s0, (b).s0, (a).s1, (b).s1))
+#define DW_ZIP_HI(a, b) ((vec)((a).s2, (b).s2, (a).s3, (b).s3))
+#elif VW == 2
+#define DW_ZIP_LO(a, b) ((vec)((a).s0, (b).s0))
+#define DW_ZIP_HI(a, b) ((vec)((a).s1, (b).s1))
+#else
+#define DW_ZIP_LO(a, b) (a)
+#define DW_ZIP_HI(a, b) (b)
+#endif
+
+__kernel void dw_bwd_rows(__global real *dx, __global const real *w, __global const real *dy,
+                          CS_CONV_PARAMS, const int TH, const int TWV, const int PITCH,
+                          const int PG CS_EPI_ARGS)
+{
+    CS_EPI_VALUES(epi, 0);
+    const int M = K / C, taps = FR * FS, zip = STRIDE_W == 2;
+    const int tiles_w = CS_DIV_UP(CS_DIV_UP(W, STRIDE_W), TWV * VW), id = get_group_id(0);
+    const int j0 = id / tiles_w * TH, u0 = id % tiles_w * TWV * VW;   /* in a phase's grid */
+    const size_t dysize = (size_t)N * K * OH * OW;
+    const int nc_end = min(N * C, (int)(get_group_id(1) + 1) * PG);
+    for (int nc = get_group_id(1) * PG; nc < nc_end; ++nc) {   /* PG planes per group */
+        const int n = nc / C, c = nc % C;
+        for (int qh = 0; qh < STRIDE_H; ++qh) {
+            /* dx row qh + SH j reads dy row j + dy_row[r] through tap row r where row_in[r] */
+            int dy_row[FIL_H];
+            bool row_in[FIL_H];
+            for (int r = 0; r < FIL_H; ++r) {
+                const int dh = qh + PAD_T - r * DIL_H;
+                dy_row[r] = CS_FLOOR_DIV(dh, STRIDE_H);
+                row_in[r] = dh == dy_row[r] * STRIDE_H;
+            }
+            const int j_end = min(j0 + TH, CS_DIV_UP(H - qh, STRIDE_H));
+            for (int qw = 0; qw < STRIDE_W; qw += 1 + zip) {   /* zipped: phases qw, qw + 1 */
+                /* likewise dx column qw + p + SW u reads dy column u + dy_col[p][s] */
+                int dy_col[2][FIL_W];
+                bool col_in[2][FIL_W];
+                for (int p = 0; p < 2; ++p)
+                    for (int s = 0; s < FIL_W; ++s) {
+                        const int dc = qw + p + PAD_L - s * DIL_W;
+                        dy_col[p][s] = CS_FLOOR_DIV(dc, STRIDE_W);
+                        col_in[p][s] = (p == 0 || zip) && dc == dy_col[p][s] * STRIDE_W;
+                    }
+                const int u_end = min(u0 + TWV * VW, CS_DIV_UP(W - qw, STRIDE_W));
+                for (int j = j0; j < j_end; ++j)
+                    for (int u = u0; u < u_end; u += VW) {
+                        vec acc[2] = {(vec)0.0f, (vec)0.0f};
+                        for (int m = 0; m < M; ++m) {
+                            __global const real *wk = w + (size_t)(c * M + m) * taps;
+                            const size_t plane = (size_t)(n * K + c * M + m) * OH * OW;
+#pragma unroll
+                            for (int p = 0; p < 2; ++p)
+                                UNROLL_TAPS
+                                for (int r = 0; r < FR; ++r) {
+                                    const int oh = j + dy_row[r];
+                                    if (!row_in[r] || oh < 0 || oh >= OH)
+                                        continue;
+                                    UNROLL_TAPS
+                                    for (int s = 0; s < FS; ++s) {
+                                        const int ow = u + dy_col[p][s];
+                                        const vec wv = (vec)((float)wk[r * FS + s]);
+                                        if (!col_in[p][s])
+                                            continue;
+                                        if (ow >= 0 && ow + VW <= OW) {
+                                            acc[p] = fma(GLOAD(dy + plane + (size_t)oh * OW + ow),
+                                                         wv, acc[p]);
+                                        } else {   /* dy's borders: products outside dropped */
+                                            const vec d = dc_load(dy, dysize, plane +
+                                                                  (size_t)oh * OW, ow, 1, OW, VW);
+                                            acc[p] += select((vec)0.0f, d * wv,
+                                                             DC_LANE_MASK(ow, OW));
+                                        }
+                                    }
+                                }
+                        }
+                        const size_t row = CS_NCHW(n, c, qh + STRIDE_H * j, 0, C, H, W);
+                        if (zip) {   /* columns qw + 2 u .. + 2 VW: the two phases alternated */
+                            const int iw = qw + 2 * u;
+                            DC_STORE(dx, row, iw, 1, W, DW_ZIP_LO(acc[0], acc[1]), c);
+                            if (iw + VW < W)
+                                DC_STORE(dx, row, iw + VW, 1, W, DW_ZIP_HI(acc[0], acc[1]), c);
+                        } else {
+                            DC_STORE(dx, row, qw + STRIDE_W * u, STRIDE_W, W, acc[0], c);
+                        }
+                    }
+            }
+        }
+    }
+}
+#endif
