@@ -148,6 +148,8 @@ class Depthwise(DirectSolver):
 
         def fitted(entry):   # FIXED by the work; narrower vectors for narrow images
             fixed = fixed_default(problem, entry["FIXED"])
+            if strided_backward and not entry["STAGE"] and 1 in space.params["FIXED"]:
+                fixed = 1   # what dw_bwd_rows needs, on small problems too (one build a filter)
             stage = entry["STAGE"] if fixed or not strided_backward else 1
             # dw_bwd_rows: the widest vectors (1.2-1.8x narrower ones on MobileNet-v2's 28x28 to
             # 112x112 stride-2 layers, AVX2 EPYC, 2026-12-05)

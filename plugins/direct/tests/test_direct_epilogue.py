@@ -12,9 +12,8 @@ ALL = Epilogue(True, True, True, "leaky_relu", True)
 #: Rows of 37 outputs: two whole 16-lane vectors and a part (the whole-vector store reads z and
 #: the prior output as vectors); backward-data also with stride 2 (its stores are strided).
 #: Depthwise forward also on rows of 13, which its unstaged CPU kernel takes a column of vectors
-#: at a time, its vectors past a row's end stored whole over the next row's first elements, and
-#: stride-2 backward-data on an output large enough for the filter compiled in (the default),
-#: where dw_bwd_rows stores the two column phases alternated (odd width: a part at the end).
+#: at a time, its vectors past a row's end stored whole over the next row's first elements (its
+#: stride-2 backward-data, unstaged on CPUs, stores the two column phases alternated).
 WIDE = {
     "direct.Tiled": [
         Problem.conv2d((1, 6, 5, 37), (8, 3, 3, 3), padding=((1, 0), (1, 1)), groups=2),
@@ -25,8 +24,6 @@ WIDE = {
         Problem.conv2d((2, 3, 6, 13), (3, 1, 3, 3), padding=1, groups=3),
         Problem.conv2d((1, 4, 5, 37), (8, 1, 3, 3), padding=1, groups=4, direction="bwd"),
         Problem.conv2d((1, 4, 5, 74), (4, 1, 3, 3), stride=2, padding=1, groups=4,
-                       direction="bwd"),
-        Problem.conv2d((1, 4, 256, 259), (4, 1, 3, 3), stride=2, padding=1, groups=4,
                        direction="bwd")],
 }
 
