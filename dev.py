@@ -35,9 +35,10 @@ ICD_DIR = Path("/etc/OpenCL/vendors")
 #: plugins', so that the halves take about the same time on 2 cores with cold caches (AVX2 EPYC,
 #: 2026-12-05: 515 s and 542 s, against 350 s and 558 s with Winograd's tests in the second;
 #: the suite's wall time moved less, 9 min 3-12 s against 9 min 18 s, as the sanitized half's
-#: two Oclgrind workers keep both cores busy; at 18:34 UTC, after direct.Depthwise's unstaged
-#: kernels, 541 s and 583 s, so test_depthwise_nhwc.py moved over); every other plugin's tests,
-#: present or future, are in the second.
+#: two Oclgrind workers keep both cores busy; after direct.Depthwise's unstaged kernels 541 s
+#: and 583 s, 9 min 44 s in all, so test_depthwise_nhwc.py moved over: 553 s and 569 s, 9 min
+#: 30 s, the suite's budget all but spent); every other plugin's tests, present or future, are
+#: in the second.
 SANITIZED = "tests/testing/test_sanitized.py"
 FIRST_HALF_PLUGIN_TESTS = ["plugins/fft", "plugins/winograd",
                            "plugins/direct/tests/test_depthwise_nhwc.py"]

@@ -1,6 +1,6 @@
 """direct.Depthwise: depthwise convolutions (groups = C, any multiplier), all three directions,
-from zero-padded windows staged in local memory (kernels/depthwise.cl), the output's epilogue
-fused into its stores."""
+from zero-padded windows staged in local memory (GPUs) or read where they lie (STAGE 0: CPUs;
+kernels/depthwise.cl), the output's epilogue fused into its stores."""
 import numpy as np
 from convsolve import ConfigSpace, Direction, ceil_div, hookimpl, round_up
 
