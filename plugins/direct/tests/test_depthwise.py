@@ -49,16 +49,13 @@ def test_sweep(handle, shape, direction):
                              Problem.conv2d(*shape, direction=direction), WISHES)
 
 
-@pytest.mark.parametrize("stride, multiplier, stage", [(2, 2, 1), (2, 2, 0), (1, 1, 0),
-                                                       (1, 1, 1)])
-def test_non_finite_filters_in_backward_data(handle, stride, multiplier, stage):
-    """A channel whose filter holds inf: dx is non-finite exactly where the reference's is
-    (positions outside dy are dropped, not multiplied by 0), staged (the masked path) or not."""
+def same_non_finite(handle, problem, stage, tensor, at, seed=1):
+    """The reference's output for ``problem`` with an inf at ``at`` of host ``tensor``, after
+    checking that direct.Depthwise's with STAGE ``stage`` is inf and NaN exactly where it is and
+    close elsewhere."""
     solver = registry().get("direct.Depthwise")
-    problem = Problem.conv2d((1, 2, 9, 10), (2 * multiplier, 1, 3, 3), stride=stride, padding=1,
-                             groups=2, direction="bwd")
-    host = random_tensors(problem, 1)
-    host["w"][1, 0, 0, 0] = np.inf
+    host = random_tensors(problem, seed)
+    host[tensor][at] = np.inf
     with np.errstate(invalid="ignore"):
         expected = expected_output(problem, host)
     result = run_config(handle, solver, problem, staged(solver, problem, handle, stage), host)
@@ -66,43 +63,35 @@ def test_non_finite_filters_in_backward_data(handle, stride, multiplier, stage):
     assert np.array_equal(np.isnan(result), np.isnan(expected))
     finite = np.isfinite(expected)
     assert np.allclose(result[finite], expected[finite], rtol=1e-5, atol=1e-5)
+    return expected
+
+
+@pytest.mark.parametrize("stride, multiplier, stage", [(2, 2, 1), (2, 2, 0), (1, 1, 0),
+                                                       (1, 1, 1)])
+def test_non_finite_filters_in_backward_data(handle, stride, multiplier, stage):
+    """A channel whose filter holds inf: dx is non-finite exactly where the reference's is
+    (positions outside dy are dropped, not multiplied by 0), staged (the masked path) or not."""
+    problem = Problem.conv2d((1, 2, 9, 10), (2 * multiplier, 1, 3, 3), stride=stride, padding=1,
+                             groups=2, direction="bwd")
+    same_non_finite(handle, problem, stage, "w", (1, 0, 0, 0))
 
 
 @pytest.mark.parametrize("stage", [0, 1])
 def test_non_finite_filters_in_forward(handle, stage):
     """Forward multiplies the padding's zeros like the reference, in both kernels: a filter
     holding inf gives NaN (0 * inf) at the borders where its tap falls in the padding."""
-    solver = registry().get("direct.Depthwise")
     problem = Problem.conv2d((1, 2, 9, 20), (2, 1, 3, 3), padding=1, groups=2)
-    host = random_tensors(problem, 1)
-    host["w"][1, 0, 0, 0] = np.inf
-    with np.errstate(invalid="ignore"):
-        expected = expected_output(problem, host)
-    result = run_config(handle, solver, problem, staged(solver, problem, handle, stage), host)
-    assert np.isnan(expected).any()
-    assert np.array_equal(np.isposinf(result), np.isposinf(expected))
-    assert np.array_equal(np.isnan(result), np.isnan(expected))
-    finite = np.isfinite(expected)
-    assert np.allclose(result[finite], expected[finite], rtol=1e-5, atol=1e-5)
+    assert np.isnan(same_non_finite(handle, problem, stage, "w", (1, 0, 0, 0))).any()
 
 
 @pytest.mark.parametrize("stage", [0, 1])
 def test_non_finite_gradient_in_backward_weights(handle, stage):
     """Backward-weights multiplies the padding's zeros like the reference, staged or not: an inf
-    in dy at a border output gives NaN (0 * inf) in the taps that reach the padding there, inf in
-    the others; a row's lanes past its end add nothing."""
-    solver = registry().get("direct.Depthwise")
+    in dy's top right corner gives NaN (0 * inf) in the taps that reach the padding there, inf
+    in the others; a row's lanes past its end add nothing."""
     problem = Problem.conv2d((2, 2, 7, 11), (2, 1, 3, 3), padding=1, groups=2, direction="wrw")
-    host = random_tensors(problem, 3)
-    host["y"][1, 1, 0, 10] = np.inf   # dy's top right corner: taps in the padding read 0
-    with np.errstate(invalid="ignore"):
-        expected = expected_output(problem, host)
-    result = run_config(handle, solver, problem, staged(solver, problem, handle, stage), host)
+    expected = same_non_finite(handle, problem, stage, "y", (1, 1, 0, 10), seed=3)
     assert np.isnan(expected).any() and np.isinf(expected).any()
-    assert np.array_equal(np.isnan(result), np.isnan(expected))
-    assert np.array_equal(np.isposinf(result), np.isposinf(expected))
-    finite = np.isfinite(expected)
-    assert np.allclose(result[finite], expected[finite], rtol=1e-5, atol=1e-5)
 
 
 def test_backward_weights_deterministic(handle):
