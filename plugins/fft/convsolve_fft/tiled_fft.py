@@ -20,9 +20,9 @@ class TiledFft(FftSolver):
 def _tiled(problem):
     """The tiling with the least estimated time (solver.estimated_time) over TILE_LENGTHS on
     both axes, or None when it has a single tile (fft.Fft2d's layout) or no length fits."""
-    whole = Layout(problem)
-    h_axes, w_axes = ([problem_axis(problem, dim, n) for n in TILE_LENGTHS if n > axis.taps]
-                      for dim, axis in enumerate((whole.h, whole.w)))
+    taps = [problem_axis(problem, dim).taps for dim in (0, 1)]   # a tile reaches past them
+    h_axes, w_axes = ([problem_axis(problem, dim, n) for n in TILE_LENGTHS if n > taps[dim]]
+                      for dim in (0, 1))
     best = None
     for axes in itertools.product(h_axes, w_axes):   # none when an axis has no length
         layout = Layout(problem, axes=axes)
