@@ -68,6 +68,12 @@ def reversed_forward(problem):
             and problem.k == problem.c)
 
 
+def phased_backward(problem):
+    """Whether backward-data ``problem`` is one dw_bwd_rows serves unstaged (stride or
+    multiplier past 1), which needs the filter size compiled in (FIXED)."""
+    return problem.direction is Direction.BACKWARD_DATA and not reversed_forward(problem)
+
+
 def backward_as_forward(problem):
     """CS_CONV_PARAMS of that forward pass (depthwise.cl, DW_BACKWARD): dy's sizes in, dx's out,
     stride 1, the padding mirrored (negative where the problem's exceeds the filter's reach)."""
@@ -127,7 +133,7 @@ class Depthwise(DirectSolver):
                         FIXED=fixed_choices(problem))
         constraints = [f"(TWV - 1) * VW < {columns(problem)}",   # no wholly idle vector column
                        "STAGE == 1 or WG == 1"]   # the unstaged kernels: one item a group
-        if problem.direction is Direction.BACKWARD_DATA and not reversed_forward(problem):
+        if phased_backward(problem):
             constraints.append("STAGE == 1 or FIXED == 1")   # dw_bwd_rows
         return ConfigSpace(tunables, constraints + (configs.DEPTHWISE_GPU_CONSTRAINTS
                                                     if handle.is_gpu else []))
@@ -143,17 +149,18 @@ class Depthwise(DirectSolver):
         space = self.config_space(problem, handle)
         narrowest = min(space.params["VW"])
 
-        strided_backward = (problem.direction is Direction.BACKWARD_DATA
-                            and not reversed_forward(problem))
+        phased = phased_backward(problem)
 
         def fitted(entry):   # FIXED by the work; narrower vectors for narrow images
-            fixed = fixed_default(problem, entry["FIXED"])
-            if strided_backward and not entry["STAGE"] and 1 in space.params["FIXED"]:
-                fixed = 1   # what dw_bwd_rows needs, on small problems too (one build a filter)
-            stage = entry["STAGE"] if fixed or not strided_backward else 1
-            # dw_bwd_rows: the widest vectors (1.2-1.8x narrower ones on MobileNet-v2's 28x28 to
-            # 112x112 stride-2 layers, AVX2 EPYC, 2026-12-05)
-            vw = max(space.params["VW"]) if strided_backward and not stage else entry["VW"]
+            fixed, stage, vw = fixed_default(problem, entry["FIXED"]), entry["STAGE"], entry["VW"]
+            if phased and not stage:
+                if 1 in space.params["FIXED"]:
+                    # what dw_bwd_rows needs, on small problems too (one build a filter), and
+                    # the widest vectors (1.2-1.8x narrower ones on MobileNet-v2's 28x28 to
+                    # 112x112 stride-2 layers, AVX2 EPYC, 2026-12-05)
+                    fixed, vw = 1, max(space.params["VW"])
+                else:
+                    stage = 1
             while vw > narrowest and 2 * columns(problem) <= vw:
                 vw //= 2
             return dict(entry, VW=vw, FIXED=fixed, STAGE=stage)

@@ -182,7 +182,10 @@ __kernel void dw_fwd(__global const real *x, __global const real *w, __global re
  * column iw; cols_in: whether its columns lie inside the row at every tap. */
 #define DW_FWD_VECTOR()                                                                     \
     do {                                                                                    \
-        vec part[DW_CHAINS] = {(vec)0.0f, (vec)0.0f, (vec)0.0f};                            \
+        vec part[DW_CHAINS];                                                                \
+        _Pragma("unroll")                                                                   \
+        for (int i = 0; i < DW_CHAINS; ++i)                                                 \
+            part[i] = (vec)0.0f;                                                            \
         if (cols_in && ih >= 0 && ih + span_h < H) {   /* no border in reach */             \
             UNROLL_TAPS                                                                     \
             for (int r = 0; r < FR; ++r)                                                    \
@@ -212,7 +215,10 @@ __kernel void dw_fwd(__global const real *x, __global const real *w, __global re
                 }                                                                           \
             }                                                                               \
         }                                                                                   \
-        const vec acc = part[0] + part[1] + part[2];                                        \
+        vec acc = part[0];                                                                  \
+        _Pragma("unroll")                                                                   \
+        for (int i = 1; i < DW_CHAINS; ++i)                                                 \
+            acc += part[i];                                                                 \
         /* a vector past the row's end spills into this item's next rows */                 \
         DC_STORE_SPILL(y, CS_NCHW(n, c * M + m, oh, 0, K, OH, OW), ow, OW, acc, c * M + m,   \
                        ow0 == 0 && oh + (ow + VW - 1) / OW < oh_end);                       \
@@ -531,10 +537,10 @@ __kernel void dw_bwd_rows(__global real *dx, __global const real *w, __global co
                                         continue;
                                     UNROLL_TAPS
                                     for (int s = 0; s < FS; ++s) {
-                                        const int ow = u + dy_col[p][s];
-                                        const vec wv = (vec)((float)wk[r * FS + s]);
                                         if (!col_in[p][s])
                                             continue;
+                                        const int ow = u + dy_col[p][s];
+                                        const vec wv = (vec)((float)wk[r * FS + s]);
                                         if (ow >= 0 && ow + VW <= OW) {
                                             acc[p] = fma(GLOAD(dy + plane + (size_t)oh * OW + ow),
                                                          wv, acc[p]);
