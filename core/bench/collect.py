@@ -24,7 +24,7 @@ import pyopencl as cl
 from .. import env, scale, tuning
 from ..db.journal import Journal
 from ..device.tensors import device_buffers
-from ..device.timing import elapsed_ms, wait
+from ..device.timing import batch_runs, time_batch
 from ..engine import fusion
 from ..engine.find import CUTOFF_FACTOR
 from ..engine.run import check_buffers
@@ -96,16 +96,16 @@ def time_problem(handle, problem, repeat=5, include_naive=False, rng=None):
     scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, size) if size else None
     check = fusion.output_check(handle, problem, buffers, False)
     limit_s = env.positive_number(env.FIND_RUN_TIMEOUT_S)
-    samples = {}
+    samples, runs = {}, {}
 
     def timed(solver):
-        events = invokers[solver](buffers, scratch if needs[solver] else None)
-        wait(events, limit_s)
-        return elapsed_ms(events)
+        return time_batch(invokers[solver], buffers, scratch if needs[solver] else None,
+                          runs[solver], limit_s)
     try:
-        for solver in list(invokers):   # round one: warm-up, one timed run, the output checked
+        for solver in list(invokers):   # round one: warm-up, one timed batch, the output checked
             try:
-                timed(solver)
+                runs[solver] = 1
+                runs[solver] = batch_runs(timed(solver))
                 samples[solver] = [timed(solver)]
                 fault = check.fault(solver_attribute(solver, "tolerance"))
             except ConvsolveError as exc:
@@ -115,14 +115,14 @@ def time_problem(handle, problem, repeat=5, include_naive=False, rng=None):
                 samples.pop(solver, None)
         best = min((s[0] for s in samples.values()), default=0.0)
         racing = [s for s in samples if samples[s][0] <= best * CUTOFF_FACTOR]
-        spent = sum(samples[s][0] for s in racing)
+        spent = sum(samples[s][0] * runs[s] for s in racing)
         for round_ in range(1, repeat):
             if round_ >= MIN_ROUNDS and spent >= BUDGET_MS:
                 break
             shift = round_ % max(len(racing), 1)
             for solver in racing[shift:] + racing[:shift]:
                 samples[solver].append(timed(solver))
-                spent += samples[solver][-1]
+                spent += samples[solver][-1] * runs[solver]
     finally:
         for buffer in [*raw.values(), scratch]:
             if buffer is not None:

@@ -1,4 +1,12 @@
-"""Timing an invoker with OpenCL profiling events: one warm-up run, then samples within a budget."""
+"""Timing an invoker with OpenCL profiling events: one warm-up run, then samples within a budget.
+
+A sample is a batch of back-to-back runs (enqueued together, one wait), its time the batch's
+span over its runs: what a framework enqueueing layer after layer sees.  A single run followed
+by a wait lets the device's threads go idle between runs; on a CPU (PoCL) the next short run
+then often starts on fewer cores, and the same run measured 1x or 2x its time from one sample
+to the next.
+"""
+import math
 import statistics
 import threading
 
@@ -8,6 +16,10 @@ from ..errors import ConvsolveError
 
 #: Timed runs after the warm-up, unless the time budget is spent first.
 SAMPLES = 5
+#: A sample's batch holds enough runs to last about this long (1 run: each sample alone) ...
+BATCH_MS = 2.0
+#: ... and at most this many runs.
+MAX_BATCH = 16
 
 
 def elapsed_ms(events):
@@ -34,24 +46,35 @@ def wait(events, limit_s):
         raise RunTimeout(f"its kernels did not finish within {limit_s:g} s")
 
 
+def batch_runs(run_ms):
+    """How many back-to-back runs one sample of a run that takes ``run_ms`` holds."""
+    return max(1, min(MAX_BATCH, math.ceil(BATCH_MS / max(run_ms, 1e-3))))
+
+
+def time_batch(invoker, buffers, scratch, runs, limit_s=None):
+    """Mean ms of ``runs`` runs of ``invoker`` enqueued back to back (RunTimeout after
+    ``limit_s`` seconds for the whole batch)."""
+    events = []
+    for _ in range(runs):
+        events += invoker(buffers, scratch)
+    wait(events, limit_s)
+    return elapsed_ms(events) / runs
+
+
 def time_invoker(invoker, buffers, scratch, budget_ms, cutoff_ms=None, limit_s=None):
-    """Median time in ms of ``invoker``: a warm-up run, then 1 to SAMPLES timed runs.
+    """Median time in ms of ``invoker``: a warm-up run, then 1 to SAMPLES timed batches.
 
     The warm-up is never timed: first launches pay one-off costs (code generation on PoCL, which
-    can take seconds with a cold cache, and cold caches).  Sampling stops once ``budget_ms`` of
-    kernel time is spent, and after the first sample when that one is slower than ``cutoff_ms``
-    (a multiple of the best time so far), so a slow solver costs find two runs at most.  A run
-    still going after ``limit_s`` seconds raises RunTimeout.
+    can take seconds with a cold cache, and cold caches); its time sizes the batches.  Sampling
+    stops once ``budget_ms`` of kernel time is spent, and after the first sample when that one
+    is slower than ``cutoff_ms`` (a multiple of the best time so far), so a slow solver costs
+    find two runs at most.  A batch still going after ``limit_s`` seconds raises RunTimeout.
     """
-    def run():
-        events = invoker(buffers, scratch)
-        wait(events, limit_s)
-        return elapsed_ms(events)
-    run()
+    runs = batch_runs(time_batch(invoker, buffers, scratch, 1, limit_s))
     samples, spent = [], 0.0
     while len(samples) < SAMPLES and spent < budget_ms:
-        samples.append(run())
-        spent += samples[-1]
+        samples.append(time_batch(invoker, buffers, scratch, runs, limit_s))
+        spent += samples[-1] * runs
         if cutoff_ms is not None and samples[0] > cutoff_ms:
             break
     return statistics.median(samples)

@@ -1,4 +1,4 @@
-"""Timing: a warm-up, then samples within the budget; slow solvers are cut off."""
+"""Timing: a warm-up, then batched samples within the budget; slow solvers are cut off."""
 from convsolve.device import timing
 
 
@@ -10,12 +10,15 @@ class FakeEvent:
 
 
 def counting_invoker(times_ms):
-    calls = []
+    """An invoker whose n-th run takes times_ms[n] (the last one from then on), two kernels
+    back to back on a device clock that runs on."""
+    calls, clock = [], [0.0]
 
     def invoker(buffers, scratch):
-        t = times_ms[min(len(calls), len(times_ms) - 1)]
+        t, start = times_ms[min(len(calls), len(times_ms) - 1)], clock[0]
         calls.append(t)
-        return [FakeEvent(0, t / 2), FakeEvent(t / 2, t)]
+        clock[0] += t
+        return [FakeEvent(start, start + t / 2), FakeEvent(start + t / 2, start + t)]
     return invoker, calls
 
 
@@ -47,6 +50,18 @@ def test_slow_first_launch_is_not_cut_off(monkeypatch):
     invoker, calls = counting_invoker([500.0, 10.0])
     assert timing.time_invoker(invoker, None, None, budget_ms=1000, cutoff_ms=20) == 10.0
     assert len(calls) == 1 + timing.SAMPLES
+
+
+def test_short_runs_are_timed_in_batches(monkeypatch):
+    """Runs shorter than BATCH_MS are sampled back to back, a batch's span over its runs."""
+    monkeypatch.setattr(timing.cl, "wait_for_events", lambda events: None)
+    invoker, calls = counting_invoker([1.0, 0.25])
+    runs = timing.batch_runs(1.0)
+    assert runs == 2 == round(timing.BATCH_MS / 1.0)
+    assert timing.time_invoker(invoker, None, None, budget_ms=1000) == 0.25
+    assert len(calls) == 1 + runs * timing.SAMPLES
+    assert timing.batch_runs(1e-6) == timing.MAX_BATCH
+    assert timing.batch_runs(10 * timing.BATCH_MS) == 1
 
 
 def test_no_events_is_zero():
