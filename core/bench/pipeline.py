@@ -9,7 +9,10 @@ times (profiling events); a pass much longer than its kernels is the device wait
 host.  PyTorch runs the same sequence in a worker (torch_peer): eager calls on the CPU, in NCHW
 and in channels_last; cuDNN on a GPU, then one synchronize.  Each side's figure is the median
 pass of hot-loop samples (hot_loop.HotLoop: passes back to back after a wake-up), the sides
-interleaved over --repeat rounds and the medians of the rounds reported.
+interleaved over --repeat rounds and the medians of the rounds reported.  With
+``--constant-weights`` (forward only: inference) find ranks and the plans run as for weights
+that never change (convsolve.plan's constant_weights): solvers that pack their weights (Winograd's
+filter transform) do so once per buffer, before the passes.
 """
 import datetime
 import os
@@ -26,18 +29,21 @@ from ..device.timing import elapsed_ms
 from ..engine.find import find
 from ..engine.plan import plan as make_plan
 from ..errors import ConvsolveError, ValidationError
+from ..problem import Direction
 from . import hot_loop, torch_peer
 
 
-def prepare(handle, problems, exhaustive, rng, progress):
+def prepare(handle, problems, exhaustive, rng, progress, constant_weights=False):
     """([(plan, buffers)] one per call of a pass, [row] one per layer) for ``problems``
     ([(index, suite entry, Problem)]): every problem found first (the find-db answers where it
-    holds it), then planned with no solver, on random device buffers of its own."""
+    holds it), then planned with no solver, on random device buffers of its own; find and the
+    plans told ``constant_weights``."""
     staged = []
     for index, layer, problem in problems:
         progress.show(f"find {problem.direction.value} {layer['name']}")
         bufs = device_buffers(handle, random_tensors(problem, rng))
-        solutions = find(handle, problem, **bufs, request_count=1, exhaustive=exhaustive)
+        solutions = find(handle, problem, **bufs, request_count=1, exhaustive=exhaustive,
+                         constant_weights=constant_weights)
         if not solutions:
             raise ConvsolveError(f"bench --pipeline: find returned no solution for "
                                  f"{problem.key()} (is CONVSOLVE_DEBUG_COMPILE_ONLY set?)")
@@ -45,7 +51,7 @@ def prepare(handle, problems, exhaustive, rng, progress):
         progress.step()
     sequence, rows = [], []
     for index, layer, problem, bufs, winner in staged:   # a find re-ranks: plans come after
-        chosen = make_plan(handle, problem)
+        chosen = make_plan(handle, problem, constant_weights=constant_weights)
         sequence += [(chosen, bufs)] * layer["count"]
         rows.append({"index": index, "name": layer["name"], "count": layer["count"],
                      "problem": problem.key(), "solver": chosen.solver,
@@ -112,17 +118,22 @@ def run_pipeline(args, suite, problems, batch, settle_s, progress):
                              ("--plot", args.plot, "it has no per-layer times")):
         if value is not None:
             raise ValidationError(flag, value, f"is not taken with --pipeline: {why}")
+    if args.constant_weights and any(d is not Direction.FORWARD for d in problems):
+        raise ValidationError("--constant-weights", True, "is inference's: it takes "
+                              "--directions fwd only")
     handle = Handle()
     peers, note = torch_peer.start_for(args.compare, handle.is_gpu)
     report = {"pipeline": True, "suite": suite["name"], "source": suite.get("source", args.suite),
               "device": handle.name, "is_gpu": handle.is_gpu, "batch": batch, "torch": note,
               "rounds": max(args.repeat, 1), "load": [os.getloadavg()],
+              "constant_weights": args.constant_weights,
               "convsolve": metadata.version("convsolve"),
               "date": datetime.datetime.now().isoformat(timespec="seconds"), "results": []}
     rng = np.random.default_rng(0)
     try:
         for direction, staged in problems.items():
-            sequence, rows = prepare(handle, staged, args.exhaustive, rng, progress)
+            sequence, rows = prepare(handle, staged, args.exhaustive, rng, progress,
+                                     args.constant_weights)
             progress.show(f"passes {direction.value}")
             timed = time_pipeline(handle, sequence, peers, rows, args.repeat, settle_s)
             ours = timed["convsolve"]["pass_ms"]

@@ -140,8 +140,9 @@ def format_pipeline(report, markdown=False):
     one for each torch configuration's."""
     load = "; ".join(" ".join(f"{v:.2f}" for v in sample) for sample in report["load"])
     batch = report["batch"] if report["batch"] is not None else "per entry"
-    lines = [(f"pipeline of suite {report['suite']} ({report['source']}), batch {batch}, "
-              f"{report['rounds']} rounds"), f"device: {report['device']}",
+    weights = ", constant weights" if report.get("constant_weights") else ""
+    lines = [(f"pipeline of suite {report['suite']} ({report['source']}), batch {batch}"
+              f"{weights}, {report['rounds']} rounds"), f"device: {report['device']}",
              f"torch: {report['torch'] or 'not compared (--compare torch)'}",
              f"load average (1, 5, 15 min) at start; at end: {load}"]
     if markdown:

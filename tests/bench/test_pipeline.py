@@ -53,6 +53,33 @@ def test_pipeline_compare_torch(isolated, capsys, bench_main):
                                                        result["convsolve"]["pass_ms"])
 
 
+def test_pipeline_constant_weights(isolated, monkeypatch, capsys, bench_main):
+    """--constant-weights: every pass runs plans made for constant weights (inference), and
+    the report and its table say so."""
+    monkeypatch.setattr(torch_peer, "available", lambda: False)
+    constant, original = set(), Plan.run
+
+    def seen(self, **kwargs):
+        constant.add(self.constant_weights)
+        return original(self, **kwargs)
+    monkeypatch.setattr(Plan, "run", seen)
+    assert bench_main(["--suite", "tiny", "--pipeline", "--constant-weights", "--repeat", "1",
+                       "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["constant_weights"] is True and constant == {True}
+    assert "batch 1, constant weights" in bench_report.format_pipeline(
+        {**report, "batch": 1})
+
+
+def test_constant_weights_is_inference_in_a_pipeline(bench_main):
+    """--constant-weights is refused outside --pipeline and with a backward direction, naming
+    the flag, before any device work."""
+    for argv in (["--constant-weights"], ["--pipeline", "--constant-weights", "--directions",
+                                          "fwd,wrw"]):
+        with pytest.raises(ValidationError, match="invalid --constant-weights="):
+            bench_main(["--suite", "tiny", *argv])
+
+
 def test_pipeline_refuses_what_it_does_not_run(monkeypatch, tmp_path, bench_main):
     """--pipeline with --epilogue or --plot is refused, naming the flag, before any device work;
     so is --plot of a saved pipeline report."""
