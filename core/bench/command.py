@@ -322,8 +322,9 @@ def cmd_bench(args):
         batch = args.batch
         if batch is None and not all("n" in layer for _, layer in layers):
             batch = suite.get("batch", 8)
-        if args.constant_weights and not args.pipeline:
-            raise ValidationError("--constant-weights", True, "is taken with --pipeline only")
+        if args.constant_weights and (not args.pipeline or Direction.BACKWARD_WEIGHTS in directions):
+            raise ValidationError("--constant-weights", True, "takes --pipeline, forward or "
+                                  "backward-data: backward-weights writes the weights")
         if args.first_pass:
             report = run_first_pass(args, suite, layers, directions, batch)
         elif args.pipeline:
@@ -390,9 +391,8 @@ def add_parser(subparsers):
     flag("--pipeline", action="store_true",
          help="time passes of the suite's layers (each count times) enqueued back to back "
               "through plans, one finish a pass, against torch doing the same (--repeat rounds)")
-    flag("--constant-weights", action="store_true",
-         help="--pipeline, forward: weights that never change (inference): find ranks and the "
-              "plans run with constant_weights, so Winograd transforms each filter once")
+    flag("--constant-weights", action="store_true", help="--pipeline: weights that never "
+         "change (inference): find and the plans take constant_weights (Winograd packs once)")
     flag("--json", action="store_true", help="print the report as JSON")
     flag("--markdown", action="store_true", help="print Markdown tables")
     flag("--render", metavar="REPORT.json", help="print (or plot) a report saved with --json")

@@ -10,7 +10,7 @@ host.  PyTorch runs the same sequence in a worker (torch_peer): eager calls on t
 and in channels_last; cuDNN on a GPU, then one synchronize.  Each side's figure is the median
 pass of hot-loop samples (hot_loop.HotLoop: passes back to back after a wake-up), the sides
 interleaved over --repeat rounds and the medians of the rounds reported.  With
-``--constant-weights`` (forward only: inference) find ranks and the plans run as for weights
+``--constant-weights`` (forward and backward-data) find ranks and the plans run as for weights
 that never change (convsolve.plan's constant_weights): solvers that pack their weights (Winograd's
 filter transform) do so once per buffer, before the passes.
 """
@@ -29,21 +29,20 @@ from ..device.timing import elapsed_ms
 from ..engine.find import find
 from ..engine.plan import plan as make_plan
 from ..errors import ConvsolveError, ValidationError
-from ..problem import Direction
 from . import hot_loop, torch_peer
 
 
-def prepare(handle, problems, exhaustive, rng, progress, constant_weights=False):
+def prepare(handle, problems, exhaustive, rng, progress, constant=False):
     """([(plan, buffers)] one per call of a pass, [row] one per layer) for ``problems``
     ([(index, suite entry, Problem)]): every problem found first (the find-db answers where it
     holds it), then planned with no solver, on random device buffers of its own; find and the
-    plans told ``constant_weights``."""
+    plans told the weights are ``constant``."""
     staged = []
     for index, layer, problem in problems:
         progress.show(f"find {problem.direction.value} {layer['name']}")
         bufs = device_buffers(handle, random_tensors(problem, rng))
         solutions = find(handle, problem, **bufs, request_count=1, exhaustive=exhaustive,
-                         constant_weights=constant_weights)
+                         constant_weights=constant)
         if not solutions:
             raise ConvsolveError(f"bench --pipeline: find returned no solution for "
                                  f"{problem.key()} (is CONVSOLVE_DEBUG_COMPILE_ONLY set?)")
@@ -51,7 +50,7 @@ def prepare(handle, problems, exhaustive, rng, progress, constant_weights=False)
         progress.step()
     sequence, rows = [], []
     for index, layer, problem, bufs, winner in staged:   # a find re-ranks: plans come after
-        chosen = make_plan(handle, problem, constant_weights=constant_weights)
+        chosen = make_plan(handle, problem, constant_weights=constant)
         sequence += [(chosen, bufs)] * layer["count"]
         rows.append({"index": index, "name": layer["name"], "count": layer["count"],
                      "problem": problem.key(), "solver": chosen.solver,
@@ -118,9 +117,6 @@ def run_pipeline(args, suite, problems, batch, settle_s, progress):
                              ("--plot", args.plot, "it has no per-layer times")):
         if value is not None:
             raise ValidationError(flag, value, f"is not taken with --pipeline: {why}")
-    if args.constant_weights and any(d is not Direction.FORWARD for d in problems):
-        raise ValidationError("--constant-weights", True, "is inference's: it takes "
-                              "--directions fwd only")
     handle = Handle()
     peers, note = torch_peer.start_for(args.compare, handle.is_gpu)
     report = {"pipeline": True, "suite": suite["name"], "source": suite.get("source", args.suite),

@@ -4,7 +4,9 @@ A sample is a batch of back-to-back runs (enqueued together, one wait), its time
 span over its runs: what a framework enqueueing layer after layer sees.  A single run followed
 by a wait lets the device's threads go idle between runs; on a CPU (PoCL) the next short run
 then often starts on fewer cores, and the same run measured 1x or 2x its time from one sample
-to the next.
+to the next.  A batch's span also holds the host's enqueueing of its later runs where that
+outlasts their kernels: a solver whose calls cost more host time than kernel time is timed at
+the host's pace, as it would run in a pipeline.
 """
 import math
 import statistics
@@ -37,8 +39,7 @@ class RunTimeout(ConvsolveError):
 def wait(events, limit_s):
     """Wait for ``events``, at most ``limit_s`` seconds (None: no limit); RunTimeout after that."""
     if limit_s is None:
-        cl.wait_for_events(events)
-        return
+        return cl.wait_for_events(events)
     waiter = threading.Thread(target=cl.wait_for_events, args=(events,), daemon=True)
     waiter.start()
     waiter.join(limit_s)
@@ -54,9 +55,7 @@ def batch_runs(run_ms):
 def time_batch(invoker, buffers, scratch, runs, limit_s=None):
     """Mean ms of ``runs`` runs of ``invoker`` enqueued back to back (RunTimeout after
     ``limit_s`` seconds for the whole batch)."""
-    events = []
-    for _ in range(runs):
-        events += invoker(buffers, scratch)
+    events = [event for _ in range(runs) for event in invoker(buffers, scratch)]
     wait(events, limit_s)
     return elapsed_ms(events) / runs
 
