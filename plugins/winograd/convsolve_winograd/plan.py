@@ -306,7 +306,8 @@ def _stages(problem, geo, handle, m, config):
     local = config["WG"]
     gemm_local = local if handle.is_gpu else CPU_GEMM_GROUP
     lanes = config["VW"]     # filters per work-item: the GEMM's vector width
-    filt = _data_kernel(handle, "wino_filter", m, lanes)
+    panel_items = not handle.is_gpu   # wino_filter.cl: a work-item per panel of U on CPUs
+    filt = _data_kernel(handle, "wino_filter", m, lanes, PANEL_ITEMS=int(panel_items))
     inp = _data_kernel(handle, "wino_input", m, config["TT"])
     out = _data_kernel(handle, "wino_output", m, config["TT"], **problem.epilogue_defines())
     gemm, gemm_launch = _gemm(handle, config, False, gemm_local)
@@ -319,8 +320,8 @@ def _stages(problem, geo, handle, m, config):
 
     def pack(w, u_buffer, u):
         filt.set_args(w, u_buffer, *_i32(u, geo.plane, geo.rows, geo.depth, geo.groups, flip))
-        return [_launch(queue, filt, round_up(geo.rows, U_PANEL) // lanes * geo.depth
-                        * geo.groups, local)]
+        return [_launch(queue, filt, round_up(geo.rows, U_PANEL)
+                        // (U_PANEL if panel_items else lanes) * geo.depth * geo.groups, local)]
 
     def run(buffers, scratch, u_buffer, u):
         src, dst = (buffers.y, buffers.x) if flip else (buffers.x, buffers.y)
