@@ -14,9 +14,11 @@ KERNELS = resources.files(__package__) / "kernels"
 
 #: Consecutive output (im2col) and input (col2im) columns per work-item, by device type: on
 #: PoCL a work-item per short run is slow (32 columns: 7 ms against 20 ms for 8 on ResNet-50's
-#: 3x3 64-channel layer at batch 8); GPUs want one column per work-item, coalesced.
-IM2COL_TW = {"cpu": 32, "gpu": 1}
-COL2IM_TW = {"cpu": 32, "gpu": 1}
+#: 3x3 64-channel layer at batch 8), and 64 beat 32 where rows are wide (a row of 56 is one
+#: work-item, not 32 + 24): im2col 1.2-1.5x at 56x56 and 112x112, col2im 1.9x at stride 2
+#: (BENCHMARKS.md, 2026-12-05); GPUs want one column per work-item, coalesced.
+IM2COL_TW = {"cpu": 64, "gpu": 1}
+COL2IM_TW = {"cpu": 64, "gpu": 1}
 #: Work-group shapes of im2col and col2im by device type (None: the driver's choice).  PoCL
 #: picks a local size that divides the global one, whose last dimension is the image count, so
 #: it compiled a new work-group function (100-190 ms) for each batch; a fixed shape gives one per

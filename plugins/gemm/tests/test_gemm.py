@@ -43,11 +43,12 @@ def test_chunked_batches(handle, monkeypatch, direction):
 def test_unfolds_in_vectors_and_at_the_borders(handle, stride, rank):
     """Rows long enough for the vector runs of im2col (8 columns) and col2im (16) on CPUs at
     stride 1 or 2, in every direction and spatial rank (im2col.cl in 2-D, unfold_nd.cl else):
-    runs that start left of the image or leave a tail, and rows whose last vector would read
+    runs that start left of the image or leave a tail, rows of more than one run (64 columns on
+    CPUs: conv_layout.IM2COL_TW and COL2IM_TW), and rows whose last vector would read
     the right padding's column (im2col: x's next row; col2im: the next row of columns) if its
     bounds were off by one; default config."""
     solver = convsolve.registry().get("gemm.Im2ColGemm")
-    rows = ((37, (2, 1), 2),          # dilated, both borders, tails
+    rows = ((64 * stride + 9, (2, 1), 2),   # dilated, both borders, two runs a row on CPUs
             (37, (1, 2), 1),          # taps at odd offsets
             (18 - stride, (0, 1), 1),  # im2col's right edge
             (18 - stride, (2, 0), 1))  # col2im's right edge

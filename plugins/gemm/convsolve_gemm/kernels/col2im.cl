@@ -29,7 +29,7 @@
 #include "convsolve_epilogue.h"
 
 #ifndef COL2IM_TW
-#define COL2IM_TW 1 /* consecutive input columns (iw) per work-item: 1 suits GPUs, 16-32 CPUs */
+#define COL2IM_TW 1 /* consecutive input columns (iw) per work-item: 1 suits GPUs, 16-64 CPUs */
 #endif
 #include "unfold_rows.cl" /* col2im_blocks, col2im_row */
 

@@ -30,7 +30,7 @@
 #include "convsolve.h"
 
 #ifndef IM2COL_TW
-#define IM2COL_TW 8 /* consecutive output columns (ow) per work-item: 1 suits GPUs, 8-32 CPUs */
+#define IM2COL_TW 8 /* consecutive output columns (ow) per work-item: 1 suits GPUs, 8-64 CPUs */
 #endif
 #include "unfold_rows.cl" /* im2col_row */
 

@@ -36,10 +36,10 @@
 #include "convsolve.h"
 
 #ifndef IM2COL_TW
-#define IM2COL_TW 8 /* consecutive output columns (ow) per work-item: 1 suits GPUs, 8-32 CPUs */
+#define IM2COL_TW 8 /* consecutive output columns (ow) per work-item: 1 suits GPUs, 8-64 CPUs */
 #endif
 #ifndef COL2IM_TW
-#define COL2IM_TW 1 /* consecutive input columns (iw) per work-item: 1 suits GPUs, 16-32 CPUs */
+#define COL2IM_TW 1 /* consecutive input columns (iw) per work-item: 1 suits GPUs, 16-64 CPUs */
 #endif
 #include "unfold_rows.cl" /* im2col_row, col2im_blocks, col2im_lanes, col2im_block_tap, _sums */
 
