@@ -18,7 +18,7 @@ from ..errors import ConvsolveError
 
 #: Timed runs after the warm-up, unless the time budget is spent first.
 SAMPLES = 5
-#: A sample's batch holds enough runs to last about this long (1 run: each sample alone) ...
+#: A sample's batch holds enough runs to last about this long (0: a run a sample) ...
 BATCH_MS = 2.0
 #: ... and at most this many runs.
 MAX_BATCH = 16
