@@ -25,7 +25,7 @@ from collections import defaultdict
 
 import pyopencl as cl
 from convsolve import Buffers, Direction, Handle, Problem, registry
-from convsolve.solvers.calls import build_invoker, workspace_of
+from convsolve.solvers.calls import build_invoker, config_refusal, space_of, workspace_of
 from convsolve.testing import device_buffers, random_tensors
 from igemm_gpu_sweep import cuda_ms, torch_call  # scripts/, beside this file
 
@@ -91,9 +91,10 @@ def profile(invoker, buffers, scratch, runs):
 def sweep(solver, problem, handle, buffers, scratch, args, default):
     """Time ``args.sweep`` configs of ``solver``'s space that its check_config accepts (the
     default first); print the fastest few and return the record."""
-    space = solver.config_space(problem, handle)
+    space = space_of(solver, problem, handle)   # the hooks as find calls them (any signature)
     configs = [default] + [c for c in space.sample(args.sweep * 4, random.Random(0))
-                           if c != default and not solver.check_config(problem, handle, c)]
+                           if c != default and not config_refusal(solver, problem, handle, c,
+                                                                  space)]
     timed = []
     for config in configs[:args.sweep + 1]:
         invoker = build_invoker(solver, problem, handle, config)
