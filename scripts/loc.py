@@ -143,8 +143,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The core's OpenCL from 315 to 320 for ``real8`` and ``real16`` in convsolve.h (4 lines: the
 #: vector types of ``real``, which the gemm family's unfold kernels now use); the cli's from
 #: 1,310 to 1,315 for -b 1's verification of a channels-last dy against its logical tensor (+1).
-#: Batched timing samples (device/timing.py: batch_runs and time_batch, a sample of
-#: back-to-back runs, +4 net) raised the device's from 700 to 705, and the pipeline bench's
+#: Batched timing samples (device/timing.py: batch_runs, time_batch and warm_up, a sample of
+#: back-to-back runs, +7 net) raised the device's from 700 to 705, and the pipeline bench's
 #: --constant-weights (find and plans told, the flag, its check and the report's line, +9) the
 #: bench's from 1,430 to 1,440.
 #: Raising one is a decision a commit states and explains.

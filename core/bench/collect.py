@@ -24,7 +24,7 @@ import pyopencl as cl
 from .. import env, scale, tuning
 from ..db.journal import Journal
 from ..device.tensors import device_buffers
-from ..device.timing import batch_runs, time_batch
+from ..device.timing import time_batch, warm_up
 from ..engine import fusion
 from ..engine.find import CUTOFF_FACTOR
 from ..engine.run import check_buffers
@@ -98,14 +98,15 @@ def time_problem(handle, problem, repeat=5, include_naive=False, rng=None):
     limit_s = env.positive_number(env.FIND_RUN_TIMEOUT_S)
     samples, runs = {}, {}
 
+    def given(solver):
+        return scratch if needs[solver] else None
+
     def timed(solver):
-        return time_batch(invokers[solver], buffers, scratch if needs[solver] else None,
-                          runs[solver], limit_s)
+        return time_batch(invokers[solver], buffers, given(solver), runs[solver], limit_s)
     try:
         for solver in list(invokers):   # round one: warm-up, one timed batch, the output checked
             try:
-                runs[solver] = 1
-                runs[solver] = batch_runs(timed(solver))
+                runs[solver] = warm_up(invokers[solver], buffers, given(solver), limit_s)
                 samples[solver] = [timed(solver)]
                 fault = check.fault(solver_attribute(solver, "tolerance"))
             except ConvsolveError as exc:

@@ -39,7 +39,8 @@ class RunTimeout(ConvsolveError):
 def wait(events, limit_s):
     """Wait for ``events``, at most ``limit_s`` seconds (None: no limit); RunTimeout after that."""
     if limit_s is None:
-        return cl.wait_for_events(events)
+        cl.wait_for_events(events)
+        return
     waiter = threading.Thread(target=cl.wait_for_events, args=(events,), daemon=True)
     waiter.start()
     waiter.join(limit_s)
@@ -60,16 +61,22 @@ def time_batch(invoker, buffers, scratch, runs, limit_s=None):
     return elapsed_ms(events) / runs
 
 
+def warm_up(invoker, buffers, scratch, limit_s=None):
+    """One untimed run of ``invoker`` (first launches pay one-off costs: code generation on
+    PoCL, which can take seconds with a cold cache, and cold caches); returns the runs a batch
+    of it holds, by that run's time."""
+    return batch_runs(time_batch(invoker, buffers, scratch, 1, limit_s))
+
+
 def time_invoker(invoker, buffers, scratch, budget_ms, cutoff_ms=None, limit_s=None):
     """Median time in ms of ``invoker``: a warm-up run, then 1 to SAMPLES timed batches.
 
-    The warm-up is never timed: first launches pay one-off costs (code generation on PoCL, which
-    can take seconds with a cold cache, and cold caches); its time sizes the batches.  Sampling
+    The warm-up (warm_up) is never timed; its time sizes the batches.  Sampling
     stops once ``budget_ms`` of kernel time is spent, and after the first sample when that one
     is slower than ``cutoff_ms`` (a multiple of the best time so far), so a slow solver costs
     find two runs at most.  A batch still going after ``limit_s`` seconds raises RunTimeout.
     """
-    runs = batch_runs(time_batch(invoker, buffers, scratch, 1, limit_s))
+    runs = warm_up(invoker, buffers, scratch, limit_s)
     samples, spent = [], 0.0
     while len(samples) < SAMPLES and spent < budget_ms:
         samples.append(time_batch(invoker, buffers, scratch, runs, limit_s))
