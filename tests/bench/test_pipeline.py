@@ -72,8 +72,8 @@ def test_pipeline_constant_weights(isolated, monkeypatch, capsys, bench_main):
 
 
 def test_constant_weights_is_inference_in_a_pipeline(bench_main):
-    """--constant-weights is refused outside --pipeline and with a backward direction, naming
-    the flag, before any device work."""
+    """--constant-weights is refused outside --pipeline and with backward-weights (which writes
+    the weights), naming the flag, before any device work."""
     for argv in (["--constant-weights"], ["--pipeline", "--constant-weights", "--directions",
                                           "fwd,wrw"]):
         with pytest.raises(ValidationError, match="invalid --constant-weights="):
