@@ -2,8 +2,10 @@
 
 Each problem's solvers are built once, warmed up and timed in interleaved rounds (the order
 rotates each round, so drift in the device's clocks or load falls on all alike); a solver's
-label is the median of its rounds.  One that is over CUTOFF_FACTOR times the best after the
-first round keeps that one time: its rank is settled and timing it further would cost the most.
+label is the median of its rounds (the lower middle one of an even count).  One that is over
+CUTOFF_FACTOR times the best after the first round is timed once more at once (a single sample
+can be an outlier), and if both are over, it keeps the lower: its rank is settled and timing it
+further would cost the most.
 Records are JSON lines, the first a header with the device's fingerprint and the date; a run
 appends to its file and skips the problems already there, so it can be resumed.  Each problem
 is a scale job (core/scale/), so a Dask cluster can time them (``--cluster``); the client
@@ -24,7 +26,7 @@ import pyopencl as cl
 from .. import env, scale, tuning
 from ..db.journal import Journal
 from ..device.tensors import device_buffers
-from ..device.timing import time_batch, warm_up
+from ..device.timing import CUTOFF_LOOKS, time_batch, warm_up
 from ..engine import fusion
 from ..engine.find import CUTOFF_FACTOR
 from ..engine.run import check_buffers
@@ -114,21 +116,32 @@ def time_problem(handle, problem, repeat=5, include_naive=False, rng=None):
             if fault:
                 failed[solver.name] = fault
                 samples.pop(solver, None)
-        best = min((s[0] for s in samples.values()), default=0.0)
-        racing = [s for s in samples if samples[s][0] <= best * CUTOFF_FACTOR]
-        spent = sum(samples[s][0] * runs[s] for s in racing)
-        for round_ in range(1, repeat):
-            if round_ >= MIN_ROUNDS and spent >= BUDGET_MS:
-                break
-            shift = round_ % max(len(racing), 1)
-            for solver in racing[shift:] + racing[:shift]:
-                samples[solver].append(timed(solver))
-                spent += samples[solver][-1] * runs[solver]
+        labels = later_rounds(samples, timed, runs, repeat)
     finally:
         for buffer in [*raw.values(), scratch]:
             if buffer is not None:
                 buffer.release()
-    return {s.name: statistics.median(t) for s, t in samples.items()}, failed
+    return {s.name: ms for s, ms in labels.items()}, failed
+
+
+def later_rounds(samples, timed, runs, repeat):
+    """Labels ({solver: ms}) from round one's ``samples`` ({solver: [ms]}) and the rounds after:
+    a solver over CUTOFF_FACTOR times the best is timed again at once and settled if still over;
+    the others are timed in rounds, the order rotating, up to ``repeat`` rounds (MIN_ROUNDS once
+    BUDGET_MS is spent).  ``timed(solver)`` times one batch of ``runs[solver]`` runs."""
+    best = min((s[0] for s in samples.values()), default=0.0)
+    for solver in [s for s in samples if samples[s][0] > best * CUTOFF_FACTOR]:
+        samples[solver] += [timed(solver) for _ in range(CUTOFF_LOOKS - 1)]
+    racing = [s for s in samples if min(samples[s]) <= best * CUTOFF_FACTOR]
+    spent = sum(samples[s][0] * runs[s] for s in racing)
+    for round_ in range(1, repeat):
+        if round_ >= MIN_ROUNDS and spent >= BUDGET_MS:
+            break
+        shift = round_ % max(len(racing), 1)
+        for solver in racing[shift:] + racing[:shift]:
+            samples[solver].append(timed(solver))
+            spent += samples[solver][-1] * runs[solver]
+    return {solver: statistics.median_low(times) for solver, times in samples.items()}
 
 
 def _done_keys(path, device):

@@ -31,17 +31,30 @@ def test_median_of_samples_after_warmup(monkeypatch):
 
 
 def test_budget_and_cutoff_stop_sampling(monkeypatch):
-    """Sampling stops when the budget is spent; a first sample past the cutoff is the answer."""
+    """Sampling stops when the budget is spent, and when the first CUTOFF_LOOKS samples are all
+    past the cutoff: the lower of them is the answer."""
     monkeypatch.setattr(timing.cl, "wait_for_events", lambda events: None)
     invoker, calls = counting_invoker([10.0])
     assert timing.time_invoker(invoker, None, None, budget_ms=25) == 10.0
     assert len(calls) == 1 + 3
-    invoker, calls = counting_invoker([50.0])
-    assert timing.time_invoker(invoker, None, None, budget_ms=1000, cutoff_ms=20) == 50.0
-    assert len(calls) == 2          # the warm-up and one sample
+    invoker, calls = counting_invoker([50.0, 60.0, 40.0])
+    assert timing.time_invoker(invoker, None, None, budget_ms=1000, cutoff_ms=20) == 40.0
+    assert len(calls) == 1 + timing.CUTOFF_LOOKS == 3
     invoker, calls = counting_invoker([5000.0, 2000.0])
     assert timing.time_invoker(invoker, None, None, budget_ms=1000) == 2000.0
     assert len(calls) == 2          # the warm-up (never the answer) and one sample
+
+
+def test_one_outlier_sample_is_not_cut_off(monkeypatch):
+    """A first sample past the cutoff followed by one within it (the host busy for a moment) is
+    sampled on; the even count's lower middle sample is the answer."""
+    monkeypatch.setattr(timing.cl, "wait_for_events", lambda events: None)
+    invoker, calls = counting_invoker([10.0, 90.0, 10.0, 12.0, 11.0, 13.0])
+    assert timing.time_invoker(invoker, None, None, budget_ms=1000, cutoff_ms=20) == 12.0
+    assert len(calls) == 1 + timing.SAMPLES
+    invoker, calls = counting_invoker([10.0, 90.0, 10.0])
+    assert timing.time_invoker(invoker, None, None, budget_ms=95, cutoff_ms=20) == 10.0
+    assert len(calls) == 1 + 2      # the budget spent after two samples: the lower one
 
 
 def test_slow_first_launch_is_not_cut_off(monkeypatch):
