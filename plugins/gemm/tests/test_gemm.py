@@ -188,6 +188,24 @@ def test_cpu_classes_get_their_own_vector_width(handle, monkeypatch):
         assert configs.default(handle, 1024, 1024, 1, False)["VW"] == expected
 
 
+def test_sixteen_wide_backward_weights_on_any_cpu(handle, monkeypatch):
+    """The AVX-512 class's default config (16-wide vectors) computes backward-weights right on
+    any CPU: its products pack op(B) = col^T (or x^T) through two 8 x 8 register transposes per
+    vector, with the k past the last whole block of 8 and the columns past N clamped (K = 81
+    and 35, N = 27 and 40; groups, asymmetric padding, the side-by-side split)."""
+    from convsolve import tuning
+    keys = ("some cpu", "cpu/unknown-arch", "cpu/vector16", "cpu/acme", "cpu", "*")
+    monkeypatch.setattr(tuning, "device_keys", lambda device: keys)
+    grouped = Problem.conv2d((2, 6, 9, 11), (10, 3, 3, 3), padding=((1, 1), (0, 0)), groups=2,
+                             direction=Direction.BACKWARD_WEIGHTS)
+    plain = Problem.conv2d((3, 40, 5, 7), (20, 40, 1, 1), direction=Direction.BACKWARD_WEIGHTS)
+    for name, problem in (("gemm.Im2ColGemm", grouped), ("gemm.GemmWrwSplitK", grouped),
+                          ("gemm.Gemm1x1", plain)):
+        solver = convsolve.registry().get(name)
+        assert solver.default_config(problem, handle)["VW"] == 16
+        assert check_solver(solver, handle, [problem], configs=0) == 1
+
+
 def test_find_times_gemm_beside_naive_and_switches_remove_it(handle, monkeypatch):
     """find times Im2ColGemm beside the naive reference (the other families left out); the solver
     and family switches take it out.  How fast each is is a benchmark's question

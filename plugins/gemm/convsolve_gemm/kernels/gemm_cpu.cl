@@ -12,16 +12,16 @@
  *      panel falls in one L1 set).
  *   MR > 1 (the defaults): a work-item owns MR row blocks and, for each KB-deep k-block, packs
  *      its KB x TN blocks of op(B) into private memory, bpack[2][NR][KB][NVEC] (contiguous;
- *      TRANS_B transposed 8 x 8 in registers when VW == 8 and the compiler is clang; edge columns
- *      clamped) and runs the MR x NR tiles over it in turn, parking them in a private stash
- *      between k-blocks (the last k-block stores them to C); each row block runs its NR column
- *      tiles back to back, its rows of op(A) hot in L1. With TRANS_A the work-group's MWG rows of
- *      op(A) are packed the same way, apack[2][KB][MWG] (rows of A^T are contiguous there, but
- *      lda apart per k), once for all NR column tiles. Each row block packs its share of the
- *      next k-block while its FMAs run (two buffers) and software-prefetches (PF) what comes
- *      later: op(B) two shares ahead, the next column tile's first block (PoCL runs work-groups
- *      in order along N) and its rows of C. An edge tile whose columns fit in its first TN / 2
- *      runs a half-width micro-kernel.
+ *      TRANS_B transposed in 8 x 8 blocks in registers when VW is 8 or 16 and the compiler is
+ *      clang; edge columns clamped) and runs the MR x NR tiles over it in turn, parking them in
+ *      a private stash between k-blocks (the last k-block stores them to C); each row block runs
+ *      its NR column tiles back to back, its rows of op(A) hot in L1. With TRANS_A the
+ *      work-group's MWG rows of op(A) are packed the same way, apack[2][KB][MWG] (rows of A^T
+ *      are contiguous there, but lda apart per k), once for all NR column tiles. Each row block
+ *      packs its share of the next k-block while its FMAs run (two buffers) and
+ *      software-prefetches (PF) what comes later: op(B) two shares ahead, the next column
+ *      tile's first block (PoCL runs work-groups in order along N) and its rows of C. An edge
+ *      tile whose columns fit in its first TN / 2 runs a half-width micro-kernel.
  * Private memory per work-item (MR > 1): stash MR * NR * TM * TN, op(B) 2 * NR * KB * TN, and
  * with TRANS_A op(A) 2 * KB * MWG elements.
  *
@@ -137,12 +137,12 @@ GEMM_INLINE void gemm_prefetch_b(const __global real *B, int ldb, int k0, int k1
 #endif
 }
 
-#if TRANS_B && VW == 8 && defined(__clang__)
+#if TRANS_B && (VW == 8 || VW == 16) && defined(__clang__)
 #define GEMM_TRANSPOSE8 1
 /* r[l][t] -> r[t][l] for an 8 x 8 block (unpack, 64-bit shuffle, 128-bit lane swap) */
-GEMM_INLINE void gemm_transpose8(realN r[8])
+GEMM_INLINE void gemm_transpose8(real8 r[8])
 {
-    realN t[8], u[8];
+    real8 t[8], u[8];
 #pragma unroll
     for (int i = 0; i < 8; i += 2) {
         t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
@@ -173,20 +173,33 @@ GEMM_INLINE void gemm_pack_b(realN bp[KB][NVEC], const __global real *B, int ldb
 {
     int k = k0;
 #ifdef GEMM_TRANSPOSE8
-    /* 8 x 8 blocks: 8 contiguous vectors along k (rows of B), transposed in registers */
+    /* 8 x 8 blocks: 8 contiguous vectors along k (rows of B), transposed in registers; with
+     * VW == 16 two blocks, columns n .. n + 7 and n + 8 .. n + 15, joined per k */
     for (; k + 8 <= k1; k += 8) {
 #pragma unroll
         for (int j = 0; j < NVEC; ++j) {
             if (j < nv) {
                 const int n = n0 + GEMM_COL(j, lx);
-                realN r[8];
+                real8 r[8];
 #pragma unroll
                 for (int l = 0; l < 8; ++l)
-                    r[l] = GEMM_VLOADN(B + min(n + l, N - 1) * ldb + k);
+                    r[l] = vload8(0, B + min(n + l, N - 1) * ldb + k);
                 gemm_transpose8(r);
+#if VW == 16
+                real8 h[8];
+#pragma unroll
+                for (int l = 0; l < 8; ++l)
+                    h[l] = vload8(0, B + min(n + 8 + l, N - 1) * ldb + k);
+                gemm_transpose8(h);
+#pragma unroll
+                for (int l = 0; l < 8; ++l)
+                    bp[k + l - kb][j] = __builtin_shufflevector(r[l], h[l], 0, 1, 2, 3, 4, 5, 6,
+                                                                7, 8, 9, 10, 11, 12, 13, 14, 15);
+#else
 #pragma unroll
                 for (int l = 0; l < 8; ++l)
                     bp[k + l - kb][j] = r[l];
+#endif
             }
         }
     }
