@@ -125,10 +125,11 @@ def time_problem(handle, problem, repeat=5, include_naive=False, rng=None):
 
 
 def later_rounds(samples, timed, runs, repeat):
-    """Labels ({solver: ms}) from round one's ``samples`` ({solver: [ms]}) and the rounds after:
-    a solver over CUTOFF_FACTOR times the best is timed again at once and settled if still over;
-    the others are timed in rounds, the order rotating, up to ``repeat`` rounds (MIN_ROUNDS once
-    BUDGET_MS is spent).  ``timed(solver)`` times one batch of ``runs[solver]`` runs."""
+    """Labels ({solver: ms}) from round one's ``samples`` ({solver: [ms]}, extended in place)
+    and the rounds after: a solver over CUTOFF_FACTOR times the best is timed again at once and
+    settled if still over; the others are timed in rounds, the order rotating, up to ``repeat``
+    rounds (MIN_ROUNDS once BUDGET_MS is spent).  ``timed(solver)`` times one batch of
+    ``runs[solver]`` runs."""
     best = min((s[0] for s in samples.values()), default=0.0)
     for solver in [s for s in samples if samples[s][0] > best * CUTOFF_FACTOR]:
         samples[solver] += [timed(solver) for _ in range(CUTOFF_LOOKS - 1)]

@@ -16,6 +16,7 @@ def scripted(times):
 
 
 def round_one(timed, solvers):
+    """Round one's samples, as time_problem takes them: one timed batch per solver."""
     return {solver: [timed(solver)] for solver in solvers}
 
 
