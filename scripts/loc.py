@@ -149,7 +149,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: bench's from 1,430 to 1,440.
 #: The collection's later rounds as a function of their own (bench/collect.py's later_rounds,
 #: so that the second look at a slow solver and the rotation are tested without a device, +4)
-#: raised the bench's from 1,440 to 1,445.
+#: raised the bench's from 1,440 to 1,445, and one predicate for "settled as too slow" that
+#: find's timing and the collection's rounds both call (device/timing.py's settled, +2) the
+#: device's from 705 to 707.
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
@@ -157,7 +159,7 @@ BUDGETS = {
     "core (door)": {"python": 1910, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 320},
     "core/solvers": {"python": 550, "opencl": 0},
-    "core/device": {"python": 705, "opencl": 0},
+    "core/device": {"python": 707, "opencl": 0},
     "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 870, "opencl": 0},
     "core/engine": {"python": 2030, "opencl": 0},

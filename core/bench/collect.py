@@ -26,7 +26,7 @@ import pyopencl as cl
 from .. import env, scale, tuning
 from ..db.journal import Journal
 from ..device.tensors import device_buffers
-from ..device.timing import CUTOFF_LOOKS, time_batch, warm_up
+from ..device.timing import CUTOFF_LOOKS, settled, time_batch, warm_up
 from ..engine import fusion
 from ..engine.find import CUTOFF_FACTOR
 from ..engine.run import check_buffers
@@ -133,7 +133,7 @@ def later_rounds(samples, timed, runs, repeat):
     best = min((s[0] for s in samples.values()), default=0.0)
     for solver in [s for s in samples if samples[s][0] > best * CUTOFF_FACTOR]:
         samples[solver] += [timed(solver) for _ in range(CUTOFF_LOOKS - 1)]
-    racing = [s for s in samples if min(samples[s]) <= best * CUTOFF_FACTOR]
+    racing = [s for s in samples if not settled(samples[s], best * CUTOFF_FACTOR)]
     spent = sum(samples[s][0] * runs[s] for s in racing)
     for round_ in range(1, repeat):
         if round_ >= MIN_ROUNDS and spent >= BUDGET_MS:

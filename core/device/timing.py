@@ -73,14 +73,20 @@ def warm_up(invoker, buffers, scratch, limit_s=None):
     return batch_runs(time_batch(invoker, buffers, scratch, 1, limit_s))
 
 
+def settled(samples, cutoff_ms):
+    """Whether ``samples`` (ms, in order) settle a solver as too slow: its first CUTOFF_LOOKS
+    are all over ``cutoff_ms``."""
+    return len(samples) >= CUTOFF_LOOKS and min(samples[:CUTOFF_LOOKS]) > cutoff_ms
+
+
 def time_invoker(invoker, buffers, scratch, budget_ms, cutoff_ms=None, limit_s=None):
     """Median time in ms of ``invoker`` (the lower of the middle two for an even count): a
     warm-up run, then 1 to SAMPLES timed batches.
 
     The warm-up (warm_up) is never timed; its time sizes the batches.  Sampling
-    stops once ``budget_ms`` of kernel time is spent, and once the first CUTOFF_LOOKS samples
-    are all slower than ``cutoff_ms`` (a multiple of the best time so far), so a slow solver
-    costs find three runs at most.  A batch still going after ``limit_s`` seconds raises
+    stops once ``budget_ms`` of kernel time is spent, and once the samples have settled it as
+    slower than ``cutoff_ms`` (a multiple of the best time so far; ``settled``), so a slow
+    solver costs find three runs at most.  A batch still going after ``limit_s`` seconds raises
     RunTimeout.
     """
     runs = warm_up(invoker, buffers, scratch, limit_s)
@@ -88,6 +94,6 @@ def time_invoker(invoker, buffers, scratch, budget_ms, cutoff_ms=None, limit_s=N
     while len(samples) < SAMPLES and spent < budget_ms:
         samples.append(time_batch(invoker, buffers, scratch, runs, limit_s))
         spent += samples[-1] * runs
-        if cutoff_ms is not None and len(samples) == CUTOFF_LOOKS and min(samples) > cutoff_ms:
+        if cutoff_ms is not None and settled(samples, cutoff_ms):
             break
     return statistics.median_low(samples)
