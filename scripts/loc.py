@@ -152,6 +152,14 @@ ROOT = Path(__file__).resolve().parents[1]
 #: raised the bench's from 1,440 to 1,445, and one predicate for "settled as too slow" that
 #: find's timing and the collection's rounds both call (device/timing.py's settled, +2) the
 #: device's from 705 to 707.
+#: On PoCL every worker of a Dask cluster runs whole jobs and holds the device through a lock
+#: file of the host, alone to time and shared to build or warm up (issue 32: a build elsewhere
+#: hands PoCL's launch-time code over to no one): the device's from 707 to 725 for the hold
+#: (device/timing.py's HOLD and held, taken by warm_up, time_invoker and Handle.build, ~18),
+#: scale/'s from 385 to 415 (workers._device_lock with its turnstile, lock_path, the resources
+#: of a worker on PoCL, ~22, and the bound on waiting behind a hung build, _take, ~14, less the
+#: compile job's launch on PoCL, ~10) and the bench's from
+#: 1,445 to 1,450 (the collection's warm-ups ahead of its held rounds, +4).
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
@@ -159,14 +167,14 @@ BUDGETS = {
     "core (door)": {"python": 1910, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 320},
     "core/solvers": {"python": 550, "opencl": 0},
-    "core/device": {"python": 707, "opencl": 0},
+    "core/device": {"python": 725, "opencl": 0},
     "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 870, "opencl": 0},
     "core/engine": {"python": 2030, "opencl": 0},
     "core/testing": {"python": 790, "opencl": 0},
     "core/cli": {"python": 1315, "opencl": 0},
-    "core/bench": {"python": 1445, "opencl": 60},
-    "core/scale": {"python": 385, "opencl": 0},
+    "core/bench": {"python": 1450, "opencl": 60},
+    "core/scale": {"python": 415, "opencl": 0},
     "core/torch": {"python": 200, "opencl": 0},
 }
 PLUGIN_BUDGET = {"python": 1200, "opencl": 1500}   # each plugin

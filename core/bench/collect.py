@@ -1,6 +1,8 @@
 """Training data for the solver ranking: every applicable solver of each problem timed robustly.
 
-Each problem's solvers are built once, warmed up and timed in interleaved rounds (the order
+Each problem's solvers are built once, warmed up and timed in interleaved rounds (on a cluster
+timing on a CPU, the builds and warm-ups beside other workers' builds, the rounds alone: the
+device/timing.py holds; the order
 rotates each round, so drift in the device's clocks or load falls on all alike); a solver's
 label is the median of its rounds (the lower middle one of an even count).  One that is over
 CUTOFF_FACTOR times the best after the first round is timed once more at once (a single sample
@@ -26,7 +28,7 @@ import pyopencl as cl
 from .. import env, scale, tuning
 from ..db.journal import Journal
 from ..device.tensors import device_buffers
-from ..device.timing import CUTOFF_LOOKS, settled, time_batch, warm_up
+from ..device.timing import CUTOFF_LOOKS, held, settled, time_batch, warm_up
 from ..engine import fusion
 from ..engine.find import CUTOFF_FACTOR
 from ..engine.run import check_buffers
@@ -106,17 +108,22 @@ def time_problem(handle, problem, repeat=5, include_naive=False, rng=None):
     def timed(solver):
         return time_batch(invokers[solver], buffers, given(solver), runs[solver], limit_s)
     try:
-        for solver in list(invokers):   # round one: warm-up, one timed batch, the output checked
+        for solver in list(invokers):   # warm-ups (untimed: PoCL generates code in them)
             try:
                 runs[solver] = warm_up(invokers[solver], buffers, given(solver), limit_s)
-                samples[solver] = [timed(solver)]
-                fault = check.fault(solver_attribute(solver, "tolerance"))
             except ConvsolveError as exc:
-                fault = str(exc)
-            if fault:
-                failed[solver.name] = fault
-                samples.pop(solver, None)
-        labels = later_rounds(samples, timed, runs, repeat)
+                failed[solver.name] = str(exc)
+        with held():
+            for solver in runs:   # round one: one timed batch each, the output checked
+                try:
+                    samples[solver] = [timed(solver)]
+                    fault = check.fault(solver_attribute(solver, "tolerance"))
+                except ConvsolveError as exc:
+                    fault = str(exc)
+                if fault:
+                    failed[solver.name] = fault
+                    samples.pop(solver, None)
+            labels = later_rounds(samples, timed, runs, repeat)
     finally:
         for buffer in [*raw.values(), scratch]:
             if buffer is not None:

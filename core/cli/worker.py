@@ -18,7 +18,7 @@ def add_cluster_flags(parser):
                         "this host's cores); needs convsolve[dask]")
     parser.add_argument("--compile-workers", type=int, metavar="N",
                         help="with --cluster local: workers that build kernels ahead of the "
-                        "timing worker, which builds too (default: one per core beyond the first)")
+                        "timing worker (on PoCL, that run whole jobs too; default: one per core)")
 
 
 def add_parser(subparsers):
@@ -30,5 +30,5 @@ def add_parser(subparsers):
     parser.add_argument("--device", help="the device to time on: index or substring "
                         "(CONVSOLVE_DEVICE; unset: the default device)")
     parser.add_argument("--compile-workers", type=int, metavar="N", default=0,
-                        help="workers that build kernels for the timing worker (0)")
+                        help="workers that build for the timing worker (on PoCL, whole jobs) (0)")
     parser.set_defaults(func=cmd_worker)

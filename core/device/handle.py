@@ -19,6 +19,7 @@ from ..errors import BuildError, DeviceError, ValidationError
 from ..solvers.calls import build_invoker, events_of
 from ..tuning import config_key
 from .kernel_cache import KernelCache, cache_dir, cache_key, included_sources
+from .timing import held
 from .weights_cache import WeightsCache
 
 if TYPE_CHECKING:
@@ -284,7 +285,7 @@ class Handle:
             program = self._programs.get(key)
             if program is None:
                 options = defines_options + [f"-I{d}" for d in include_dirs]
-                with self._build_lock or contextlib.nullcontext():
+                with self._build_lock or contextlib.nullcontext(), held(alone=False):
                     program = self._program(key, source, options, file)
                 self._programs[key] = program
         try:

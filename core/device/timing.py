@@ -7,7 +7,14 @@ then often starts on fewer cores, and the same run measured 1x or 2x its time fr
 to the next.  A batch's span also holds the host's enqueueing of its later runs where that
 outlasts their kernels: a solver whose calls cost more host time than kernel time is timed at
 the host's pace, as it would run in a pipeline.
+
+Where several processes run jobs on one device (a Dask cluster on a CPU device: scale/workers.py),
+their timed samples hold the device alone and their builds and warm-up runs (where PoCL
+generates code) hold it beside each other (``held``, through the hold that ``HOLD`` gives), so
+a timing never runs beside another process's build or warm-up.
 """
+import contextlib
+import contextvars
 import math
 import statistics
 import threading
@@ -27,6 +34,27 @@ MAX_BATCH = 16
 #: EPYC, 26 solvers in 24 problems were settled on one sample 3-90x their time in the other
 #: collection, 2 of them within 10% of the best there), two in a row rarely are.
 CUTOFF_LOOKS = 2
+
+#: A function ``hold(alone)`` giving a context manager that holds this process's device
+#: against the other processes using it: alone (to time), or beside other holders that are not
+#: alone (to build, to warm up); None: this process has the device to itself.
+HOLD = contextvars.ContextVar("convsolve_device_hold", default=None)
+
+
+@contextlib.contextmanager
+def held(alone=True):
+    """Hold the device (HOLD's hold; nothing where none is set): ``alone`` for timed samples,
+    else beside other builds and warm-ups.  Sections inside a held one hold nothing more."""
+    hold = HOLD.get()
+    if hold is None:
+        yield
+        return
+    token = HOLD.set(None)
+    try:
+        with hold(alone):
+            yield
+    finally:
+        HOLD.reset(token)
 
 
 def elapsed_ms(events):
@@ -70,7 +98,8 @@ def warm_up(invoker, buffers, scratch, limit_s=None):
     """One untimed run of ``invoker`` (first launches pay one-off costs: code generation on
     PoCL, which can take seconds with a cold cache, and cold caches); returns the runs a batch
     of it holds, by that run's time."""
-    return batch_runs(time_batch(invoker, buffers, scratch, 1, limit_s))
+    with held(alone=False):
+        return batch_runs(time_batch(invoker, buffers, scratch, 1, limit_s))
 
 
 def settled(samples, cutoff_ms):
@@ -91,9 +120,10 @@ def time_invoker(invoker, buffers, scratch, budget_ms, cutoff_ms=None, limit_s=N
     """
     runs = warm_up(invoker, buffers, scratch, limit_s)
     samples, spent = [], 0.0
-    while len(samples) < SAMPLES and spent < budget_ms:
-        samples.append(time_batch(invoker, buffers, scratch, runs, limit_s))
-        spent += samples[-1] * runs
-        if cutoff_ms is not None and settled(samples, cutoff_ms):
-            break
+    with held():
+        while len(samples) < SAMPLES and spent < budget_ms:
+            samples.append(time_batch(invoker, buffers, scratch, runs, limit_s))
+            spent += samples[-1] * runs
+            if cutoff_ms is not None and settled(samples, cutoff_ms):
+                break
     return statistics.median_low(samples)

@@ -59,8 +59,9 @@ def call_all(function, items, workers, limit_s):
             except Exception as exc:  # noqa: BLE001 - the caller decides what an error means
                 done.put((item, None, exc))
 
-    def spawn():
-        threading.Thread(target=worker, daemon=True).start()
+    def spawn():   # in a copy of the caller's context (its device hold: device/timing.py)
+        threading.Thread(target=contextvars.copy_context().run, args=(worker,),
+                         daemon=True).start()
 
     for _ in range(min(workers, len(items))):
         spawn()

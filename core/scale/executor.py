@@ -56,8 +56,8 @@ class InProcess:
 
 
 class Dask:
-    """Jobs on a Dask cluster: each on a timing worker of its device kind (at most one at a
-    time there), after a compile job on any worker of that kind (workers.py).  A
+    """Jobs on a Dask cluster: each on a worker of its device kind that times, after a compile
+    job on any worker of that kind where the workers build ahead (workers.py).  A
     job whose worker dies is rerun by the scheduler, ALLOWED_FAILURES times at most for a local
     cluster (the scheduler's ``allowed-failures`` elsewhere), then comes back ``killed``; jobs
     whose futures a lost scheduler connection cancelled are submitted again."""
@@ -125,9 +125,9 @@ def local_cluster(device=None, compile_workers=None):
         compile_workers = max((os.cpu_count() or 1) - 1, 0)
     logging.getLogger("distributed").setLevel(logging.WARNING)
     dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES})
-    kind = Handle(device).db_key
-    specs = {"timing": worker_spec(kind, device, "timing")}
-    specs.update({f"compile-{i}": worker_spec(kind, device, "compile")
+    handle = Handle(device)
+    specs = {"timing": worker_spec(handle, device, "timing")}
+    specs.update({f"compile-{i}": worker_spec(handle, device, "compile")
                   for i in range(compile_workers)})
     workers = {name: {"cls": distributed.Nanny, "options": options}
                for name, (options, _) in specs.items()}

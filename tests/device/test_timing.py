@@ -80,3 +80,33 @@ def test_short_runs_are_timed_in_batches(monkeypatch):
 def test_no_events_is_zero():
     """An invoker with nothing to do takes no time."""
     assert timing.elapsed_ms([]) == 0.0
+
+
+def test_warm_up_holds_the_device_shared_and_the_samples_alone(monkeypatch):
+    """With a hold set (other processes use the device), time_invoker's warm-up holds it beside
+    them and its samples hold it alone, once for all; a section inside a held one holds
+    nothing more."""
+    monkeypatch.setattr(timing.cl, "wait_for_events", lambda events: None)
+    invoker, calls = counting_invoker([10.0])
+    log = []
+
+    class Hold:
+        def __init__(self, alone):
+            self.how = "alone" if alone else "shared"
+
+        def __enter__(self):
+            log.append((self.how, len(calls)))
+            with timing.held():   # nested: already held
+                log.append("inner")
+
+        def __exit__(self, *exc):
+            log.append(("done", len(calls)))
+
+    token = timing.HOLD.set(Hold)
+    try:
+        timing.time_invoker(invoker, None, None, budget_ms=25)
+    finally:
+        timing.HOLD.reset(token)
+    assert log == [("shared", 0), "inner", ("done", 1), ("alone", 1), "inner", ("done", 1 + 3)]
+    with timing.held():   # no hold set: nothing to take
+        assert timing.HOLD.get() is None
