@@ -190,7 +190,8 @@ FIND_SOLVER_BUDGET_MS = _declare(
 FIND_BUILD_TIMEOUT_S = _declare(
     "CONVSOLVE_FIND_BUILD_TIMEOUT_S", "300",
     "Seconds one candidate's build_invoker may take in find; a build still running then is "
-    "skipped (and recorded as failed), its thread left behind.")
+    "skipped (and recorded as failed), its thread left behind. Also the longest a Dask worker "
+    "on PoCL waits to hold the device alone for a timing before timing without it.")
 FIND_RUN_TIMEOUT_S = _declare(
     "CONVSOLVE_FIND_RUN_TIMEOUT_S", "60",
     "Seconds one run of a candidate may take in find before it is given up as hung. In process "
