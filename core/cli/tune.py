@@ -38,9 +38,11 @@ from .worker import add_cluster_flags
 #: layers tune in minutes on a CPU (programs are shared between layers: most configs build once).
 DEFAULT_BUDGET = Budget(configs=24, seconds=8.0, patience=8)
 #: tune's jobs get no compile job ahead of them (scale/workers.py): it would build find's
-#: configs, which the search builds and times first anyway, not the search's own; on the
-#: 2-core Xeon (PoCL, cold caches, tiny suite, 3 directions) a local cluster with one compile
-#: worker took 115 s against one process's 88 s (2026-12-03, under load).
+#: configs, which the search builds and times first anyway, not the search's own (the search
+#: hands its configs to the compile workers itself, where they build ahead); on the 2-core Xeon
+#: (PoCL, cold caches, tiny suite, 3 directions) a local cluster with one compile worker took
+#: 115 s against one process's 88 s (2026-12-03, under load), before every PoCL worker ran
+#: whole jobs (1.34x then: BENCHMARKS.md, "Scale-out").
 AHEAD = False
 
 
