@@ -139,10 +139,15 @@ GEMM_INLINE void gemm_prefetch_b(const __global real *B, int ldb, int k0, int k1
 
 #if TRANS_B && (VW == 8 || VW == 16) && defined(__clang__)
 #define GEMM_TRANSPOSE8 1
-/* r[l][t] -> r[t][l] for an 8 x 8 block (unpack, 64-bit shuffle, 128-bit lane swap) */
-GEMM_INLINE void gemm_transpose8(real8 r[8])
+/* r[l] = op(B)[k + l][n .. n + 7]: rows n .. n + 7 of B (clamped to N - 1) from k, loaded as
+ * 8 vectors and transposed 8 x 8 in registers (unpack, 64-bit shuffle, 128-bit lane swap) */
+GEMM_INLINE void gemm_load_transposed8(real8 r[8], const __global real *B, int ldb, int n, int N,
+                                       int k)
 {
     real8 t[8], u[8];
+#pragma unroll
+    for (int l = 0; l < 8; ++l)
+        r[l] = vload8(0, B + min(n + l, N - 1) * ldb + k);
 #pragma unroll
     for (int i = 0; i < 8; i += 2) {
         t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
@@ -181,16 +186,10 @@ GEMM_INLINE void gemm_pack_b(realN bp[KB][NVEC], const __global real *B, int ldb
             if (j < nv) {
                 const int n = n0 + GEMM_COL(j, lx);
                 real8 r[8];
-#pragma unroll
-                for (int l = 0; l < 8; ++l)
-                    r[l] = vload8(0, B + min(n + l, N - 1) * ldb + k);
-                gemm_transpose8(r);
+                gemm_load_transposed8(r, B, ldb, n, N, k);
 #if VW == 16
                 real8 h[8];
-#pragma unroll
-                for (int l = 0; l < 8; ++l)
-                    h[l] = vload8(0, B + min(n + 8 + l, N - 1) * ldb + k);
-                gemm_transpose8(h);
+                gemm_load_transposed8(h, B, ldb, n + 8, N, k);
 #pragma unroll
                 for (int l = 0; l < 8; ++l)
                     bp[k + l - kb][j] = __builtin_shufflevector(r[l], h[l], 0, 1, 2, 3, 4, 5, 6,
