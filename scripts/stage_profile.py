@@ -30,8 +30,10 @@ from convsolve.testing import device_buffers, random_tensors
 from igemm_gpu_sweep import cuda_ms, torch_call  # scripts/, beside this file
 
 #: (name, x shape at batch N, w shape, stride, padding[, groups]): ResNet-50 v1.5's stem and 3x3
-#: layers, VGG-16's 3x3 layers, MobileNet-v2's depthwise ones.
+#: layers, VGG-16's 3x3 layers, MobileNet-v2's stem, first pointwise layer and depthwise ones.
 LAYERS = {
+    "mb.stem": ((3, 224, 224), (32, 3, 3, 3), 2, 1),
+    "mb.pw32x16.112": ((32, 112, 112), (16, 32, 1, 1), 1, 0),
     "r50.stem": ((3, 224, 224), (64, 3, 7, 7), 2, 3),
     "r50.l1.3x3": ((64, 56, 56), (64, 64, 3, 3), 1, 1),
     "r50.l2.3x3s2": ((128, 56, 56), (128, 128, 3, 3), 2, 1),

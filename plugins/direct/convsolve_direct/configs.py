@@ -1,6 +1,6 @@
 """The direct solvers' configs: each solver's tuning space and default configs per device class,
 and the helpers that fit a default to a problem and a device."""
-from convsolve import ConfigSpace, tuning
+from convsolve import ConfigSpace, Direction, tuning
 
 # {{{ shared: compiled-in filters, block sizes, defaults fitted to a space, device checks
 
@@ -116,38 +116,55 @@ TILED_DEFAULT_CONFIGS = {
 
 #: Tuning spaces as data: tile rows (TH), vectors per tile row (TWV), vector width, work-group
 #: size (WG) and, for backward-weights, taps accumulated at once (TB).  CPUs: one work-item per
-#: group running through the tile with 8- or 16-wide vectors; GPUs: groups of 64-256 items.
+#: group running through the tile with 8- or 16-wide vectors; GPUs: groups of 64-256 items,
+#: staged (a tile a group) or not (a tile an item).
 DEPTHWISE_CPU_TUNABLES = {"VW": (8, 16), "WG": (1,), "TH": (1, 2, 4, 8, 16),
                           "TWV": (1, 2, 4, 8, 16), "STAGE": (0, 1)}
-DEPTHWISE_GPU_TUNABLES = {"VW": (1, 2, 4), "WG": (64, 128, 256), "TH": (2, 4, 8, 16, 32),
-                          "TWV": (1, 2, 4, 8, 16, 32, 64), "STAGE": (1,)}
-DEPTHWISE_GPU_CONSTRAINTS = ["TH * TWV >= WG // 2",   # a cell for most work-items
-                             "WG * TB <= 2048"]       # the group's sums of dw_wrw: 8 KiB at most
+DEPTHWISE_GPU_TUNABLES = {"VW": (1, 2, 4), "WG": (64, 128, 256), "TH": (1, 2, 4, 8, 16, 32),
+                          "TWV": (1, 2, 4, 8, 16, 32, 64), "STAGE": (0, 1)}
+DEPTHWISE_GPU_CONSTRAINTS = ["STAGE == 0 or TH * TWV >= WG // 2",   # a cell for most items
+                             "WG * TB <= 2048"]   # the group sums of dw_wrw(_rows): 8 KiB at most
 DEPTHWISE_TAP_BLOCKS = (4, 9, 16)
-#: The GPU entries come from `scripts/stage_profile.py --solvers direct.Depthwise --sweep 24` on
-#: six of MobileNet-v2's depthwise layers at batch 32 (NVIDIA H200, 2026-12-05): forward and
-#: backward-data run 1.6-4.3x faster with 4-wide vectors on 32-row tiles than with the former
-#: VW=1, TH=8, TWV=32 entry, which backward-weights keeps on wide images (DEPTHWISE_WRW_GPU).
+#: The staged GPU entry comes from `scripts/stage_profile.py --solvers direct.Depthwise --sweep
+#: 24` on six of MobileNet-v2's depthwise layers at batch 32 (NVIDIA H200, 2026-12-05): 4-wide
+#: vectors on 32-row tiles, 1.6-4.3x the former VW=1, TH=8, TWV=32 entry.
 DEPTHWISE_DEFAULT_CONFIGS = {
     "cpu/vector16": {"VW": 16, "WG": 1, "TH": 8, "TWV": 8, "TB": 9, "FIXED": 1, "STAGE": 0},
     "cpu": {"VW": 8, "WG": 1, "TH": 8, "TWV": 16, "TB": 9, "FIXED": 1, "STAGE": 0},
     "gpu": {"VW": 4, "WG": 128, "TH": 32, "TWV": 4, "TB": 9, "FIXED": 1, "STAGE": 1},
     "*": {"VW": 4, "WG": 64, "TH": 4, "TWV": 16, "TB": 9, "FIXED": 1, "STAGE": 1}}
-#: Backward-weights' GPU entry by the narrowest image it serves (output columns): images under
-#: 28 columns take 64-item groups on 16 x 8 tiles (1.5-2.5x the wide entry at 14x14 and 7x7 in
-#: the same sweep).
-DEPTHWISE_WRW_GPU = ((28, {"VW": 1, "WG": 128, "TH": 8, "TWV": 32, "TB": 9, "FIXED": 1,
-                           "STAGE": 1}),
-                     (0, {"VW": 2, "WG": 64, "TH": 16, "TWV": 4, "TB": 9, "FIXED": 1,
-                          "STAGE": 1}))
+#: GPUs, forward and backward-data: the unstaged kernels in groups of 128 items, each item a
+#: tile of 2 rows x one 4-wide vector, except forward at stride 1 on images of at least
+#: STAGED_GPU_COLUMNS columns, which keeps the staged entry (its window's reuse: 1.2-1.45x the
+#: unstaged one on MobileNet-v2's 112- to 28-column layers).  Over ten of its depthwise layers
+#: in both directions at batch 32 (`scripts/stage_profile.py --solvers direct.Depthwise --config
+#: ...`, BENCHMARKS.md's section "Depthwise on the GPU: a tile a work-item"; NVIDIA H100,
+#: 2026-12-06) the unstaged entry ran at 0.96x cuDNN's speed (geometric mean), the staged one at
+#: 0.57x; on the strided, 14x14 and 7x7 layers the unstaged one took 0.13-1.05x the staged one's
+#: time (1.05x: 384 channels at 14x14, forward).
+UNSTAGED_GPU = {"VW": 4, "WG": 128, "TH": 2, "TWV": 1, "TB": 9, "FIXED": 1, "STAGE": 0}
+STAGED_GPU_COLUMNS = 28
+#: Backward-weights' GPU entry by the narrowest image it serves (output columns): dw_wrw_rows in
+#: groups of 64 items, 4-wide vectors from 14 columns on, single floats below (7x7).  On the ten
+#: layers above (same command and card) these ran at 1.1-2.6x the staged entries they replace
+#: (VW=1 WG=128 TH=8 TWV=32 from 28 columns on, VW=2 WG=64 TH=16 TWV=4 below), the best of six
+#: unstaged configs or within 10% of it on each layer but one (0.218 against 0.182 ms at 56x56).
+DEPTHWISE_WRW_GPU = ((14, {"VW": 4, "WG": 64, "TH": 2, "TWV": 1, "TB": 9, "FIXED": 1,
+                           "STAGE": 0}),
+                     (0, {"VW": 1, "WG": 64, "TH": 2, "TWV": 1, "TB": 9, "FIXED": 1,
+                          "STAGE": 0}))
 
 
-def depthwise_defaults(problem_columns, backward_weights):
-    """The default table of direct.Depthwise for a problem whose tile rows span
+def depthwise_defaults(problem, problem_columns):
+    """The default table of direct.Depthwise for ``problem``, whose tile rows span
     ``problem_columns`` output columns."""
-    if not backward_weights:
-        return DEPTHWISE_DEFAULT_CONFIGS
-    gpu = next(entry for least, entry in DEPTHWISE_WRW_GPU if problem_columns >= least)
+    if problem.direction is Direction.BACKWARD_WEIGHTS:
+        gpu = next(entry for least, entry in DEPTHWISE_WRW_GPU if problem_columns >= least)
+    elif (problem.direction is Direction.FORWARD and problem.conv.strides == (1, 1)
+          and problem_columns >= STAGED_GPU_COLUMNS):
+        gpu = DEPTHWISE_DEFAULT_CONFIGS["gpu"]
+    else:
+        gpu = UNSTAGED_GPU
     return {**DEPTHWISE_DEFAULT_CONFIGS, "gpu": gpu}
 
 # }}}

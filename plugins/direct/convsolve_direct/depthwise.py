@@ -1,6 +1,7 @@
 """direct.Depthwise: depthwise convolutions (groups = C, any multiplier), all three directions,
-from zero-padded windows staged in local memory (GPUs) or read where they lie (STAGE 0: CPUs;
-kernels/depthwise.cl), the output's epilogue fused into its stores."""
+from zero-padded windows a work-group stages in local memory (STAGE 1: GPUs on large images) or
+read where they lie by each work-item (STAGE 0: CPUs, and GPUs elsewhere; kernels/depthwise.cl),
+the output's epilogue fused into its stores."""
 import numpy as np
 from convsolve import ConfigSpace, Direction, ceil_div, hookimpl, round_up
 
@@ -18,7 +19,8 @@ MIN_LDS = 4096
 #: Outputs a work-group computes at least: on small images it takes its tile of several
 #: channel planes in turn (PG), so that groups are not mostly launch overhead.
 GROUP_OUTPUTS = 4096
-#: The same for the unstaged kernels (CPUs), whose groups are single work-items: with 4096,
+#: The same for the unstaged kernels' groups (of one work-item on CPUs; GPUs' groups of WG
+#: items exceed it with one plane an item): with 4096,
 #: MobileNet-v2's 14x14 stride-2 layer makes 56 groups, and PoCL then ran a call on one core
 #: as often as on two (0.87-1.5 ms a run against 0.45); with 256 every run took 0.45-0.46 ms,
 #: within 3% of a hot loop's time, on that layer and the 7x7-56x56 ones (2-vCPU AMD EPYC, PoCL
@@ -131,8 +133,7 @@ class Depthwise(DirectSolver):
         wrw = problem.direction is Direction.BACKWARD_WEIGHTS
         tunables.update(TB=configs.DEPTHWISE_TAP_BLOCKS if wrw else (9,),
                         FIXED=fixed_choices(problem))
-        constraints = [f"(TWV - 1) * VW < {columns(problem)}",   # no wholly idle vector column
-                       "STAGE == 1 or WG == 1"]   # the unstaged kernels: one item a group
+        constraints = [f"(TWV - 1) * VW < {columns(problem)}"]   # no wholly idle vector column
         if phased_backward(problem):
             constraints.append("STAGE == 1 or FIXED == 1")   # dw_bwd_rows
         return ConfigSpace(tunables, constraints + (configs.DEPTHWISE_GPU_CONSTRAINTS
@@ -151,21 +152,20 @@ class Depthwise(DirectSolver):
 
         phased = phased_backward(problem)
 
-        def fitted(entry):   # FIXED by the work; narrower vectors for narrow images
-            fixed, stage, vw = fixed_default(problem, entry["FIXED"]), entry["STAGE"], entry["VW"]
-            if phased and not stage:
-                if 1 in space.params["FIXED"]:
-                    # what dw_bwd_rows needs, on small problems too (one build a filter), and
-                    # the widest vectors (1.2-1.8x narrower ones on MobileNet-v2's 28x28 to
-                    # 112x112 stride-2 layers, AVX2 EPYC, 2026-12-05)
-                    fixed, vw = 1, max(space.params["VW"])
-                else:
-                    stage = 1
+        def fitted(key, entry):   # FIXED by the work; narrower vectors for narrow images
+            fixed, vw = fixed_default(problem, entry["FIXED"]), entry["VW"]
+            if phased and not entry["STAGE"]:
+                if 1 not in space.params["FIXED"]:   # dw_bwd_rows cannot: the class's staged
+                    return fitted(key, dict(configs.DEPTHWISE_DEFAULT_CONFIGS[key], STAGE=1))
+                # what dw_bwd_rows needs, on small problems too (one build a filter), and the
+                # widest vectors (1.2-1.8x narrower ones on MobileNet-v2's 28x28 to 112x112
+                # stride-2 layers, AVX2 EPYC, 2026-12-05)
+                fixed, vw = 1, max(space.params["VW"])
             while vw > narrowest and 2 * columns(problem) <= vw:
                 vw //= 2
-            return dict(entry, VW=vw, FIXED=fixed, STAGE=stage)
-        table = {key: fitted(entry) for key, entry in configs.depthwise_defaults(
-            columns(problem), problem.direction is Direction.BACKWARD_WEIGHTS).items()}
+            return dict(entry, VW=vw, FIXED=fixed)
+        table = {key: fitted(key, entry) for key, entry in
+                 configs.depthwise_defaults(problem, columns(problem)).items()}
         config = pick_default(table, handle, space, shrink)
         while config and self.check_config(problem, handle, config):
             config = shrink(config)
@@ -217,21 +217,24 @@ class Depthwise(DirectSolver):
         rows = problem.out_h if problem.direction is Direction.FORWARD else ceil_div(
             problem.in_h, sh)
         outputs = min(rows, th) * min(columns(problem), twv * vw) * (problem.k // problem.c)
-        least = GROUP_OUTPUTS if config["STAGE"] else UNSTAGED_GROUP_OUTPUTS
-        planes = max(1, min(n * problem.c, least // outputs))   # small images
-        size = (wg * ceil_div(rows, th) * ceil_div(columns(problem), twv * vw),
-                ceil_div(n * problem.c, planes))
+        tiles = ceil_div(rows, th) * ceil_div(columns(problem), twv * vw)
+        if config["STAGE"]:   # a work-group a tile of PG planes
+            planes = max(1, min(n * problem.c, GROUP_OUTPUTS // outputs))   # small images
+            size, local = (wg * tiles, ceil_div(n * problem.c, planes)), (wg, 1)
+        else:   # a work-item a tile of PG planes (depthwise.cl's DW_UNSTAGED_ITEM)
+            planes = max(1, min(n * problem.c, UNSTAGED_GROUP_OUTPUTS // (outputs * wg)))
+            size, local = (round_up(tiles * ceil_div(n * problem.c, planes), wg),), (wg,)
         if reversed_pass:   # dw_fwd_rows(dy, w, dx) over dy's sizes
             values_at = set_args(kernel, 3, (*backward_as_forward(problem),
                                              *map(np.int32, (th, twv, pitch, planes))))
 
             def unstaged(buffers, scratch):
-                return [enqueue(handle, kernel, size, (wg, 1), buffers.y, buffers.w, buffers.x,
+                return [enqueue(handle, kernel, size, local, buffers.y, buffers.w, buffers.x,
                                 values=buffers.epilogue_args, at=values_at)]
             return unstaged
         values_at = set_sizes(kernel, 3, problem, th, twv, pitch, planes)
 
         def invoker(buffers, scratch):   # dw_fwd(x, w, y), dw_bwd(dx, w, dy) alike
-            return [enqueue(handle, kernel, size, (wg, 1), buffers.x, buffers.w, buffers.y,
+            return [enqueue(handle, kernel, size, local, buffers.x, buffers.w, buffers.y,
                             values=buffers.epilogue_args, at=values_at)]
         return invoker

@@ -1,10 +1,12 @@
 """direct.Depthwise: the contract, a sweep over multipliers, strides, dilations, asymmetric
 padding (windows wholly in it too) and tiles that do not divide the image in all three
-directions, staged and unstaged, non-finite filters in both kernels, and its configs."""
+directions, staged and unstaged (in groups of one item and of several), non-finite filters in
+both kernels, and its configs."""
 import numpy as np
 import pytest
 from convsolve import Direction, Problem, registry
-from convsolve.testing import check_solver, expected_output, random_tensors
+from convsolve.testing import check_solver, expected_output, random_tensors, relative_error
+from convsolve_direct import configs, depthwise
 from direct_helpers import assert_matches_reference, equal_bits, run_config
 
 # (x_shape, w_shape, stride, padding, dilation, groups): groups = C, K = C * multiplier
@@ -24,16 +26,17 @@ WISHES = [{"TH": 2, "TWV": 1, "VW": 8, "TB": 4, "FIXED": 0},
 
 
 def staged(solver, problem, handle, stage):
-    """The default config with STAGE = ``stage`` (unstaged: one work-item a group, the filter
-    compiled in), checked valid; a skip where the device offers no such kernel (GPUs stage)."""
+    """The valid config with STAGE = ``stage`` (unstaged: the filter compiled in) closest to the
+    default (the default's own tile where that kernel takes it); a skip where the device offers
+    no such kernel."""
     space = solver.config_space(problem, handle)
     if stage not in space.params["STAGE"]:
         pytest.skip(f"STAGE {stage} is not in this device's space")
-    config = dict(solver.default_config(problem, handle), STAGE=stage)
-    if not stage:
-        config.update(WG=1, FIXED=1)
-    assert space.refusal(config) is None and not solver.check_config(problem, handle, config)
-    return config
+    default = solver.default_config(problem, handle)
+    wanted = dict(default, STAGE=stage, FIXED=1 if not stage else default["FIXED"])
+    valid = [c for c in space if c["STAGE"] == stage and c["FIXED"] == wanted["FIXED"]
+             and not solver.check_config(problem, handle, c)]
+    return min(valid, key=lambda c: sum(c[k] != wanted[k] for k in c))
 
 
 def test_check_solver(handle):
@@ -47,6 +50,29 @@ def test_sweep(handle, shape, direction):
     """Each direction agrees with the reference with each config chosen."""
     assert_matches_reference(handle, "direct.Depthwise",
                              Problem.conv2d(*shape, direction=direction), WISHES)
+
+
+#: The unstaged kernels as GPUs run them (forward and backward-data: a tile of 2 rows x one
+#: 4-wide vector a work-item), in groups of 8 items: each item takes several planes (PG), and the
+#: range is rounded up past the last ones; backward-weights' 8 items share a partial tile.
+GROUPED_UNSTAGED = {"STAGE": 0, "WG": 8, "TH": 2, "TWV": 1, "VW": 4}
+
+
+@pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
+@pytest.mark.parametrize("shape", SHAPES, ids=[str(i) for i in range(len(SHAPES))])
+def test_unstaged_in_work_groups(handle, shape, direction):
+    """dw_fwd_rows, dw_bwd_rows and dw_wrw_rows in work-groups of several items agree with the
+    reference (strided backward-data where dw_bwd_rows can compile the filter in)."""
+    problem = Problem.conv2d(*shape, direction=direction)
+    solver = registry().get("direct.Depthwise")
+    fixed = (problem.fil_h, problem.fil_w) in configs.SPECIALISED_FILTERS
+    if depthwise.phased_backward(problem) and not fixed:
+        pytest.skip("dw_bwd_rows needs the filter compiled in")
+    config = dict(solver.default_config(problem, handle), **GROUPED_UNSTAGED, FIXED=int(fixed))
+    host = random_tensors(problem, 0)
+    error = relative_error(run_config(handle, solver, problem, config, host),
+                           expected_output(problem, host))
+    assert error < 1e-5, f"{problem.key()} with {config}: relative error {error:.3g}"
 
 
 def same_non_finite(handle, problem, stage, tensor, at, seed=1):
@@ -113,13 +139,18 @@ def test_applicability_and_defaults(handle, fake_handle):
     wrw = problem.with_direction(Direction.BACKWARD_WEIGHTS)
     narrow = Problem.conv2d((8, 960, 7, 7), (960, 1, 3, 3), padding=1, groups=960,
                             direction=Direction.BACKWARD_WEIGHTS)
-    for kind, case, width in (("avx512", problem, 16), ("avx2", problem, 8), ("gpu", problem, 4),
-                              ("gpu", wrw, 1), ("gpu", narrow, 2)):
+    strided = Problem.conv2d((8, 96, 112, 112), (96, 1, 3, 3), stride=2, padding=1, groups=96)
+    small = Problem.conv2d((8, 960, 7, 7), (960, 1, 3, 3), padding=1, groups=960)
+    # (device, problem, VW, STAGE): CPUs read their inputs unstaged; GPUs stage them for
+    # forward at stride 1 on wide images, else a tile a work-item (backward-weights: a group)
+    for kind, case, width, stage in (
+            ("avx512", problem, 16, 0), ("avx2", problem, 8, 0), ("gpu", problem, 4, 1),
+            ("gpu", wrw, 4, 0), ("gpu", narrow, 1, 0), ("gpu", strided, 4, 0),
+            ("gpu", small, 4, 0), ("gpu", problem.with_direction("bwd"), 4, 0)):
         config = solver.default_config(case, fake_handle(kind))
-        assert config["VW"] == width
-        # CPUs read their inputs unstaged; GPUs stage them
-        assert config["STAGE"] == int(kind == "gpu")
+        assert (config["VW"], config["STAGE"]) == (width, stage), (kind, case.key())
         assert solver.check_config(case, fake_handle(kind), config) == []
+        assert solver.config_space(case, fake_handle(kind)).refusal(config) is None
     huge = dict(solver.default_config(problem, handle), TH=1024, TWV=256, STAGE=1)   # > 1 MiB
     assert solver.check_config(problem, handle, huge)
     assert not solver.check_config(problem, handle, dict(huge, STAGE=0))   # nothing staged
@@ -131,5 +162,9 @@ def test_applicability_and_defaults(handle, fake_handle):
     assert solver.default_config(bwd, fake_handle("avx2"))["VW"] == 16
     five = Problem.conv2d((1, 4, 9, 9), (4, 1, 5, 5), stride=2, padding=1, groups=4,
                           direction="bwd")
-    assert solver.default_config(five, fake_handle("avx2"))["STAGE"] == 1
+    for kind in ("avx2", "gpu"):   # no dw_bwd_rows for a 5x5 filter: the class's staged entry
+        config = solver.default_config(five, fake_handle(kind))
+        assert config["STAGE"] == 1
+        assert solver.config_space(five, fake_handle(kind)).refusal(config) is None
+    assert solver.default_config(five, fake_handle("gpu"))["TH"] > 2
     assert solver.workspace(problem) == 0

@@ -142,7 +142,7 @@ def tile_score(problem, vk, tp, vw):
 def gpu_block(problem, device, config):
     """``config`` with the block GPU_BLOCKS gives ``problem`` on ``device`` (see there); None when
     the device accepts none of its class's blocks."""
-    m, p, slices = plan.gemm_m(problem), plan.gemm_p(problem), plan.slices(problem)
+    m, p, slices = plan.gemm_m(problem), plan.gemm_p(problem), plan.slices(problem, device)
     chosen = None
     for bm, bn, tm, tn, bk, least in tuning.pick(GPU_BLOCKS, device)[problem.direction]:
         candidate = dict(config, BM=bm, BN=bn, TM=tm, TN=tn, BK=bk)
@@ -150,7 +150,7 @@ def gpu_block(problem, device, config):
             continue
         chosen = candidate
         if (ceil_div(m, bm) * ceil_div(p, bn) * slices >= GPU_FILL * device.max_compute_units
-                and plan.useful(m, bm) >= GPU_USEFUL and plan.gemm_j(problem) >= least):
+                and plan.useful(m, bm) >= GPU_USEFUL and plan.gemm_j(problem, device) >= least):
             break
     return chosen
 

@@ -8,22 +8,29 @@ from importlib import resources
 
 import numpy as np
 import pyopencl as cl
-from convsolve import Direction, SplitSum, ceil_div
+from convsolve import Direction, SplitSum, ceil_div, tuning
 
 KERNELS = resources.files(__package__) / "kernels"
 
 DIRECTION_CODES = {Direction.FORWARD: 0, Direction.BACKWARD_DATA: 1,
                    Direction.BACKWARD_WEIGHTS: 2}
 
-# {{{ backward weights' split rule: it reads the problem only, so the workspace does not depend on
-# the config or the device.  A reduction over N * OH * OW splits until the splits hold SPLIT_TILES
-# GEMM tiles of SPLIT_TILE x SPLIT_TILE (enough work-groups for a large GPU; the values the gemm
-# plugin's GemmWrwSplitK measured on the H200), each split at least MIN_SPLIT_DEPTH deep, at most
-# MAX_SPLITS of them, and their partial dw within SPLIT_BUDGET_BYTES.
+# {{{ backward weights' split rule: it reads the problem and the device class, never the config,
+# so the workspace does not depend on the config.  A reduction over N * OH * OW splits until the
+# splits hold SPLIT_TILES GEMM tiles of SPLIT_TILE x SPLIT_TILE (enough work-groups for a large
+# GPU; the values the gemm plugin's GemmWrwSplitK measured on the H200), each split at least
+# MIN_SPLIT_DEPTH deep, at most MAX_SPLITS of them by device class, and their partial dw within
+# SPLIT_BUDGET_BYTES.
 SPLIT_TILE = 64
 SPLIT_TILES = 512
 MIN_SPLIT_DEPTH = 256
-MAX_SPLITS = 64
+#: GPUs: as many as SPLIT_TILES asks for.  A dw of one or two tiles (MobileNet-v2's stem and its
+#: 1x1 32 -> 16 layer at 112x112, batch 32) ran at 0.55 ms with 64 splits, 0.16 ms with 256 and
+#: 0.13-0.14 ms with 512 (cuDNN 0.10-0.12; NVIDIA H100, 2026-12-06, BENCHMARKS.md).  CPUs: 64;
+#: on the same layers at batch 8 256 splits took 10-20% longer than 64 (the ResNet-50 stem
+#: 12.5-13.6 ms against 11.1-11.3; 2-vCPU Intel Xeon, AVX-512, PoCL 3.1).  The WTI, which sees
+#: no device, counts with the "*" entry.
+MAX_SPLITS = {"gpu": SPLIT_TILES, "*": 64}
 SPLIT_BUDGET_BYTES = 64 << 20
 # }}}
 
@@ -144,11 +151,12 @@ def gemm_p(problem):
     return problem.n * max(_extent(p) for p in phases(problem))
 
 
-def gemm_j(problem):
+def gemm_j(problem, device=None):
     """The reduction's depth in the deepest slice: C/G * Z * R * S (backward data: K/G times the
-    taps of the phase most reach; backward weights: one split's share of N * OD * OH * OW)."""
+    taps of the phase most reach; backward weights: one split's share of N * OD * OH * OW on
+    ``device``, see splits)."""
     if problem.direction is Direction.BACKWARD_WEIGHTS:
-        return ceil_div(depth(problem), splits(problem))
+        return ceil_div(depth(problem), splits(problem, device))
     if problem.direction is Direction.BACKWARD_DATA:
         return problem.k // problem.groups * max(_taps(p) for p in phases(problem))
     return problem.c // problem.groups * math.prod(problem.fil_sizes)
@@ -176,26 +184,28 @@ def depth(problem):
     return problem.n * math.prod(problem.out_sizes)
 
 
-def splits(problem):
-    """How many parts backward weights' reduction is split into (1 for the other directions)."""
+def splits(problem, device=None):
+    """How many parts backward weights' reduction is split into on ``device`` (a pyopencl Device;
+    None: MAX_SPLITS's "*" entry), 1 for the other directions."""
     if problem.direction is not Direction.BACKWARD_WEIGHTS:
         return 1
     m, p = gemm_m(problem), gemm_p(problem)
     tiles = problem.groups * ceil_div(m, SPLIT_TILE) * ceil_div(p, SPLIT_TILE)
-    return max(1, min(MAX_SPLITS, ceil_div(SPLIT_TILES, tiles),
+    most = MAX_SPLITS["*"] if device is None else tuning.pick(MAX_SPLITS, device)
+    return max(1, min(most, ceil_div(SPLIT_TILES, tiles),
                       depth(problem) // MIN_SPLIT_DEPTH, SPLIT_BUDGET_BYTES // problem.w.nbytes))
 
 
-def slices(problem):
+def slices(problem, device=None):
     """The launches' third dimension: groups, times phases or splits."""
     if problem.direction is Direction.BACKWARD_DATA:
         return problem.groups * math.prod(problem.conv.strides)
-    return problem.groups * splits(problem)
+    return problem.groups * splits(problem, device)
 
 
-def workspace(problem):
+def workspace(problem, device=None):
     """Bytes of workspace: backward weights' partial dw when it splits; else none."""
-    count = splits(problem)
+    count = splits(problem, device)
     return count * problem.w.nbytes if count > 1 else 0
 
 
@@ -256,7 +266,7 @@ def defines(problem, config):
 def build(problem, handle, config):
     """The invoker of ``problem`` with the kernel ``config`` (complete: configs.complete) picks,
     and for a split backward weights the sum of its splits (convsolve.SplitSum)."""
-    parts, total = splits(problem), problem.w.size
+    parts, total = splits(problem, handle.device), problem.w.size
     # the epilogue goes with the kernel that writes the output: the GEMM, or the sum
     kernel, size, local, extra = _kernel(
         problem if parts == 1 else problem.with_epilogue(None), handle, config)
@@ -287,7 +297,7 @@ def _set_args(kernel, first, values):
 def _kernel(problem, handle, config):
     """The kernel ``config`` picks, built for ``problem``'s direction, with its global and local
     sizes and the arguments it takes after SPLITS."""
-    built_with, slices_ = defines(problem, config), slices(problem)
+    built_with, slices_ = defines(problem, config), slices(problem, handle.device)
     if config["LOCAL"]:
         kernel = handle.build(KERNELS / "igemm_local.cl", "igemm_local", built_with)
         local = (config["BN"] // config["TN"], config["BM"] // config["TM"], 1)

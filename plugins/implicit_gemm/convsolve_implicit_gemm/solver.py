@@ -38,8 +38,8 @@ class ImplicitGemm:
         return plan.wti(problem)
 
     @hookimpl
-    def workspace(self, problem):
-        return plan.workspace(problem)
+    def workspace(self, problem, handle):
+        return plan.workspace(problem, handle.device)
 
     @hookimpl
     def fused_stages(self, problem):

@@ -30,7 +30,7 @@ def epilogue_of(direction):
     return ALL if direction is Direction.FORWARD else BLEND
 
 
-def test_fuses_every_stage_with_the_same_workspace(monkeypatch):
+def test_fuses_every_stage_with_the_same_workspace(handle, monkeypatch):
     """Every direction fuses all of its epilogue, whatever the splits, and the workspace is the
     bare problem's."""
     monkeypatch.setattr(plan, "MIN_SPLIT_DEPTH", SPLIT_DEPTH)
@@ -42,7 +42,7 @@ def test_fuses_every_stage_with_the_same_workspace(monkeypatch):
             for epilogue in (Epilogue(), epilogue_of(direction)):
                 q = p.with_epilogue(epilogue)
                 assert s.fused_stages(q) == len(epilogue.stages)
-                assert s.workspace(q) == s.workspace(p)
+                assert s.workspace(q, handle) == s.workspace(p, handle)
     assert [plan.splits(p.with_direction("wrw")) for p in PROBLEMS] == [2, 1]
 
 

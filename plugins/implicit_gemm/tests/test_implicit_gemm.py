@@ -14,6 +14,7 @@ from convsolve.testing import (
     claimed_problems,
     device_buffers,
     fake_device,
+    fake_handle,
     random_tensors,
     read_output,
     standard_problems,
@@ -89,7 +90,7 @@ def run(handle, problem, config):
     s = solver(problem.direction)
     host = random_tensors(problem, 1)
     buffers = device_buffers(handle, host)
-    size = s.workspace(problem)
+    size = s.workspace(problem, handle)
     scratch = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, size) if size else None
     invoker = s.build_invoker(problem, handle, configs.complete(config))
     cl.wait_for_events(invoker(Buffers(**buffers), scratch))
@@ -149,8 +150,8 @@ def test_split_backward_weights_is_exact_and_repeatable(handle, monkeypatch, lay
     monkeypatch.setattr(plan, "MIN_SPLIT_DEPTH", 40)
     problem = Problem.conv2d((3, 4, 11, 9), (5, 4, 3, 3), padding=1, direction="wrw",
                              layout=layout)
-    assert plan.splits(problem) == 7 and plan.depth(problem) % 7
-    assert solver(problem.direction).workspace(problem) == 7 * problem.w.nbytes
+    assert plan.splits(problem, handle.device) == 7 and plan.depth(problem) % 7
+    assert solver(problem.direction).workspace(problem, handle) == 7 * problem.w.nbytes
     assert check_solver(solver(problem.direction), handle, [problem], configs=0) == 1
     first = run(handle, problem, LAYOUT_CONFIGS[0])
     assert np.array_equal(first, run(handle, problem, LAYOUT_CONFIGS[0]))
@@ -169,15 +170,24 @@ def test_window_offsets_of_a_channels_last_tensor_fit_an_int():
 
 
 def test_workspace():
-    """Forward and backward data need none; backward weights one partial dw per split."""
+    """Forward and backward data need none; backward weights one partial dw per split, as many
+    as the device class allows: a dw of one tile splits 64 ways on a CPU, 512 on a GPU."""
     big = Problem.conv2d((32, 64, 56, 56), (64, 64, 3, 3), padding=1)
-    for direction in (Direction.FORWARD, Direction.BACKWARD_DATA):
-        assert solver(direction).workspace(big.with_direction(direction)) == 0
-    wrw = big.with_direction("wrw")     # dw is 1 x 9 tiles of 64 x 64: 57 splits make 512 tiles
-    assert plan.splits(wrw) == 57
-    assert solver(Direction.BACKWARD_WEIGHTS).workspace(wrw) == 57 * 64 * 64 * 9 * 4
-    deep = Problem.conv2d((8, 512, 7, 7), (2048, 512, 1, 1), direction="wrw")
-    assert plan.splits(deep) == 1 and solver(Direction.BACKWARD_WEIGHTS).workspace(deep) == 0
+    for kind in ("avx2", "gpu"):
+        handle = fake_handle(kind)
+        for direction in (Direction.FORWARD, Direction.BACKWARD_DATA):
+            assert solver(direction).workspace(big.with_direction(direction), handle) == 0
+        wrw = big.with_direction("wrw")   # dw is 1 x 9 tiles of 64 x 64: 57 splits, 512 tiles
+        assert plan.splits(wrw, handle.device) == 57
+        assert solver(Direction.BACKWARD_WEIGHTS).workspace(wrw, handle) == 57 * 64 * 64 * 9 * 4
+        deep = Problem.conv2d((8, 512, 7, 7), (2048, 512, 1, 1), direction="wrw")
+        assert plan.splits(deep, handle.device) == 1
+        assert solver(Direction.BACKWARD_WEIGHTS).workspace(deep, handle) == 0
+    small = Problem.conv2d((32, 32, 112, 112), (16, 32, 1, 1), direction="wrw")   # one tile
+    assert [plan.splits(small, fake_handle(kind).device) for kind in ("avx2", "gpu")] == [64, 512]
+    assert plan.splits(small) == 64   # the WTI's, which sees no device
+    assert solver(Direction.BACKWARD_WEIGHTS).workspace(small, fake_handle("gpu")) == (
+        512 * small.w.nbytes)
 
 
 @pytest.mark.parametrize("stride, dilation, pad, filt, size",

@@ -12,9 +12,11 @@
  * dw_fwd(x, w, y, CS_CONV_PARAMS, TH, TWV, PITCH, PG[, CS_EPILOGUE_PARAMS])
  *   global (WG * tiles, ceil(N * C / PG)), local (WG, 1); tiles = ceil(OH / TH) *
  *   ceil(OW / (TWV * VW)); a group takes the same tile of PG planes in turn (small images).
- * dw_fwd_rows(the same arguments; PITCH unused), local (1, 1): forward without staging, for
- *   CPUs, where a copy into local memory is a copy like any other and costs more than the
- *   convolution (the window's loads hit the L1 cache anyway).  The work-item takes its tile's
+ * dw_fwd_rows(the same arguments; PITCH unused), global (round_up(tiles * ceil(N * C / PG), WG)),
+ *   local (WG): forward without staging.  CPUs (WG 1), where a copy into local memory is a copy
+ *   like any other and costs more than the convolution (the window's loads hit the L1 cache
+ *   anyway), and GPUs on images too small for a staged tile's work-group, whose neighbouring
+ *   work-items then read neighbouring vectors (DW_UNSTAGED_ITEM).  The work-item takes its tile's
  *   output vectors in turn and reads x directly: one load per tap where the vector's whole
  *   window lies inside the plane (stride 1; two and an even shuffle at stride 2), dc_load's
  *   select at the borders, so no division or bounds check runs in the inner loop.  A row of
@@ -37,18 +39,21 @@
  *   of TH x TWV vectors staged as in dw_fwd; each work-item sums its cells, then the group sums
  *   the work-items in order), into partial[slot][k][0][r][s], slot = (n - n_first) * TPI + p.
  *   The core's split sum adds the slots up in order.  global (WG * TPI, images * C).
- * dw_bwd_rows(the arguments of dw_bwd; PITCH unused), local (1, 1), built with FIL_H and FIL_W:
- *   dw_bwd unstaged, for CPUs, on what dw_fwd_rows does not take (stride past 1, multiplier past
- *   1).  The same tiles of each phase of dx; a phase's taps and their dy offsets are found once
+ * dw_bwd_rows(the arguments of dw_bwd; PITCH unused), launched as dw_fwd_rows, built with FIL_H
+ *   and FIL_W: dw_bwd unstaged, on what dw_fwd_rows does not take (stride past 1, multiplier
+ *   past 1).  The same tiles of each phase of dx; a phase's taps and their dy offsets are found once
  *   a phase, and a phase vector reads VW consecutive dy elements a tap and channel where they
  *   lie (one load inside dy; at its borders the products outside are dropped by a select,
  *   never multiplied by 0).  At SW = 2 a work-item takes both column phases of its vectors and
  *   stores them interleaved, two whole vectors of dx; at other strides lane by lane.
- * dw_wrw_rows(the same arguments; TH, TWV, PITCH unused), local (1, 1): dw_wrw unstaged, for
- *   CPUs: the work-item walks its partial tile's rows one dy vector at a time, TB taps of one
- *   output channel at a time, each tap's x vector read where it lies (one load inside the
- *   plane, dc_load and a select at the borders), one accumulator per tap; lanes past a row's
- *   end are dropped in both dy and x, so only real products (padding's zeros included) sum.
+ * dw_wrw_rows(the same arguments; TH, TWV, PITCH unused), launched as dw_wrw: dw_wrw unstaged.
+ *   A work-item walks its share of the partial tile's rows one dy vector at a time (CPUs: one
+ *   item a group, the whole tile; GPUs: WG items, neighbouring ones on neighbouring vectors of
+ *   a row), TB taps of one output channel at a time, each tap's x vector read where it lies
+ *   (one load inside the plane, dc_load and a select at the borders), one accumulator per tap;
+ *   lanes past a row's end are dropped in both dy and x, so only real products (padding's
+ *   zeros included) sum.  A group of several items then sums its items' accumulators pairwise
+ *   in local memory (WG a power of 2).
  * With CS_EPI dw_fwd and dw_bwd store the output's epilogue (convsolve_epilogue.h), each output
  * element once; dw_wrw's is the split sum's.
  *
@@ -121,6 +126,17 @@ __kernel void dw_fwd(__global const real *x, __global const real *w, __global re
         }
     }
 }
+
+/* The unstaged kernels' work-item (dw_fwd_rows, dw_bwd_rows): a 1-D range over tiles x groups
+ * of PG planes, tiles fastest, so that neighbouring items of a GPU's work-group take
+ * neighbouring vectors of one plane's rows (coalesced); CPUs run one item a group.  Sets `id`
+ * (the tile) and `nc_first` (the first plane); an item past the last planes (the range is
+ * rounded up to the work-group) returns. */
+#define DW_UNSTAGED_ITEM(tiles)                                                             \
+    const size_t item_ = get_global_id(0);                                                  \
+    const int id = (int)(item_ % (size_t)(tiles)), nc_first = (int)(item_ / (tiles)) * PG;  \
+    if (nc_first >= N * C)                                                                  \
+        return;
 
 /* dw_fwd_rows: images of at most this many vectors a row are narrow (taken a column of vectors
  * at a time, below). */
@@ -231,13 +247,14 @@ __kernel void dw_fwd_rows(__global const real *x, __global const real *w, __glob
     CS_EPI_VALUES(epi, 0);
     const int M = K / C, taps = FR * FS;
     const size_t total = (size_t)N * C * H * W;
-    const int tiles_w = CS_DIV_UP(OW, TWV * VW), id = get_group_id(0);
+    const int tiles_w = CS_DIV_UP(OW, TWV * VW);
+    DW_UNSTAGED_ITEM(CS_DIV_UP(OH, TH) * tiles_w)
     const int oh0 = id / tiles_w * TH, ow0 = id % tiles_w * TWV * VW;
     const int oh_end = min(OH, oh0 + TH), ow_end = min(OW, ow0 + TWV * VW);
     /* what a vector's loads span: FR rows from ih, span_w columns from iw (stride 1 or 2) */
     const int span_h = (FR - 1) * DIL_H, span_w = (FS - 1) * DIL_W + VW * STRIDE_W;
-    const int nc_end = min(N * C, (int)(get_group_id(1) + 1) * PG);
-    for (int nc = get_group_id(1) * PG; nc < nc_end; ++nc) {   /* PG planes per group */
+    const int nc_end = min(N * C, nc_first + PG);
+    for (int nc = nc_first; nc < nc_end; ++nc) {   /* PG planes per item */
         const int n = nc / C, c = nc % C;
         const size_t plane = (size_t)nc * H * W;
         for (int m = 0; m < M; ++m) {
@@ -403,12 +420,19 @@ __kernel void dw_wrw_rows(__global const real *x, __global const real *dy,
                           __global float *partial, CS_CONV_PARAMS, const int TH, const int TWV,
                           const int PITCH, const int PR, const int TPI, const int n_first)
 {
-    const int M = K / C, taps = FR * FS, p = get_group_id(0);
+#if WG > 1
+    __local float sums[TB * WG];
+#endif
+    const int M = K / C, taps = FR * FS, p = get_group_id(0), lid = get_local_id(0);
     const int images = get_global_id(1) / C, c = get_global_id(1) % C, n = n_first + images;
     const int slot = images * TPI + p, oh_end = min(OH, (p + 1) * PR);
     const size_t plane = CS_NCHW(n, c, 0, 0, C, H, W), total = (size_t)N * C * H * W;
     const size_t dysize = (size_t)N * K * OH * OW;
     const int span_h = (FR - 1) * DIL_H, span_w = (FS - 1) * DIL_W + VW * STRIDE_W;
+    /* the group's items as a grid of across x down: neighbouring items take neighbouring
+     * vectors of a row, each its rows `down` apart (one item: the whole tile in row order) */
+    const int across = min(WG, CS_DIV_UP(OW, VW)), down = WG / across;
+    const int first_oh = p * PR + lid / across, first_ow = lid % across * VW;
     for (int m = 0; m < M; ++m)
         for (int t0 = 0; t0 < taps; t0 += TB) {
             int row[TB], col[TB];   /* tap t0 + t's offsets in the window (the last tap past
@@ -421,11 +445,11 @@ __kernel void dw_wrw_rows(__global const real *x, __global const real *dy,
                 col[t] = tap % FS * DIL_W;
                 acc[t] = (vec)0.0f;
             }
-            for (int oh = p * PR; oh < oh_end; ++oh) {
+            for (int oh = first_oh; oh < oh_end && lid < across * down; oh += down) {
                 const int ih = oh * STRIDE_H - PAD_T;
                 const size_t dy_row = CS_NCHW(n, c * M + m, oh, 0, K, OH, OW);
                 const bool rows_in = ih >= 0 && ih + span_h < H;
-                for (int ow = 0; ow < OW; ow += VW) {
+                for (int ow = first_ow; ow < OW; ow += across * VW) {
                     const int iw = ow * STRIDE_W - PAD_L, lanes = min(VW, OW - ow);
                     const vec d = dc_load(dy, dysize, dy_row, ow, 1, OW, lanes);
                     if (rows_in && lanes == VW && STRIDE_W <= 2 && iw >= 0 && iw + span_w <= W) {
@@ -463,8 +487,23 @@ __kernel void dw_wrw_rows(__global const real *x, __global const real *dy,
                     }
                 }
             }
+#if WG > 1   /* the group's sum of each tap: halves added pairwise, a fixed order */
+            for (int t = 0; t < TB; ++t)
+                sums[t * WG + lid] = dc_hsum(acc[t]);
+            for (int apart = WG / 2; apart > 0; apart /= 2) {
+                barrier(CLK_LOCAL_MEM_FENCE);
+                if (lid < apart)
+                    for (int t = 0; t < TB; ++t)
+                        sums[t * WG + lid] += sums[t * WG + lid + apart];
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int t = lid; t < TB && t0 + t < taps; t += WG)
+                partial[((size_t)slot * K + c * M + m) * taps + t0 + t] = sums[t * WG];
+            barrier(CLK_LOCAL_MEM_FENCE);   /* read before the next taps' sums are written */
+#else
             for (int t = 0; t < TB && t0 + t < taps; ++t)
                 partial[((size_t)slot * K + c * M + m) * taps + t0 + t] = dc_hsum(acc[t]);
+#endif
         }
 }
 
@@ -495,11 +534,12 @@ __kernel void dw_bwd_rows(__global real *dx, __global const real *w, __global co
 {
     CS_EPI_VALUES(epi, 0);
     const int M = K / C, taps = FR * FS, zip = STRIDE_W == 2;
-    const int tiles_w = CS_DIV_UP(CS_DIV_UP(W, STRIDE_W), TWV * VW), id = get_group_id(0);
+    const int tiles_w = CS_DIV_UP(CS_DIV_UP(W, STRIDE_W), TWV * VW);
+    DW_UNSTAGED_ITEM(CS_DIV_UP(CS_DIV_UP(H, STRIDE_H), TH) * tiles_w)
     const int j0 = id / tiles_w * TH, u0 = id % tiles_w * TWV * VW;   /* in a phase's grid */
     const size_t dysize = (size_t)N * K * OH * OW;
-    const int nc_end = min(N * C, (int)(get_group_id(1) + 1) * PG);
-    for (int nc = get_group_id(1) * PG; nc < nc_end; ++nc) {   /* PG planes per group */
+    const int nc_end = min(N * C, nc_first + PG);
+    for (int nc = nc_first; nc < nc_end; ++nc) {   /* PG planes per item */
         const int n = nc / C, c = nc % C;
         for (int qh = 0; qh < STRIDE_H; ++qh) {
             /* dx row qh + SH j reads dy row j + dy_row[r] through tap row r where row_in[r] */
