@@ -430,8 +430,13 @@ __kernel void dw_wrw_rows(__global const real *x, __global const real *dy,
     const size_t dysize = (size_t)N * K * OH * OW;
     const int span_h = (FR - 1) * DIL_H, span_w = (FS - 1) * DIL_W + VW * STRIDE_W;
     /* the group's items as a grid of across x down: neighbouring items take neighbouring
-     * vectors of a row, each its rows `down` apart (one item: the whole tile in row order) */
+     * vectors of a row, each its rows `down` apart (one item: the whole tile in row order, the
+     * steps compiled in) */
+#if WG > 1
     const int across = min(WG, CS_DIV_UP(OW, VW)), down = WG / across;
+#else
+    const int across = 1, down = 1;
+#endif
     const int first_oh = p * PR + lid / across, first_ow = lid % across * VW;
     for (int m = 0; m < M; ++m)
         for (int t0 = 0; t0 < taps; t0 += TB) {
