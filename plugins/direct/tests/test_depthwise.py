@@ -65,7 +65,7 @@ def test_unstaged_in_work_groups(handle, shape, direction):
     reference (strided backward-data where dw_bwd_rows can compile the filter in)."""
     problem = Problem.conv2d(*shape, direction=direction)
     solver = registry().get("direct.Depthwise")
-    fixed = (problem.fil_h, problem.fil_w) in configs.SPECIALISED_FILTERS
+    fixed = 1 in configs.fixed_choices(problem)
     if depthwise.phased_backward(problem) and not fixed:
         pytest.skip("dw_bwd_rows needs the filter compiled in")
     config = dict(solver.default_config(problem, handle), **GROUPED_UNSTAGED, FIXED=int(fixed))

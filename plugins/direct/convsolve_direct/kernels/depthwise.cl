@@ -437,7 +437,8 @@ __kernel void dw_wrw_rows(__global const real *x, __global const real *dy,
 #else
     const int across = 1, down = 1;
 #endif
-    const int first_oh = p * PR + lid / across, first_ow = lid % across * VW;
+    const int first_oh = lid < across * down ? p * PR + lid / across : oh_end;   /* or idle */
+    const int first_ow = lid % across * VW;
     for (int m = 0; m < M; ++m)
         for (int t0 = 0; t0 < taps; t0 += TB) {
             int row[TB], col[TB];   /* tap t0 + t's offsets in the window (the last tap past
@@ -450,7 +451,7 @@ __kernel void dw_wrw_rows(__global const real *x, __global const real *dy,
                 col[t] = tap % FS * DIL_W;
                 acc[t] = (vec)0.0f;
             }
-            for (int oh = first_oh; oh < oh_end && lid < across * down; oh += down) {
+            for (int oh = first_oh; oh < oh_end; oh += down) {
                 const int ih = oh * STRIDE_H - PAD_T;
                 const size_t dy_row = CS_NCHW(n, c * M + m, oh, 0, K, OH, OW);
                 const bool rows_in = ih >= 0 && ih + span_h < H;
