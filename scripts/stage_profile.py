@@ -29,8 +29,8 @@ from convsolve.solvers.calls import build_invoker, config_refusal, space_of, wor
 from convsolve.testing import device_buffers, random_tensors
 from igemm_gpu_sweep import cuda_ms, torch_call  # scripts/, beside this file
 
-#: (name, x shape at batch N, w shape, stride, padding[, groups]): ResNet-50 v1.5's stem and 3x3
-#: layers, VGG-16's 3x3 layers, MobileNet-v2's stem, first pointwise layer and depthwise ones.
+#: (name, x shape at batch N, w shape, stride, padding[, groups]): ResNet-50 v1.5's stem, 3x3
+#: layers and late 1x1 layers (14x14, 7x7; "up" to 4x the channels, "down" back), VGG-16's 3x3 layers, MobileNet-v2's stem, first pointwise layer and depthwise ones.
 LAYERS = {
     "mb.stem": ((3, 224, 224), (32, 3, 3, 3), 2, 1),
     "mb.pw32x16.112": ((32, 112, 112), (16, 32, 1, 1), 1, 0),
@@ -42,6 +42,10 @@ LAYERS = {
     "r50.l4.3x3s2": ((512, 14, 14), (512, 512, 3, 3), 2, 1),
     "r50.l3.3x3": ((256, 14, 14), (256, 256, 3, 3), 1, 1),
     "r50.l4.3x3": ((512, 7, 7), (512, 512, 3, 3), 1, 1),
+    "r50.l3.1x1up": ((256, 14, 14), (1024, 256, 1, 1), 1, 0),
+    "r50.l3.1x1down": ((1024, 14, 14), (256, 1024, 1, 1), 1, 0),
+    "r50.l4.1x1up": ((512, 7, 7), (2048, 512, 1, 1), 1, 0),
+    "r50.l4.1x1down": ((2048, 7, 7), (512, 2048, 1, 1), 1, 0),
     "vgg.3x3.256": ((256, 56, 56), (256, 256, 3, 3), 1, 1),
     "vgg.3x3.512": ((512, 28, 28), (512, 512, 3, 3), 1, 1),
     **{f"mb.dw{c}.{h}{'s2' if s == 2 else ''}": ((c, h, h), (c, 1, 3, 3), s, 1, c)

@@ -16,7 +16,7 @@ run_tune() {   # run_tune NAME [extra tune flags...]: a cold tune into $OUTDIR/N
   local start end
   start=$(date +%s.%N)
   CONVSOLVE_USER_DB_PATH=$dir/find.sqlite CONVSOLVE_PERF_DB_PATH=$dir/perf.sqlite \
-    CONVSOLVE_CACHE_DIR=$dir/cache POCL_CACHE_DIR=$dir/pocl CUDA_CACHE_DISABLE=1 \
+    CONVSOLVE_CACHE_DIR=$dir/cache POCL_CACHE_DIR=$dir/pocl CUDA_CACHE_PATH=$dir/nv \
     "$PY" -m convsolve.cli tune "$@" --quiet > "$dir/tune.log" 2>&1
   local rc=$?
   end=$(date +%s.%N)

@@ -17,7 +17,8 @@ ORPHAN_EXIT = 70
 #: Where builds go first, if anywhere: a function given [(solver name, problem key, config)]
 #: that builds them in other processes, so that this one's builds load binaries from the cache.
 #: A timing worker of a Dask cluster sets it (scale/workers.py) on drivers that build one
-#: program at a time per process (NVIDIA's: 16 threads built 0.95 programs/s, one 1.05).
+#: program at a time per process (NVIDIA's: 16 threads built 0.95 programs/s, one 1.05; 16
+#: processes 8.1, with its JIT cache handing the machine code over: docs/architecture.md).
 BUILD_AHEAD = contextvars.ContextVar("convsolve_build_ahead", default=None)
 
 

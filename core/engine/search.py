@@ -1,5 +1,6 @@
 """Config search for a tunable solver on one problem, and which config the solver builds now.
-whose output disagrees with the default config's, keep every trial in the perf-db.
+A search times configs, fails those whose output disagrees with the default config's, and keeps
+every trial in the perf-db.
 
 Two strategies, after the default config and the configs that won the solver's searches on other
 problems of the device (PerfDb.winners: likely good, and already built, so they cost a few runs
@@ -9,9 +10,14 @@ times the default and a random sample, then walks the neighbourhood of the best 
 (one parameter one step along its value list), as Kernel Tuner's and CLTune's local searches do,
 and samples at random again when no untried neighbour is left.  Both stop at the budget: configs,
 seconds, or ``patience`` timed configs in a row that do not beat the best by IMPROVEMENT.
+Where builds go ahead (BUILD_AHEAD: a Dask cluster's timing worker on a driver whose binaries
+convsolve caches), the default, the winners and the first batch go to the compile workers in one
+round before anything is timed (the first batch never depends on a timing), each later batch in
+a round of its own, every config once.
 A search draws a progress bar on stderr only where PROGRESS asks for one (the command does).
 """
 import contextvars
+import itertools
 import logging
 import os
 import random
@@ -97,6 +103,7 @@ class _Search:
         self.reference = None     # the default config's output
         self.best = None
         self.since_best = 0       # timed configs since the best improved
+        self.ahead = set()        # keys of the configs handed to build_ahead
         self.started = time.monotonic()
         self.level = env.integer(env.COMPILE_PARALLEL_LEVEL, minimum=1) or os.cpu_count() or 1
         progress = PROGRESS.get()
@@ -124,12 +131,23 @@ class _Search:
             return f"no gain in {budget.patience} configs (patience)"
         return ""
 
+    def room(self):
+        """Configs the budget still allows (None: any number)."""
+        return None if self.budget.configs is None else self.budget.configs - len(self.trials)
+
+    def build_ahead(self, configs):
+        """Hand the usable ``configs`` not handed before, as many as the budget allows, to
+        build_ahead (other processes build them where BUILD_AHEAD is set), in one round."""
+        fresh = {config_key(c): c for c in configs if self.usable(c)}
+        fresh = [c for key, c in fresh.items() if key not in self.ahead][:self.room()]
+        self.ahead.update(config_key(c) for c in fresh)
+        build_ahead([(self.solver.name, self.problem.key(), c) for c in fresh])
+
     def run(self, configs):
         """Build ``configs`` in parallel, then time and check each; records a Trial for each."""
-        room = None if self.budget.configs is None else self.budget.configs - len(self.trials)
-        configs = [c for c in configs if self.usable(c)][:room]
+        configs = [c for c in configs if self.usable(c)][:self.room()]
         by_key = {config_key(c): c for c in configs}
-        build_ahead([(self.solver.name, self.problem.key(), c) for c in by_key.values()])
+        self.build_ahead(configs)
         limit_s = env.positive_number(env.FIND_BUILD_TIMEOUT_S)
         built = call_all(lambda key: self.handle.invoker(self.solver, self.problem, by_key[key]),
                          list(by_key), self.level, limit_s)
@@ -193,6 +211,14 @@ def _check_default(state, default):
     return trial
 
 
+def _exhaustive(state):
+    """Batches of configs for exhaustive: the whole space in rounds, so that the budget is
+    checked between them."""
+    configs, step = list(state.space), max(state.level, 4)
+    for start in range(0, len(configs), step):
+        yield configs[start:start + step]
+
+
 def _random_local(state, rng):
     """Batches of configs for random-local: a random round, then neighbourhoods of the best."""
     batch = max(state.level, 4)
@@ -223,24 +249,20 @@ def search(handle, problem, solver, buffers, scratch, budget=None, strategy="aut
     state = _Search(handle, problem, solver, buffers,
                     scratch if workspace_of(solver, problem, handle) else None, budget)
     default = default_config_of(solver, problem, handle)
-    default_trial = _check_default(state, default)
-    state.run(PerfDb().winners(handle.db_key, solver.name))
+    winners = PerfDb().winners(handle.db_key, solver.name)
     if strategy == "auto":
         small = budget.configs is None or state.space.size() <= budget.configs
         strategy = "exhaustive" if small else "random-local"
-    batches = ([list(state.space)] if strategy == "exhaustive"
+    batches = (_exhaustive(state) if strategy == "exhaustive"
                else _random_local(state, random.Random(seed)))
+    first = next(batches, [])   # drawn before any timing: it does not depend on one
+    state.build_ahead([default, *winners, *first])   # one round, where builds go ahead
+    default_trial = _check_default(state, default)
+    state.run(winners)
     stopped = ""
-    for configs in batches:
+    for configs in itertools.chain([first], batches):
         stopped = state.exhausted_budget()
         if stopped:
-            break
-        if strategy == "exhaustive":   # in rounds, so that the budget is checked between them
-            for start in range(0, len(configs), max(state.level, 4)):
-                state.run(configs[start:start + max(state.level, 4)])
-                stopped = state.exhausted_budget()
-                if stopped:
-                    break
             break
         state.run(configs)
     stopped = stopped or state.exhausted_budget() or "space exhausted"

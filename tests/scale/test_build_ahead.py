@@ -25,8 +25,9 @@ def _tune_job(handle, retune=False):
 
 
 def test_search_and_find_hand_every_build_ahead_first(tunable, handle):
-    """Every config the tune search timed but its default (built alone first: one build gains
-    nothing elsewhere) was handed ahead, and so were find's candidates (one build of each solver)."""
+    """Every config the tune search timed was handed ahead, its default with the first batch in
+    one round (as many as the budget of 3 allows), none twice; and so were find's candidates
+    (one build of each solver)."""
     handed = []
     token = BUILD_AHEAD.set(handed.append)
     try:
@@ -37,8 +38,16 @@ def test_search_and_find_hand_every_build_ahead_first(tunable, handle):
                                                             "tunable.Spin")}
     ahead = [(name, key, config_key(config)) for builds in handed for name, key, config in builds]
     spin = {c for name, key, c in ahead if name == "tunable.Spin" and key == PROBLEM.key()}
-    assert len(timed) >= 3 and len(timed - spin) == 1
+    assert len(timed) >= 3 and timed <= spin
+    searches = [[c for _, _, c in round_] for round_ in ahead_rounds(handed)
+                if {name for name, _, _ in round_} == {"tunable.Spin"}]   # not find's rounds
+    assert len(searches[0]) == 3 and sum(map(len, searches)) == len(set().union(*searches))
     assert {"direct.NaiveFwd", "tunable.Spin"} in [{b[0] for b in builds} for builds in handed]
+
+
+def ahead_rounds(handed):
+    """Each round handed to BUILD_AHEAD as (solver name, problem key, config key) triples."""
+    return [[(name, key, config_key(config)) for name, key, config in builds] for builds in handed]
 
 
 def test_a_timing_worker_builds_ahead_only_where_binaries_are_cached(tunable, handle,
