@@ -7,6 +7,7 @@ from convsolve.engine.parallel import BUILD_AHEAD
 from convsolve.problem import Problem
 from convsolve.scale import InProcess, drive, job, workers
 from convsolve.solvers import registry as plugins
+from convsolve.solvers.calls import default_config_of
 from convsolve.tuning import config_key
 
 TUNE = "convsolve.cli.tune:tune_job"
@@ -36,18 +37,18 @@ def test_search_and_find_hand_every_build_ahead_first(tunable, handle):
         BUILD_AHEAD.reset(token)
     timed = {config_key(t.config) for t in PerfDb().trials(handle.db_key, PROBLEM.key(),
                                                             "tunable.Spin")}
-    ahead = [(name, key, config_key(config)) for builds in handed for name, key, config in builds]
-    spin = {c for name, key, c in ahead if name == "tunable.Spin" and key == PROBLEM.key()}
+    rounds = [[(name, key, config_key(config)) for name, key, config in builds]
+              for builds in handed]
+    spin = {c for round_ in rounds for name, key, c in round_
+            if name == "tunable.Spin" and key == PROBLEM.key()}
     assert len(timed) >= 3 and timed <= spin
-    searches = [[c for _, _, c in round_] for round_ in ahead_rounds(handed)
+    searches = [[c for _, _, c in round_] for round_ in rounds
                 if {name for name, _, _ in round_} == {"tunable.Spin"}]   # not find's rounds
-    assert len(searches[0]) == 3 and sum(map(len, searches)) == len(set().union(*searches))
-    assert {"direct.NaiveFwd", "tunable.Spin"} in [{b[0] for b in builds} for builds in handed]
-
-
-def ahead_rounds(handed):
-    """Each round handed to BUILD_AHEAD as (solver name, problem key, config key) triples."""
-    return [[(name, key, config_key(config)) for name, key, config in builds] for builds in handed]
+    default = config_key(default_config_of(plugins.registry().get("tunable.Spin"), PROBLEM, handle))
+    assert default in searches[0] and len(searches[0]) == 3
+    assert sum(map(len, searches)) == len(set().union(*searches))
+    assert {"direct.NaiveFwd", "tunable.Spin"} in [{name for name, _, _ in round_}
+                                                    for round_ in rounds]
 
 
 def test_a_timing_worker_builds_ahead_only_where_binaries_are_cached(tunable, handle,
