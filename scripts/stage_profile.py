@@ -30,7 +30,8 @@ from convsolve.testing import device_buffers, random_tensors
 from igemm_gpu_sweep import cuda_ms, torch_call  # scripts/, beside this file
 
 #: (name, x shape at batch N, w shape, stride, padding[, groups]): ResNet-50 v1.5's stem, 3x3
-#: layers and late 1x1 layers (14x14, 7x7; "up" to 4x the channels, "down" back), VGG-16's 3x3 layers, MobileNet-v2's stem, first pointwise layer and depthwise ones.
+#: layers and late 1x1 layers (14x14, 7x7; "up" to 4x the channels, "down" back), VGG-16's 3x3
+#: layers, MobileNet-v2's stem, first pointwise layer and depthwise ones.
 LAYERS = {
     "mb.stem": ((3, 224, 224), (32, 3, 3, 3), 2, 1),
     "mb.pw32x16.112": ((32, 112, 112), (16, 32, 1, 1), 1, 0),
