@@ -320,11 +320,13 @@ def compute_at(problem: Problem, x: np.ndarray | None, w: np.ndarray | None,
 # }}}
 
 
-def relative_error(result: ArrayLike, expected: ArrayLike) -> float:
-    """RMS of the difference over the RMS of the expected values (0 for two empty arrays)."""
-    expected = np.asarray(expected, dtype=np.float64)
-    scale = np.sqrt(np.mean(expected ** 2)) if expected.size else 0.0
-    diff = np.sqrt(np.mean((np.asarray(result, dtype=np.float64) - expected) ** 2)) if expected.size else 0.0
+def relative_error(result: ArrayLike, expected: ArrayLike, dtype: type = np.float64) -> float:
+    """RMS of the difference over the RMS of the expected values (0 for two empty arrays),
+    computed in ``dtype``: float32 compares two float32 outputs 3x faster than float64's copies
+    (a tuning search's check of each config) and agrees with it to about 1e-7 of the value."""
+    expected = np.asarray(expected, dtype=dtype)
+    scale = np.sqrt(np.mean(np.square(expected))) if expected.size else 0.0
+    diff = np.sqrt(np.mean(np.square(np.asarray(result, dtype=dtype) - expected))) if expected.size else 0.0
     return float(diff / scale) if scale > 0 else float(diff)
 
 

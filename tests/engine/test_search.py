@@ -4,6 +4,7 @@ import contextvars
 import io
 
 import convsolve
+import numpy as np
 import pyopencl as cl
 import pytest
 import tqdm
@@ -13,6 +14,7 @@ from convsolve.db.perf_db import PerfDb
 from convsolve.engine import find as find_module
 from convsolve.engine import search as search_module
 from convsolve.engine.search import Budget, search
+from convsolve.reference import relative_error
 from convsolve.solvers import registry as plugins
 from convsolve.testing import device_buffers, random_tensors
 
@@ -187,3 +189,16 @@ def test_a_search_shorter_than_the_delay_draws_nothing(handle, tunable, buffers,
                                                                           default=True))
     outcome = _search(handle, tunable, buffers, strategy="exhaustive")
     assert outcome.best.config == FASTEST and stderr.getvalue() == ""
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e25, 1e-25])
+def test_configs_are_checked_against_the_default_in_float32_or_float64(scale):
+    """The check of a config's output against the default's is relative_error's float64 figure
+    (to 1e-6 of it) whether float32 holds the squares or they overflow (1e25) or vanish
+    (1e-25) there; equal outputs give 0."""
+    rng = np.random.default_rng(0)
+    default = (rng.standard_normal(4096) * scale).astype(np.float32)
+    other = (default * np.float32(1.001) + np.float32(scale * 1e-4)).astype(np.float32)
+    assert search_module._output_error(other, default) == pytest.approx(
+        relative_error(other, default), rel=1e-6)
+    assert search_module._output_error(default, default.copy()) == 0.0
