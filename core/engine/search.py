@@ -11,9 +11,11 @@ times the default and a random sample, then walks the neighbourhood of the best 
 and samples at random again when no untried neighbour is left.  Both stop at the budget: configs,
 seconds, or ``patience`` timed configs in a row that do not beat the best by IMPROVEMENT.
 Where builds go ahead (BUILD_AHEAD: a Dask cluster's timing worker on a driver whose binaries
-convsolve caches), the default, the winners and the first batch go to the compile workers in one
-round before anything is timed (the first batch never depends on a timing), each later batch in
-a round of its own, every config once.
+convsolve caches), the default is built first where the search runs (the programs that every
+config of a multi-program solver shares are then in the cache, not built by each compile
+worker at once), then the winners and the first batch go to the compile workers in one round
+(the first batch never depends on a timing), each later batch in a round of its own, every
+config once.
 A search draws a progress bar on stderr only where PROGRESS asks for one (the command does).
 """
 import contextvars
@@ -263,9 +265,9 @@ def search(handle, problem, solver, buffers, scratch, budget=None, strategy="aut
         strategy = "exhaustive" if small else "random-local"
     batches = (_exhaustive(state) if strategy == "exhaustive"
                else _random_local(state, random.Random(seed)))
-    first = next(batches, [])   # drawn before any timing: it does not depend on one
-    state.build_ahead([default, *winners, *first])   # one round, where builds go ahead
-    default_trial = _check_default(state, default)
+    default_trial = _check_default(state, default)   # alone: its shared programs get cached
+    first = next(batches, [])
+    state.build_ahead([*winners, *first])   # one round, where builds go ahead
     state.run(winners)
     for configs in itertools.chain([first], batches):   # [first] makes stopped always set
         stopped = state.exhausted_budget()
