@@ -164,6 +164,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: output checks in float32 (issue 32 on NVIDIA: search._Search's build_ahead and room,
 #: _exhaustive as a generator of rounds, _output_error, +10) raised the engine's from 2,030 to
 #: 2,040.
+#: The split sum's channel of a forward output (its epilogue's per-channel stages) and bound(),
+#: its scalars checked and set once for an invoker's hot path (issues 27 and 28: implicit GEMM's
+#: forward split on GPUs; engine/split_sum.py, +25) raised the engine's from 2,040 to 2,070.
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
@@ -174,7 +177,7 @@ BUDGETS = {
     "core/device": {"python": 725, "opencl": 0},
     "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 870, "opencl": 0},
-    "core/engine": {"python": 2040, "opencl": 0},
+    "core/engine": {"python": 2070, "opencl": 0},
     "core/testing": {"python": 790, "opencl": 0},
     "core/cli": {"python": 1315, "opencl": 0},
     "core/bench": {"python": 1450, "opencl": 60},

@@ -1,10 +1,10 @@
 """SplitSum: a split reduction's parts added up as a left fold in part order (bitwise a float32
-fold on the host), from an offset, continuing from the output, storing a backward epilogue;
-bad input refused before OpenCL."""
+fold on the host), from an offset, continuing from the output, storing a backward epilogue and
+a forward one with each element's channel; bad input refused before OpenCL."""
 import numpy as np
 import pyopencl as cl
 import pytest
-from convsolve import Epilogue, EpilogueArgs, SplitSum, ValidationError
+from convsolve import Activation, Epilogue, EpilogueArgs, SplitSum, ValidationError
 
 SIZE = 1000   # not a multiple of the work-group
 
@@ -73,6 +73,58 @@ def test_the_epilogue_is_stored_with_the_sum(handle):
         assert np.allclose(result, expected, rtol=1e-6, atol=0), (epilogue, values)
 
 
+@pytest.mark.parametrize("layout", ["channels-first", "channels-last"])
+def test_a_forward_epilogue_takes_each_elements_channel(handle, layout):
+    """A forward output of N = 2 images, K = 5 channels and 100 pixels: channels=(K, pixels)
+    when channels-first, (K, 1) when channels-last; scale[k] and bias[k] reach the elements of
+    channel k, then the activation."""
+    images, chans, pixels = 2, 5, SIZE // 10
+    flat, parts = _parts(2, seed=4)
+    scale = np.linspace(0.5, 2.5, chans, dtype=np.float32)
+    bias = np.linspace(-3, 3, chans, dtype=np.float32)
+    if layout == "channels-first":
+        channel, channels = np.arange(SIZE) // pixels % chans, (chans, pixels)
+    else:
+        channel, channels = np.arange(SIZE) % chans, (chans, 1)
+    values = EpilogueArgs(alpha=1.0, activation=Activation("relu"),
+                          scale=_buffer(handle, scale), bias=_buffer(handle, bias))
+    out = _buffer(handle, np.zeros(images * chans * pixels))
+    summer = SplitSum(handle, Epilogue(scale=True, bias=True, activation="relu"))
+    cl.wait_for_events([summer(_buffer(handle, flat), out, 2, SIZE, values=values,
+                               channels=channels)])
+    expected = np.maximum(_fold(parts) * scale[channel] + bias[channel], 0)
+    assert np.allclose(_read(handle, out, SIZE), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_a_bound_sum_is_the_call_with_its_scalars_set_once(handle):
+    """bound(): bare, the host's float32 fold bit for bit; with an epilogue, the same bits as a
+    call with the same arguments; call after call on fresh buffers; its scalars checked when it
+    is bound."""
+    flat, parts = _parts(3, offset=5, seed=8)
+    prior = np.random.default_rng(3).standard_normal(SIZE).astype(np.float32)
+    bias = _buffer(handle, np.linspace(-1, 1, 4))
+    scalars = {"offset": 5, "accumulate": True, "channels": (4, 25)}
+
+    def outputs(call, values):
+        """call's output twice, each on fresh buffers."""
+        found = []
+        for _ in range(2):
+            out = _buffer(handle, prior)
+            cl.wait_for_events([call(_buffer(handle, flat), out, values)])
+            found.append(_read(handle, out, SIZE).view(np.uint32))
+        return found
+
+    bare = outputs(SplitSum(handle).bound(3, SIZE, **scalars), None)
+    assert all(np.array_equal(o, _fold(parts, prior).view(np.uint32)) for o in bare)
+    fused = SplitSum(handle, Epilogue(bias=True, blend=True))
+    values = EpilogueArgs(alpha=0.5, beta=2.0, bias=bias)
+    called = outputs(lambda p, o, v: fused(p, o, 3, SIZE, values=v, **scalars), values)
+    bound = outputs(fused.bound(3, SIZE, **scalars), values)
+    assert all(np.array_equal(o, called[0]) for o in called[1:] + bound)
+    with pytest.raises(ValidationError, match="split sum channel stride"):
+        SplitSum(handle).bound(2, SIZE, channels=(3, 0))
+
+
 def test_bad_input_is_refused_before_opencl(handle):
     """Counts, sizes and offsets out of range, values without an epilogue (or none with one),
     buffers too small or shared, and an epilogue that is not one: ValidationError naming it."""
@@ -82,7 +134,8 @@ def test_bad_input_is_refused_before_opencl(handle):
              (bare, {"offset": -1}, "offset"), (bare, {"count": 2.0}, "count"),
              (bare, {"values": EpilogueArgs()}, "values"), (fused, {}, "values"),
              (bare, {"count": 5}, "partials"), (bare, {"count": 1, "size": 2 * SIZE}, "out"),
-             (bare, {"out": partials, "count": 2}, "out")]
+             (bare, {"out": partials, "count": 2}, "out"),
+             (bare, {"channels": (0, 1)}, "channels"), (bare, {"channels": (4, 0)}, "channel stride")]
     for summer, change, field in calls:
         args = {"partials": partials, "out": out, "count": 4, "size": SIZE, **change}
         with pytest.raises(ValidationError, match=f"split sum {field}"):
