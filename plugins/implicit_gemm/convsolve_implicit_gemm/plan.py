@@ -14,13 +14,20 @@ KERNELS = resources.files(__package__) / "kernels"
 
 DIRECTION_CODES = {Direction.FORWARD: 0, Direction.BACKWARD_DATA: 1,
                    Direction.BACKWARD_WEIGHTS: 2}
+#: The kernels' a, b and out (implicit_gemm_common.cl) among the forward-sense buffers, by
+#: direction.
+ROLES = {Direction.FORWARD: ("w", "x", "y"), Direction.BACKWARD_DATA: ("w", "y", "x"),
+         Direction.BACKWARD_WEIGHTS: ("y", "x", "w")}
 
-# {{{ backward weights' split rule: it reads the problem and the device class, never the config,
-# so the workspace does not depend on the config.  A reduction over N * OH * OW splits until the
-# splits hold SPLIT_TILES GEMM tiles of SPLIT_TILE x SPLIT_TILE (enough work-groups for a large
-# GPU; the values the gemm plugin's GemmWrwSplitK measured on the H200), each split at least
-# MIN_SPLIT_DEPTH deep, at most MAX_SPLITS of them by device class, and their partial dw within
+# {{{ the split rule: backward weights split their reduction over N * OD * OH * OW, and forward
+# on GPUs its reduction over C/G * Z * R * S where the output is too few tiles to fill the GPU (a
+# layer late in a network at a small batch).  The rule reads the problem and the device, never
+# the config, so the workspace does not depend on the config; their partial outputs stay within
 # SPLIT_BUDGET_BYTES.
+#
+# Backward weights split until the splits hold SPLIT_TILES GEMM tiles of SPLIT_TILE x SPLIT_TILE
+# (enough work-groups for a large GPU; the values the gemm plugin's GemmWrwSplitK measured on the
+# H200), each split at least MIN_SPLIT_DEPTH deep, at most MAX_SPLITS of them by device class.
 SPLIT_TILE = 64
 SPLIT_TILES = 512
 MIN_SPLIT_DEPTH = 256
@@ -31,6 +38,21 @@ MIN_SPLIT_DEPTH = 256
 #: 12.5-13.6 ms against 11.1-11.3; 2-vCPU Intel Xeon, AVX-512, PoCL 3.1).  The WTI, which sees
 #: no device, counts with the "*" entry.
 MAX_SPLITS = {"gpu": SPLIT_TILES, "*": 64}
+#: Forward splits where its grid of SPLIT_TILE x SPLIT_TILE tiles is under FORWARD_SPLIT_WAVES
+#: times the device's compute units, into enough splits for FORWARD_TILES_PER_UNIT tiles a unit,
+#: each at least FORWARD_SPLIT_DEPTH[0] deep where the grid is under one tile a unit, else
+#: FORWARD_SPLIT_DEPTH[1] (a shallow split of a grid that nearly fills the GPU costs more in
+#: partial outputs than it gains), at most MAX_FORWARD_SPLITS by device class: CPUs never
+#: (igemm_vector.cl spreads a small output over bands of tiles, and a CPU has few cores to fill).
+#: Measured on ResNet-50's 3x3 and late 1x1 layers (NVIDIA H100, 2026-12-06, BENCHMARKS.md): at
+#: batch 1 (8-64 tiles) splits of 64 or more took the eleven layers 0.362 ms together, of 128
+#: 0.384, of 256 0.459, none 1.77 (cuDNN 0.55); at batch 8 a grid of 224 tiles 512 deep ran 26%
+#: slower split 3 ways, grids of 392-400 tiles 1-60% slower split 2 ways, and grids of 56-200
+#: tiles 1,024 or more deep 1.07-3.3x faster split.
+FORWARD_SPLIT_WAVES = 2
+FORWARD_TILES_PER_UNIT = 4
+FORWARD_SPLIT_DEPTH = (64, 512)
+MAX_FORWARD_SPLITS = {"gpu": SPLIT_TILES, "*": 1}
 SPLIT_BUDGET_BYTES = 64 << 20
 # }}}
 
@@ -152,14 +174,11 @@ def gemm_p(problem):
 
 
 def gemm_j(problem, device=None):
-    """The reduction's depth in the deepest slice: C/G * Z * R * S (backward data: K/G times the
-    taps of the phase most reach; backward weights: one split's share of N * OD * OH * OW on
-    ``device``, see splits)."""
-    if problem.direction is Direction.BACKWARD_WEIGHTS:
-        return ceil_div(depth(problem), splits(problem, device))
+    """The reduction's depth in the deepest slice: one split's share of depth(problem) on
+    ``device`` (see splits); backward data: K/G times the taps of the phase most reach."""
     if problem.direction is Direction.BACKWARD_DATA:
         return problem.k // problem.groups * max(_taps(p) for p in phases(problem))
-    return problem.c // problem.groups * math.prod(problem.fil_sizes)
+    return ceil_div(depth(problem), splits(problem, device))
 
 
 def tile_width(problem):
@@ -180,20 +199,38 @@ def vector_tiles(problem, tp):
 
 
 def depth(problem):
-    """The reduction of backward weights: N * OD * OH * OW."""
-    return problem.n * math.prod(problem.out_sizes)
+    """The reduction that splits: backward weights' N * OD * OH * OW, forward's C/G * Z * R * S
+    (backward data does not split)."""
+    if problem.direction is Direction.BACKWARD_WEIGHTS:
+        return problem.n * math.prod(problem.out_sizes)
+    return problem.c // problem.groups * math.prod(problem.fil_sizes)
+
+
+def output(problem):
+    """The tensor the kernels write (implicit_gemm_common.cl's C): y, dx or dw."""
+    return getattr(problem, ROLES[problem.direction][2])
 
 
 def splits(problem, device=None):
-    """How many parts backward weights' reduction is split into on ``device`` (a pyopencl Device;
-    None: MAX_SPLITS's "*" entry), 1 for the other directions."""
-    if problem.direction is not Direction.BACKWARD_WEIGHTS:
+    """How many parts the reduction is split into on ``device`` (a pyopencl Device; None, the
+    WTI's view: MAX_SPLITS's "*" entry for backward weights, no split forward); 1 for backward
+    data."""
+    forward = problem.direction is Direction.FORWARD
+    if problem.direction is Direction.BACKWARD_DATA or (forward and device is None):
         return 1
+    most_by_class = MAX_FORWARD_SPLITS if forward else MAX_SPLITS
+    most = most_by_class["*"] if device is None else tuning.pick(most_by_class, device)
     m, p = gemm_m(problem), gemm_p(problem)
     tiles = problem.groups * ceil_div(m, SPLIT_TILE) * ceil_div(p, SPLIT_TILE)
-    most = MAX_SPLITS["*"] if device is None else tuning.pick(MAX_SPLITS, device)
-    return max(1, min(most, ceil_div(SPLIT_TILES, tiles),
-                      depth(problem) // MIN_SPLIT_DEPTH, SPLIT_BUDGET_BYTES // problem.w.nbytes))
+    wanted, least = SPLIT_TILES, MIN_SPLIT_DEPTH
+    if forward and most > 1:
+        units = device.max_compute_units
+        if tiles >= FORWARD_SPLIT_WAVES * units:
+            return 1
+        wanted = FORWARD_TILES_PER_UNIT * units
+        least = FORWARD_SPLIT_DEPTH[tiles >= units]
+    return max(1, min(most, ceil_div(wanted, tiles), depth(problem) // least,
+                      SPLIT_BUDGET_BYTES // output(problem).nbytes))
 
 
 def slices(problem, device=None):
@@ -204,9 +241,9 @@ def slices(problem, device=None):
 
 
 def workspace(problem, device=None):
-    """Bytes of workspace: backward weights' partial dw when it splits; else none."""
+    """Bytes of workspace: the partial outputs (dw, or y) when the reduction splits; else none."""
     count = splits(problem, device)
-    return count * problem.w.nbytes if count > 1 else 0
+    return count * output(problem).nbytes if count > 1 else 0
 
 
 def wti(problem):
@@ -236,10 +273,6 @@ def wti(problem):
 
 # {{{ the invoker
 
-#: The kernels' a, b and out (implicit_gemm_common.cl) among the forward-sense buffers, by
-#: direction.
-ROLES = {Direction.FORWARD: ("w", "x", "y"), Direction.BACKWARD_DATA: ("w", "y", "x"),
-         Direction.BACKWARD_WEIGHTS: ("y", "x", "w")}
 #: The tunables each kernel reads, as -D defines (configs.CONSTRAINTS pins the others).
 LOCAL_TUNABLES = ("BM", "BN", "BK", "TM", "TN", "VW", "DOUBLE_BUF")
 VECTOR_TUNABLES = ("VW", "VK", "TP", "MR", "JB")
@@ -265,13 +298,14 @@ def defines(problem, config):
 
 def build(problem, handle, config):
     """The invoker of ``problem`` with the kernel ``config`` (complete: configs.complete) picks,
-    and for a split backward weights the sum of its splits (convsolve.SplitSum)."""
-    parts, total = splits(problem, handle.device), problem.w.size
+    and for a split reduction the sum of its splits (convsolve.SplitSum)."""
+    parts, total = splits(problem, handle.device), output(problem).size
     # the epilogue goes with the kernel that writes the output: the GEMM, or the sum
     kernel, size, local, extra = _kernel(
         problem if parts == 1 else problem.with_epilogue(None), handle, config)
     after = _set_args(kernel, 3, (*conv_args(problem), np.int32(parts), *extra))
-    summer = SplitSum(handle, problem.epilogue) if parts > 1 else None
+    summer = (SplitSum(handle, problem.epilogue).bound(parts, total, channels=_channels(problem))
+              if parts > 1 else None)
     a_name, b_name, out_name = ROLES[problem.direction]
 
     def invoker(buffers, scratch):
@@ -282,9 +316,17 @@ def build(problem, handle, config):
             _set_args(kernel, after, buffers.epilogue_args.kernel_args())
         events = [cl.enqueue_nd_range_kernel(handle.queue, kernel, size, local)]
         if summer is not None:
-            events.append(summer(scratch, out, parts, total, values=buffers.epilogue_args))
+            events.append(summer(scratch, out, buffers.epilogue_args))
         return events
     return invoker
+
+
+def _channels(problem):
+    """SplitSum's (chans, inner) of the output: a forward y's channel of each element (its epilogue
+    has per-channel stages); (1, 1) for dw, whose epilogue takes no channel."""
+    if problem.direction is not Direction.FORWARD:
+        return 1, 1
+    return problem.k, 1 if problem.y.channels_last else math.prod(problem.out_sizes)
 
 
 def _set_args(kernel, first, values):

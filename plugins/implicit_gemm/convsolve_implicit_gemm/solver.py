@@ -43,8 +43,8 @@ class ImplicitGemm:
 
     @hookimpl
     def fused_stages(self, problem):
-        """All of it, in every direction: the kernel that writes the output (the GEMM, or
-        backward weights' sum of its splits) stores each element once."""
+        """All of it, in every direction: the kernel that writes the output (the GEMM, or the
+        sum of its splits) stores each element once."""
         return len(problem.epilogue.stages)
 
     @hookimpl

@@ -1,6 +1,6 @@
 """convsolve-implicit-gemm's fused epilogue: every stage in every direction, stored by the kernel
-that writes each output element once (the GEMM; backward weights' sum of its splits when it
-splits), with both kernels, z being y; the workspace unchanged."""
+that writes each output element once (the GEMM; the sum of the splits when backward weights or
+forward split), with both kernels, z being y; the workspace unchanged."""
 import convsolve
 import numpy as np
 import pyopencl as cl
@@ -8,7 +8,7 @@ import pytest
 from convsolve import Direction, Epilogue, Problem
 from convsolve.testing import device_buffers, random_tensors, read_output
 from convsolve_implicit_gemm import configs, plan
-from test_implicit_gemm import OTHER_CONFIGS, solver
+from test_implicit_gemm import OTHER_CONFIGS, solver, split_forward_anywhere
 
 #: check_solver's "all" forward case and its backward one: the programs the tests share.
 ALL = Epilogue(True, True, True, "leaky_relu", True)
@@ -77,3 +77,24 @@ def test_fused_equals_unfused(handle, monkeypatch, direction, config):
             values.update(z_scale=0.75, activation=("leaky_relu", 0.1), scale=scale, bias=bias)
         fused, unfused = fused_and_unfused(handle, problem, random_tensors(problem, 3), values)
         assert np.abs(fused - unfused).max() <= 1e-6 * np.abs(unfused).max()
+
+
+@pytest.mark.parametrize("config", [OTHER_CONFIGS[0], OTHER_CONFIGS[2]], ids=["gpu", "cpu"])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_a_split_forward_stores_every_stage_in_its_sum(handle, monkeypatch, layout, config):
+    """Forward split 4 ways (forced, as a GPU splits a small output): the sum stores scale and
+    bias of each element's own channel, the residual, the activation and the blend, channels-first
+    and channels-last, as the unfused pass does."""
+    split_forward_anywhere(monkeypatch, least=6)
+    monkeypatch.setattr(configs, "default", lambda problem, device: configs.complete(config))
+    rng = np.random.default_rng(6)
+    flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+    problem = Problem.conv2d((2, 6, 9, 11), (8, 3, 3, 3), stride=(2, 1), padding=((1, 0), (2, 1)),
+                             dilation=(1, 2), groups=2, layout=layout).with_epilogue(ALL)
+    assert plan.splits(problem, handle.device) == 4
+    scale, bias = (cl.Buffer(handle.context, flags, hostbuf=rng.uniform(
+        -1, 1, problem.k).astype(np.float32)) for _ in range(2))
+    values = {"alpha": -1.5, "beta": 0.5, "z_scale": 0.75, "activation": ("leaky_relu", 0.1),
+              "scale": scale, "bias": bias}
+    fused, unfused = fused_and_unfused(handle, problem, random_tensors(problem, 4), values)
+    assert np.abs(fused - unfused).max() <= 1e-6 * np.abs(unfused).max()

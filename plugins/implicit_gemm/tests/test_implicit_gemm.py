@@ -157,6 +157,35 @@ def test_split_backward_weights_is_exact_and_repeatable(handle, monkeypatch, lay
     assert np.array_equal(first, run(handle, problem, LAYOUT_CONFIGS[0]))
 
 
+def split_forward_anywhere(monkeypatch, least):
+    """Forward split as a GPU splits a small output, on any device: up to 64 parts of at least
+    ``least`` (the grid never too large, the tiles wanted never reached)."""
+    monkeypatch.setattr(plan, "MAX_FORWARD_SPLITS", {"*": 64})
+    monkeypatch.setattr(plan, "FORWARD_SPLIT_WAVES", 1 << 20)
+    monkeypatch.setattr(plan, "FORWARD_TILES_PER_UNIT", 1 << 20)
+    monkeypatch.setattr(plan, "FORWARD_SPLIT_DEPTH", (least, least))
+
+
+@pytest.mark.parametrize("config", LAYOUT_CONFIGS, ids=["local", "vector"])
+def test_split_forward_is_exact_and_repeatable(handle, monkeypatch, config):
+    """Forward split as a GPU splits a small output's reduction (forced here on any device): a
+    grouped, strided, asymmetrically padded problem whose reduction of 5 * 3 * 3 = 45 splits 7
+    ways (six of 7, one of 3), with either kernel, channels-first and channels-last: it passes
+    check_problem, its workspace is exactly its partial y, and runs repeat bit for bit."""
+    if handle.is_gpu and not config["LOCAL"]:
+        pytest.skip("the CPU kernel's config, which a GPU's check_config refuses")
+    split_forward_anywhere(monkeypatch, least=6)
+    monkeypatch.setattr(configs, "default", lambda problem, device: configs.complete(config))
+    s = solver(Direction.FORWARD)
+    for layout in ("NCHW", "NHWC"):
+        problem = Problem.conv2d((2, 10, 9, 11), (8, 5, 3, 3), stride=(2, 1),
+                                 padding=((1, 0), (2, 1)), groups=2, layout=layout)
+        assert plan.splits(problem, handle.device) == 7
+        assert s.workspace(problem, handle) == 7 * problem.y.nbytes
+        assert check_problem(s, handle, problem) == []
+        assert np.array_equal(run(handle, problem, config), run(handle, problem, config))
+
+
 def test_window_offsets_of_a_channels_last_tensor_fit_an_int():
     """A channels-last B multiplies the window's offsets by its channels: a problem whose
     channels-first offsets fit an int and whose channels-last ones may not is declined in that
@@ -170,8 +199,9 @@ def test_window_offsets_of_a_channels_last_tensor_fit_an_int():
 
 
 def test_workspace():
-    """Forward and backward data need none; backward weights one partial dw per split, as many
-    as the device class allows: a dw of one tile splits 64 ways on a CPU, 512 on a GPU."""
+    """Backward data needs none, forward none but on a GPU with a small output (one partial y
+    per split); backward weights one partial dw per split, as many as the device class allows: a
+    dw of one tile splits 64 ways on a CPU, 512 on a GPU."""
     big = Problem.conv2d((32, 64, 56, 56), (64, 64, 3, 3), padding=1)
     for kind in ("avx2", "gpu"):
         handle = fake_handle(kind)
@@ -188,6 +218,18 @@ def test_workspace():
     assert plan.splits(small) == 64   # the WTI's, which sees no device
     assert solver(Direction.BACKWARD_WEIGHTS).workspace(small, fake_handle("gpu")) == (
         512 * small.w.nbytes)
+    # y of 8 tiles, 4608 deep: 4 tiles for each of the GPU's 132 units
+    late = Problem.conv2d((1, 512, 7, 7), (512, 512, 3, 3), padding=1)
+    assert [plan.splits(late, fake_handle(kind).device) for kind in ("avx2", "gpu")] == [1, 66]
+    assert solver(Direction.FORWARD).workspace(late, fake_handle("gpu")) == 66 * late.y.nbytes
+    # grids of 392 tiles (3 waves): none; 224 tiles 512 deep: none (splits of 512 or more);
+    # 200 tiles 2048 deep: 3 (528 tiles wanted); 100 tiles 1024 deep: 6
+    gpu = fake_handle("gpu").device
+    assert [plan.splits(Problem.conv2d((b, c, hw, hw), (k, c, 1, 1)), gpu)
+            for b, c, hw, k in ((32, 1024, 14, 256), (8, 512, 7, 2048), (32, 2048, 7, 512),
+                                (8, 1024, 14, 256))] == [1, 1, 3, 6]
+    assert solver(Direction.FORWARD).workspace(late, fake_handle("avx2")) == 0
+    assert plan.splits(late) == 1   # the WTI's
 
 
 @pytest.mark.parametrize("stride, dilation, pad, filt, size",
@@ -231,8 +273,12 @@ def test_config_space_and_device_defaults():
         return config["BM"], config["BN"], config["TM"], config["TN"], config["BK"]
     vgg = ((32, 256, 56, 56), (256, 256, 3, 3))
     assert block(*vgg, padding=1) == (256, 128, 16, 8, 8)
-    # as deep, too few blocks for 256 x 128: 128 x 64 and 128 x 32 neither, the last
-    assert block((32, 512, 7, 7), (512, 512, 3, 3), padding=1) == (64, 128, 8, 8, 16)
+    # as deep, but a grid of 200 tiles of 64 x 64: split 3 ways, 1,536 deep each (too shallow
+    # for 256 x 128), whose 300 blocks of 128 x 64 fill the GPU
+    assert block((32, 512, 7, 7), (512, 512, 3, 3), padding=1) == (128, 64, 8, 4, 16)
+    # too few blocks for any, even split (backward data does not split): the last
+    assert block((32, 512, 7, 7), (512, 512, 3, 3), padding=1, direction="bwd") == (
+        64, 128, 8, 8, 16)
     # as many blocks, a reduction of 64: no 16 x 8 tiles
     assert block((32, 64, 56, 56), (256, 64, 1, 1)) == (128, 64, 8, 4, 16)
     # backward weights of 64 rows: 128-row blocks would be half empty
@@ -286,14 +332,16 @@ def test_channels_last_wti_sits_between_channels_first_and_the_composite():
 
 
 def test_find_benchmarks_it_in_the_default_mode(handle, monkeypatch):
-    """Dynamic, workspace-free and applicable to a 3x3 layer: the default find mode benchmarks
-    implicit_gemm.Fwd beside the gemm family and ranks it by its time."""
+    """Dynamic and applicable to a 3x3 layer: the default find mode benchmarks implicit_gemm.Fwd
+    beside the gemm family, ranks it by its time and reports its workspace (none on a CPU; a
+    GPU splits this small output)."""
     for family in ("WINOGRAD", "DIRECT", "FFT"):
         monkeypatch.setenv(f"CONVSOLVE_DEBUG_CONV_{family}", "0")
     problem = Problem.conv2d((1, 32, 28, 28), (32, 32, 3, 3), padding=1)
     found = convsolve.find(handle, problem, **device_buffers(handle, random_tensors(problem, 0)))
     ours = [s for s in found if s.solver == "implicit_gemm.Fwd"]
-    assert ours and ours[0].source == "benchmark" and ours[0].workspace == 0
+    assert ours and ours[0].source == "benchmark"
+    assert ours[0].workspace == plan.workspace(problem, handle.device)
     assert [s.time_ms for s in found] == sorted(s.time_ms for s in found)
 
 

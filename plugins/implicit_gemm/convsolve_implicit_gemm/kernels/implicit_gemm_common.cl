@@ -17,8 +17,8 @@
  * the stride, from dy row i + off - t * dd (ig_phase), so each phase is a dense GEMM (as
  * MIOpen's and cuDNN's strided backward-data kernels decompose it).
  *
- * An IgGemm describes one slice z of a launch (forward: group; backward data: group and phase;
- * backward weights: group and split of the reduction) with p and j read as four digits each,
+ * An IgGemm describes one slice z of a launch (forward and backward weights: group and split of
+ * the reduction; backward data: group and phase) with p and j read as four digits each,
  * p = ((p0 * PD + pd) * P1 + p1) * P2 + p2 and j = ((j0 * JD + jd) * J1 + j1) * J2 + j2; where
  * B's tensor is channels-last, its channel digit goes innermost, so that consecutive j (forward:
  * c, backward data: k; IG_J_INNER) or, for backward weights, consecutive p (c; IG_P_INNER) are
@@ -35,7 +35,7 @@
  * x (N, C, D, H, W) NCDHW or NDHWC, w (K, C/G, Z, R, S) KCZRS or KZRSC, y NCDHW or NDHWC, rank
  * 1 and 2 alike (NCW, NWC, NCHW, NHWC).
  * Every offset fits an int: each is an element of one tensor (core/problem.py's int32 rule) or
- * of the workspace (at most SPLITS partial dw, bounded by the solver's budget), or a window's
+ * of the workspace (at most SPLITS partial dw or y, bounded by the solver's budget), or a window's
  * reaching into the padding (bounded by the solver's is_applicable, the pixel stride included).
  *
  * Non-finite semantics: forward and backward weights read the zero padding as zeros that take
@@ -148,7 +148,9 @@ inline void ig_describe(IgGemm *d, IG_CONV_PARAMS, const int SPLITS, const int z
     ig_strides(Cg, ZRS, W_LAST, &w);
     ig_strides(K, ODHW, Y_LAST, &y);
 #if DIRECTION == 0
-    d->M = Kg;  d->P = N * ODHW;  d->j_begin = 0;  d->j_end = Cg * ZRS;
+    const int split = z / G, depth = Cg * ZRS, share = CS_DIV_UP(depth, SPLITS);
+    d->M = Kg;  d->P = N * ODHW;  d->j_begin = min(split * share, depth);
+    d->j_end = min(d->j_begin + share, depth);
     d->P0 = N;  d->PD = OD;  d->P1 = OH;  d->P2 = OW;  d->J0 = Cg;  d->JD = Z;  d->J1 = R;
     d->J2 = S;
     d->a_off = g * Kg * w.n;  d->a_m = w.n;  d->a_j0 = w.c;  d->a_jd = RS * w.pix;
@@ -158,7 +160,10 @@ inline void ig_describe(IgGemm *d, IG_CONV_PARAMS, const int SPLITS, const int z
     d->d_p = STRIDE_D;  d->d_j = DIL_D;  d->d_off = -PAD_F;
     d->r_p = STRIDE_H;  d->r_j = DIL_H;  d->r_off = -PAD_T;
     d->c_p = STRIDE_W;  d->c_j = DIL_W;  d->c_off = -PAD_L;
-    d->o_off = g * Kg * y.c;  d->o_m = y.c;  d->o_p0 = y.n;  d->o_pd = OHW * y.pix;
+    /* one split writes y itself; more write partial y (in y's layout) one after the other
+     * (the workspace) */
+    d->o_off = split * N * y.n + g * Kg * y.c;  d->o_m = y.c;  d->o_p0 = y.n;
+    d->o_pd = OHW * y.pix;
     d->o_p1 = OW * y.pix;  d->o_p2 = y.pix;  d->o_chan = g * Kg;
 #elif DIRECTION == 1
     const int phase = z / G, ad = phase / (STRIDE_H * STRIDE_W);
