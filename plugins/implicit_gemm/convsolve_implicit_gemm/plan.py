@@ -222,6 +222,8 @@ def splits(problem, device=None):
     most = most_by_class["*"] if device is None else tuning.pick(most_by_class, device)
     m, p = gemm_m(problem), gemm_p(problem)
     tiles = problem.groups * ceil_div(m, SPLIT_TILE) * ceil_div(p, SPLIT_TILE)
+    if not tiles:   # a zero batch: no output
+        return 1
     wanted, least = SPLIT_TILES, MIN_SPLIT_DEPTH
     if forward and most > 1:
         units = device.max_compute_units

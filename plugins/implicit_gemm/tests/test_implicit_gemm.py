@@ -229,6 +229,8 @@ def test_workspace():
             for b, c, hw, k in ((32, 1024, 14, 256), (8, 512, 7, 2048), (32, 2048, 7, 512),
                                 (8, 1024, 14, 256))] == [1, 1, 3, 6]
     assert solver(Direction.FORWARD).workspace(late, fake_handle("avx2")) == 0
+    empty = Problem.conv2d((0, 512, 7, 7), (512, 512, 3, 3), padding=1)   # a zero batch
+    assert solver(Direction.FORWARD).workspace(empty, fake_handle("gpu")) == 0
     assert plan.splits(late) == 1   # the WTI's
 
 
