@@ -74,24 +74,21 @@ class SplitSum:
                                           (round_up(size, self.group),), (self.group,))
 
     def bound(self, count, size, *, offset=0, accumulate=False, channels=(1, 1)):
-        """This sum with its scalar arguments (as __call__'s) checked and set once, on a kernel of
-        its own: a function ``(partials, out, values=None)`` that enqueues it and returns the
-        event, for an invoker's hot path.  It checks nothing else: its caller vouches for the
-        buffers (an invoker's, which the core checked: its workspace and its output) and gives
-        ``values`` exactly when this sum has an epilogue."""
+        """This sum with its scalar arguments (as __call__'s) checked once, on a kernel of its
+        own: a function ``(partials, out, values=None)`` that sets the arguments (by type, in one
+        call: a numpy scalar set alone costs microseconds) and enqueues, returning the event, for
+        an invoker's hot path.  It checks nothing else: its caller vouches for the buffers (an
+        invoker's, which the core checked: its workspace and its output) and gives ``values``
+        exactly when this sum has an epilogue."""
         self._check(count, size, offset, channels)
-        kernel, first_value = self._kernel(), 8
-        for index, value in ((1, offset), (2, count), (3, size), (5, int(bool(accumulate))),
-                             (6, channels[0]), (7, channels[1])):
-            kernel.set_arg(index, np.int32(value))
-        queue, global_size, local_size = self.queue, (round_up(size, self.group),), (self.group,)
+        kernel, queue = self._kernel(), self.queue
+        scalars = tuple(np.int32(v) for v in (offset, count, size))
+        flags = tuple(np.int32(v) for v in (bool(accumulate), *channels))
+        global_size, local_size = (round_up(size, self.group),), (self.group,)
 
         def enqueue(partials, out, values=None):
-            kernel.set_arg(0, partials)
-            kernel.set_arg(4, out)
-            if values is not None:
-                for index, value in enumerate(values.kernel_args(), start=first_value):
-                    kernel.set_arg(index, value)
+            kernel.set_args(partials, *scalars, out, *flags,
+                            *(values.kernel_args() if values is not None else ()))
             return cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
         return enqueue
 
