@@ -222,16 +222,16 @@ def test_workspace():
     late = Problem.conv2d((1, 512, 7, 7), (512, 512, 3, 3), padding=1)
     assert [plan.splits(late, fake_handle(kind).device) for kind in ("avx2", "gpu")] == [1, 66]
     assert solver(Direction.FORWARD).workspace(late, fake_handle("gpu")) == 66 * late.y.nbytes
+    assert solver(Direction.FORWARD).workspace(late, fake_handle("avx2")) == 0
+    assert plan.splits(late) == 1   # the WTI's
     # grids of 392 tiles (3 waves): none; 224 tiles 512 deep: none (splits of 512 or more);
     # 200 tiles 2048 deep: 3 (528 tiles wanted); 100 tiles 1024 deep: 6
     gpu = fake_handle("gpu").device
     assert [plan.splits(Problem.conv2d((b, c, hw, hw), (k, c, 1, 1)), gpu)
             for b, c, hw, k in ((32, 1024, 14, 256), (8, 512, 7, 2048), (32, 2048, 7, 512),
                                 (8, 1024, 14, 256))] == [1, 1, 3, 6]
-    assert solver(Direction.FORWARD).workspace(late, fake_handle("avx2")) == 0
     empty = Problem.conv2d((0, 512, 7, 7), (512, 512, 3, 3), padding=1)   # a zero batch
     assert solver(Direction.FORWARD).workspace(empty, fake_handle("gpu")) == 0
-    assert plan.splits(late) == 1   # the WTI's
 
 
 @pytest.mark.parametrize("stride, dilation, pad, filt, size",
