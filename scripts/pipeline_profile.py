@@ -16,18 +16,8 @@ import statistics
 
 import numpy as np
 from convsolve import Direction, Handle
-from convsolve.bench.command import layer_problem, load_suite
+from convsolve.bench.command import Progress, layer_problem, load_suite
 from convsolve.bench.pipeline import one_pass, prepare
-
-
-class _Quiet:
-    """prepare's progress, shown nowhere."""
-
-    def show(self, *_):
-        pass
-
-    def step(self, *_):
-        pass
 
 
 def main():
@@ -42,7 +32,9 @@ def main():
     handle, direction = Handle(), Direction.parse(args.direction)
     problems = [(i, layer, layer_problem(layer, args.batch, direction))
                 for i, layer in enumerate(load_suite(args.suite)["layers"])]
-    sequence, _ = prepare(handle, problems, False, np.random.default_rng(0), _Quiet())
+    progress = Progress(len(problems))
+    sequence, _ = prepare(handle, problems, False, np.random.default_rng(0), progress)
+    progress.close()
     for _ in range(args.warm):
         one_pass(handle, sequence)
     hosts = [one_pass(handle, sequence)[0] for _ in range(args.passes)]
