@@ -279,7 +279,9 @@ def run_overhead(suite, layers, directions, batch):
         solver = get_solutions(handle, tiny, 1)[0].solver
         hot[direction.value] = {**overhead.run_overhead(handle, tiny, solver, calls=300),
                                 **overhead.db_hit_us(handle, tiny)}
+    keys = list(dict.fromkeys(row["problem"] for row in rows))
     return {"suite": suite["name"], "device": handle.name, "batch": batch, "rows": rows,
+            "suite_finds": overhead.suite_finds(keys) if len(keys) > 1 else None,
             "calls": overhead.CALLS, "hot": hot,
             "date": datetime.datetime.now().isoformat(timespec="seconds")}
 

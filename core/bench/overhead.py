@@ -3,7 +3,9 @@
 Cold find runs in a child process whose kernel cache, user find-db, system find-db and the
 driver's own kernel cache (PoCL's, NVIDIA's) are empty temporary paths: it compiles and benchmarks every candidate.  Warm find runs in a
 second fresh process on the same paths: a find-db hit, then building the winner from the kernel
-cache.  The per-call overhead of ``run`` and of ``plan.run`` is measured in the bench's own
+cache.  A framework starting up finds every layer of its network in one process: the suite's
+finds, run cold and then warm in two more fresh processes, show the first find (which discovers
+the plugins) apart from the others.  The per-call overhead of ``run`` and of ``plan.run`` is measured in the bench's own
 process, as their host time minus host time of calling the solver's invoker directly (set
 arguments + enqueue), each timed while a user event holds the queue so the kernel cannot start
 during the call; so is a repeated find and get_solutions on a find-db hit.
@@ -47,14 +49,16 @@ def child_env(directory):
     return environ
 
 
-def _child(key, directory):
-    """The JSON report of one fresh process finding, compiling and running ``key``."""
+def _child(keys, directory):
+    """The JSON report of one fresh process finding, compiling and running the problem of
+    ``keys`` (one key), or finding each of them (several)."""
     begin = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "convsolve.bench.overhead", key],
+    out = subprocess.run([sys.executable, "-m", "convsolve.bench.overhead", *keys],
                          env=child_env(directory), capture_output=True, text=True,
                          timeout=3600, check=False)
     if out.returncode:
-        raise RuntimeError(f"find-overhead child for {key} failed: {out.stderr.strip()[-2000:]}")
+        raise RuntimeError(f"find-overhead child for {' '.join(keys)} failed: "
+                           f"{out.stderr.strip()[-2000:]}")
     report = json.loads(out.stdout.strip().splitlines()[-1])
     report["process_ms"] = (time.perf_counter() - begin) * 1e3
     return report
@@ -63,9 +67,17 @@ def _child(key, directory):
 def find_overhead(key):
     """{'cold': report, 'warm': report} for the problem ``key``, each from a fresh process."""
     with tempfile.TemporaryDirectory(prefix="convsolve-bench-") as tmp:
-        cold = _child(key, Path(tmp))
-        warm = _child(key, Path(tmp))
+        cold = _child([key], Path(tmp))
+        warm = _child([key], Path(tmp))
     return {"cold": cold, "warm": warm}
+
+
+def suite_finds(keys):
+    """{'cold': [ms], 'warm': [ms]}: each find's time, in ``keys``' order, of one fresh process
+    finding every problem of ``keys`` (two or more) on empty caches, then of another on the
+    caches the first filled."""
+    with tempfile.TemporaryDirectory(prefix="convsolve-bench-") as tmp:
+        return {state: _child(keys, Path(tmp))["find_ms"] for state in ("cold", "warm")}
 
 
 def _gated(handle, call):
@@ -151,5 +163,18 @@ def _measure(key):
             "first_run_extra_ms": (ran - compiled) * 1e3 - kernel_ms}
 
 
+def _measure_finds(keys):
+    """In the child: {'find_ms': [ms]}, the time of find() on each problem of ``keys``, one after
+    the other on one handle."""
+    handle, times = Handle(), []
+    for key in keys:
+        problem = Problem.from_key(key)
+        bufs = device_buffers(handle, random_tensors(problem))
+        begin = time.perf_counter()
+        find(handle, problem, **bufs)
+        times.append((time.perf_counter() - begin) * 1e3)
+    return {"find_ms": times}
+
+
 if __name__ == "__main__":
-    print(json.dumps(_measure(sys.argv[1])))
+    print(json.dumps(_measure(sys.argv[1]) if len(sys.argv) == 2 else _measure_finds(sys.argv[1:])))

@@ -132,7 +132,23 @@ def format_overhead(report, markdown=False):
         "queue (the previous call's kernel has just run, so on large layers the host caches "
         "are cold)"),
         ("\nrun() and plan.run in a hot loop (300 calls on a tiny problem), find and "
-         f"get_solutions repeated on a find-db hit (200 calls): {hot or '-'}")])
+         f"get_solutions repeated on a find-db hit (200 calls): {hot or '-'}"),
+        *_suite_finds(report.get("suite_finds"))])
+
+
+def _suite_finds(finds):
+    """The lines of a report's suite finds (overhead.suite_finds), if it has them."""
+    if not finds:
+        return []
+    parts = []
+    for state, times in finds.items():
+        rest = times[1:]
+        parts.append(f"{state}: the first {_fmt(times[0], 1)} ms, the others median "
+                     f"{_fmt(float(np.median(rest)), 1)} ms (max {_fmt(max(rest), 1)}), "
+                     f"{_fmt(sum(times) / len(times), 1)} ms a layer in all")
+    return [f"\nthe suite's {len(finds['warm'])} problems found one after the other in one fresh "
+            "process (the first find discovers the plugins), cold then warm as above: "
+            + "; ".join(parts)]
 
 
 def format_pipeline(report, markdown=False):

@@ -13,3 +13,27 @@ def test_overhead(isolated, capsys, bench_main):
     assert row["run"]["run_us"] > 0 and row["run"]["enqueue_us"] > 0
     assert row["run"]["plan_us"] > 0 and hot["plan_us"] > 0
     assert hot["find_us"] > 0 and hot["get_solutions_us"] > 0
+
+
+def test_finds_in_one_process_are_each_timed(isolated):
+    """The suite's child times each find in order: the first benchmarks, a repeat hits the
+    find-db."""
+    from convsolve import Problem
+    from convsolve.bench import overhead
+    keys = [Problem.conv2d((1, 4, 6, 6), (4, 4, 3, 3), padding=1).key(),
+            Problem.conv2d((1, 4, 6, 6), (8, 4, 1, 1)).key()]
+    times = overhead._measure_finds([*keys, keys[0]])["find_ms"]
+    assert len(times) == 3 and all(t > 0 for t in times)
+    assert times[2] < times[0]
+
+
+def test_the_report_shows_the_suite_finds():
+    """format_overhead: the first find apart from the others, cold and warm."""
+    from convsolve.bench.report import format_overhead
+    report = {"suite": "s", "batch": 1, "device": "d", "rows": [], "calls": 5, "hot": {},
+              "suite_finds": {"cold": [900.0, 300.0, 500.0, 100.0],
+                              "warm": [20.0, 2.0, 4.0, 3.0]}}
+    text = format_overhead(report)
+    assert "4 problems found one after the other" in text
+    assert "cold: the first 900.0 ms, the others median 300.0 ms (max 500.0), 450.0 ms" in text
+    assert "warm: the first 20.0 ms, the others median 3.0 ms (max 4.0), 7.2 ms" in text
