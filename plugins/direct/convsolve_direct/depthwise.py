@@ -19,6 +19,12 @@ MIN_LDS = 4096
 #: Outputs a work-group computes at least: on small images it takes its tile of several
 #: channel planes in turn (PG), so that groups are not mostly launch overhead.
 GROUP_OUTPUTS = 4096
+#: ... but on a GPU never so many planes a group that the launch has fewer than this many groups
+#: a compute unit: merged planes run one after another in their group, so 4096 outputs a group
+#: left backward-data of small strided images to 2-10 groups on a 132-unit GPU (the staged
+#: dw_bwd, which serves filters other than 3x3 and 7x7 there): 0.22-0.50 ms where direct.Tiled
+#: took 0.04 (NVIDIA H100, 2026-12-06 collections; the worst picks of the GPU model).
+GPU_GROUPS_PER_UNIT = 4
 #: The same for the unstaged kernels' groups (of one work-item on CPUs; GPUs' groups of WG
 #: items exceed it with one plane an item): with 4096,
 #: MobileNet-v2's 14x14 stride-2 layer makes 56 groups, and PoCL then ran a call on one core
@@ -85,6 +91,16 @@ def backward_as_forward(problem):
         problem.n, problem.c, problem.out_h, problem.out_w, problem.c, problem.fil_h,
         problem.fil_w, problem.in_h, problem.in_w, problem.groups,
         (problem.fil_h - 1) * dh - pt, (problem.fil_w - 1) * dw - pl, 1, 1, dh, dw))
+
+
+def staged_planes(handle, planes, tiles, outputs):
+    """Planes a work-group of the staged kernels takes in turn, of ``planes`` in all, each cut
+    into ``tiles`` tiles of ``outputs`` outputs: enough for GROUP_OUTPUTS on small images, no
+    more than keep GPU_GROUPS_PER_UNIT groups a compute unit on a GPU."""
+    most = GROUP_OUTPUTS // outputs
+    if handle.is_gpu:
+        most = min(most, planes * tiles // (GPU_GROUPS_PER_UNIT * handle.device.max_compute_units))
+    return max(1, min(planes, most))
 
 
 def lds_floats(handle, config):
@@ -219,7 +235,7 @@ class Depthwise(DirectSolver):
         outputs = min(rows, th) * min(columns(problem), twv * vw) * (problem.k // problem.c)
         tiles = ceil_div(rows, th) * ceil_div(columns(problem), twv * vw)
         if config["STAGE"]:   # a work-group a tile of PG planes
-            planes = max(1, min(n * problem.c, GROUP_OUTPUTS // outputs))   # small images
+            planes = staged_planes(handle, n * problem.c, tiles, outputs)
             size, local = (wg * tiles, ceil_div(n * problem.c, planes)), (wg, 1)
         else:   # a work-item a tile of PG planes (depthwise.cl's DW_UNSTAGED_ITEM)
             planes = max(1, min(n * problem.c, UNSTAGED_GROUP_OUTPUTS // (outputs * wg)))

@@ -168,3 +168,16 @@ def test_applicability_and_defaults(handle, fake_handle):
         assert solver.config_space(five, fake_handle(kind)).refusal(config) is None
     assert solver.default_config(five, fake_handle("gpu"))["TH"] > 2
     assert solver.workspace(problem) == 0
+
+
+def test_staged_groups_fill_a_gpu(fake_handle):
+    """Staged kernels merge a small image's planes into a work-group up to GROUP_OUTPUTS, but
+    on a GPU only while GPU_GROUPS_PER_UNIT groups a compute unit remain (the H200 has 132)."""
+    gpu, cpu = fake_handle("gpu"), fake_handle("avx2")
+    # 8 x 160 planes of a 4 x 4 phase grid, 32 outputs a tile: 128 a group on the CPU, 2 here
+    assert depthwise.staged_planes(cpu, 1280, 1, 32) == 128
+    assert depthwise.staged_planes(gpu, 1280, 1, 32) == 1280 // (4 * 132) == 2
+    assert depthwise.staged_planes(gpu, 160, 1, 36) == 1   # never none
+    # a large image's tiles fill the GPU already: GROUP_OUTPUTS decides, as on the CPU
+    assert depthwise.staged_planes(gpu, 6144, 2, 512) == depthwise.staged_planes(cpu, 6144, 2,
+                                                                                  512) == 8
