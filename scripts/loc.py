@@ -167,20 +167,25 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The split sum's channel of a forward output (its epilogue's per-channel stages) and bound(),
 #: its scalars checked and set once for an invoker's hot path (issues 27 and 28: implicit GEMM's
 #: forward split on GPUs; engine/split_sum.py, +25) raised the engine's from 2,040 to 2,070.
+#: pluggy's manager told to skip dunder names (solvers/registry.py's _PluginManager: half of a
+#: process's plugin discovery, issue 27's first find, +4) raised the solvers' from 550 to 555,
+#: and a suite's finds timed in one fresh process by `bench --overhead` (issue 27's warm find
+#: per layer of a network: overhead.suite_finds and its child, the report's line, +27) the
+#: bench's from 1,450 to 1,480.
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
 BUDGETS = {
     "core (door)": {"python": 1910, "opencl": 0},
     "core/kernels": {"python": 0, "opencl": 320},
-    "core/solvers": {"python": 550, "opencl": 0},
+    "core/solvers": {"python": 555, "opencl": 0},
     "core/device": {"python": 725, "opencl": 0},
     "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 870, "opencl": 0},
     "core/engine": {"python": 2070, "opencl": 0},
     "core/testing": {"python": 790, "opencl": 0},
     "core/cli": {"python": 1315, "opencl": 0},
-    "core/bench": {"python": 1450, "opencl": 60},
+    "core/bench": {"python": 1480, "opencl": 60},
     "core/scale": {"python": 415, "opencl": 0},
     "core/torch": {"python": 200, "opencl": 0},
 }

@@ -1,14 +1,15 @@
 """Find overhead for `convsolve bench --overhead`: cold and warm find in fresh processes, run()'s cost.
 
 Cold find runs in a child process whose kernel cache, user find-db, system find-db and the
-driver's own kernel cache (PoCL's, NVIDIA's) are empty temporary paths: it compiles and benchmarks every candidate.  Warm find runs in a
-second fresh process on the same paths: a find-db hit, then building the winner from the kernel
-cache.  A framework starting up finds every layer of its network in one process: the suite's
-finds, run cold and then warm in two more fresh processes, show the first find (which discovers
-the plugins) apart from the others.  The per-call overhead of ``run`` and of ``plan.run`` is measured in the bench's own
-process, as their host time minus host time of calling the solver's invoker directly (set
-arguments + enqueue), each timed while a user event holds the queue so the kernel cannot start
-during the call; so is a repeated find and get_solutions on a find-db hit.
+driver's own kernel cache (PoCL's, NVIDIA's) are empty temporary paths: it compiles and
+benchmarks every candidate.  Warm find runs in a second fresh process on the same paths: a
+find-db hit, then building the winner from the kernel cache.  A framework starting up finds
+every layer of its network in one process: the suite's finds, cold and then warm in two more
+fresh processes, show the first find (which discovers the plugins) apart from the others.  The
+per-call overhead of ``run`` and of ``plan.run`` is measured in the bench's own process, as
+their host time minus host time of calling the solver's invoker directly (set arguments +
+enqueue), each timed while a user event holds the queue so the kernel cannot start during the
+call; so is a repeated find and get_solutions on a find-db hit.
 """
 import json
 import os

@@ -206,26 +206,23 @@ def _check_api_version(info, module):
 
 
 class _PluginManager(pluggy.PluginManager):
-    """pluggy's manager, told that a dunder name is never a hook.  pluggy looks up each of a
-    plugin's names statically (no descriptor runs), and the dunders every object has were half
-    of a solver's registration: 10 of a process's first 26 ms of find for 18 solvers (2-vCPU
-    Intel Xeon, 2026-12-06; 5 ms now)."""
+    """pluggy's manager of the hook specifications, told that a dunder name is never a hook.
+    pluggy looks up each of a plugin's names statically (no descriptor runs), and the dunders
+    every object has were half of a solver's registration: 10 of a process's first 26 ms of find
+    for 18 solvers (2-vCPU Intel Xeon, 2026-12-06; 5 ms now)."""
+
+    def __init__(self):
+        super().__init__(hookspecs.PROJECT)
+        self.add_hookspecs(hookspecs)
 
     def parse_hookimpl_opts(self, plugin, name):
         return None if name.startswith("__") else super().parse_hookimpl_opts(plugin, name)
 
 
-def _manager():
-    """A plugin manager that knows the hook specifications."""
-    manager = _PluginManager(hookspecs.PROJECT)
-    manager.add_hookspecs(hookspecs)
-    return manager
-
-
 def contract_refusal(solver):
     """Why discovery would refuse ``solver`` (its plugin module's CONVSOLVE_SOLVER_API, its
     attributes, its hooks), in discovery's words, or None; for check_solver."""
-    manager = _manager()
+    manager = _PluginManager()
     package = type(solver).__module__.split(".")[0]
     try:
         _check_api_version(PluginInfo(package, package), importlib.import_module(package))
@@ -348,7 +345,7 @@ def _load_plugin(manager, info, strict):
 
 def load():
     """Discover and validate plugins now, following the autoload and plugin-list switches."""
-    manager = _manager()
+    manager = _PluginManager()
     strict = env.flag(env.STRICT_PLUGINS)
     plugins, solvers = [], {}
     for name, module, dist, version in _sources():

@@ -1,6 +1,10 @@
 """Tests of bench --overhead: cold and warm find in fresh processes, and run()'s cost."""
 import json
 
+from convsolve import Problem
+from convsolve.bench import overhead
+from convsolve.bench.report import format_overhead
+
 
 def test_overhead(isolated, capsys, bench_main):
     """--overhead: cold find benchmarks, warm find in a fresh process hits the find-db; run(),
@@ -18,8 +22,6 @@ def test_overhead(isolated, capsys, bench_main):
 def test_finds_in_one_process_are_each_timed(isolated):
     """The suite's child times each find in order: the first benchmarks, a repeat hits the
     find-db."""
-    from convsolve import Problem
-    from convsolve.bench import overhead
     keys = [Problem.conv2d((1, 4, 6, 6), (4, 4, 3, 3), padding=1).key(),
             Problem.conv2d((1, 4, 6, 6), (8, 4, 1, 1)).key()]
     times = overhead._measure_finds([*keys, keys[0]])["find_ms"]
@@ -29,7 +31,6 @@ def test_finds_in_one_process_are_each_timed(isolated):
 
 def test_the_report_shows_the_suite_finds():
     """format_overhead: the first find apart from the others, cold and warm."""
-    from convsolve.bench.report import format_overhead
     report = {"suite": "s", "batch": 1, "device": "d", "rows": [], "calls": 5, "hot": {},
               "suite_finds": {"cold": [900.0, 300.0, 500.0, 100.0],
                               "warm": [20.0, 2.0, 4.0, 3.0]}}
