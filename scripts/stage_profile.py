@@ -31,8 +31,8 @@ from igemm_gpu_sweep import cuda_ms, torch_call  # scripts/, beside this file
 
 #: (name, x shape at batch N, w shape, stride, padding[, groups]): ResNet-50 v1.5's stem, 3x3
 #: layers and late 1x1 layers (14x14, 7x7; "up" to 4x the channels, "down" back), VGG-16's 3x3
-#: layers, MobileNet-v2's stem, first pointwise layer and depthwise ones, and ConvNeXt-T's 7x7
-#: depthwise layers.
+#: layers, MobileNet-v2's stem, first pointwise layer and depthwise ones, ConvNeXt-T's 7x7
+#: depthwise layers and EfficientNet-B0's 5x5 depthwise ones.
 LAYERS = {
     "mb.stem": ((3, 224, 224), (32, 3, 3, 3), 2, 1),
     "mb.pw32x16.112": ((32, 112, 112), (16, 32, 1, 1), 1, 0),
@@ -55,6 +55,9 @@ LAYERS = {
                        (192, 28, 2), (384, 14, 1), (576, 14, 1), (576, 14, 2), (960, 7, 1))},
     **{f"cnx.dw{c}.{h}": ((c, h, h), (c, 1, 7, 7), 1, 3, c)
        for c, h in ((96, 56), (192, 28), (384, 14), (768, 7))},
+    **{f"eff.dw{c}.{h}{'s2' if s == 2 else ''}": ((c, h, h), (c, 1, 5, 5), s, 2, c)
+       for c, h, s in ((144, 56, 2), (240, 28, 1), (480, 14, 1), (672, 14, 1), (672, 14, 2),
+                       (1152, 7, 1))},
 }
 DIRECTIONS = {"fwd": Direction.FORWARD, "bwd": Direction.BACKWARD_DATA,
               "wrw": Direction.BACKWARD_WEIGHTS}

@@ -8,6 +8,12 @@ from convsolve import ConfigSpace, Direction, tuning
 #: the tap loops unroll (3x3: most layers; 7x7: the ResNet stem).  Only these, so that a handful
 #: of builds serve every problem.
 SPECIALISED_FILTERS = ((3, 3), (7, 7))
+#: direct.Depthwise adds 5x5 (EfficientNet's and MobileNet-v3's depthwise layers): compiled in,
+#: 5x5 depthwise layers at batch 8 ran 1.4-1.5x faster forward and backward-data at stride 1,
+#: 1.4x forward at stride 2, and 2.6x backward-data at stride 2, where the filter compiled in
+#: lets dw_bwd_rows replace the staged kernel (EfficientNet-B0's 144 channels at 56x56: 2.19
+#: against 5.63 ms; 2-vCPU Intel Xeon, AVX-512, PoCL 3.1, 2026-12-06, BENCHMARKS.md).
+DEPTHWISE_SPECIALISED_FILTERS = (*SPECIALISED_FILTERS, (5, 5))
 
 
 #: Default FIXED = 1 only from this much work on (FLOPs, or output elements for bandwidth-bound
@@ -24,9 +30,9 @@ def fixed_default(problem, wanted):
                                  or output >= FIXED_MIN_OUTPUTS))
 
 
-def fixed_choices(problem):
-    """The FIXED values a problem's config space offers: 1 only for SPECIALISED_FILTERS."""
-    return (0, 1) if (problem.fil_h, problem.fil_w) in SPECIALISED_FILTERS else (0,)
+def fixed_choices(problem, filters=SPECIALISED_FILTERS):
+    """The FIXED values a problem's config space offers: 1 only for ``filters``' sizes."""
+    return (0, 1) if (problem.fil_h, problem.fil_w) in filters else (0,)
 
 
 #: A problem extent at most this small joins the block-size candidates itself (3 channels: a

@@ -148,7 +148,7 @@ class Depthwise(DirectSolver):
                         else configs.DEPTHWISE_CPU_TUNABLES)
         wrw = problem.direction is Direction.BACKWARD_WEIGHTS
         tunables.update(TB=configs.DEPTHWISE_TAP_BLOCKS if wrw else (9,),
-                        FIXED=fixed_choices(problem))
+                        FIXED=fixed_choices(problem, configs.DEPTHWISE_SPECIALISED_FILTERS))
         constraints = [f"(TWV - 1) * VW < {columns(problem)}"]   # no wholly idle vector column
         if phased_backward(problem):
             constraints.append("STAGE == 1 or FIXED == 1")   # dw_bwd_rows

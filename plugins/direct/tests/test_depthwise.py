@@ -17,6 +17,7 @@ SHAPES = [
     ((2, 2, 15, 14), (2, 1, 3, 3), 1, 3, (3, 2), 2),              # dilation 3 and 2
     ((1, 1, 9, 33), (2, 1, 3, 3), (1, 2), 1, 1, 1),               # C = 1, multiplier 2
     ((2, 3, 7, 12), (3, 1, 3, 3), 1, ((3, 0), (0, 4)), 1, 3),     # windows in the padding
+    ((1, 3, 11, 10), (6, 1, 5, 5), 2, ((2, 1), (3, 2)), 1, 3),    # 5x5 (compiled in), M = 2
 ]
 #: Small tiles (several per image, partial at the edges), narrow vectors, few taps per pass (so
 #: several passes), the filter compiled in or not, the window staged (STAGE 1: the GPUs'
@@ -65,7 +66,7 @@ def test_unstaged_in_work_groups(handle, shape, direction):
     reference (strided backward-data where dw_bwd_rows can compile the filter in)."""
     problem = Problem.conv2d(*shape, direction=direction)
     solver = registry().get("direct.Depthwise")
-    fixed = 1 in configs.fixed_choices(problem)
+    fixed = 1 in configs.fixed_choices(problem, configs.DEPTHWISE_SPECIALISED_FILTERS)
     if depthwise.phased_backward(problem) and not fixed:
         pytest.skip("dw_bwd_rows needs the filter compiled in")
     config = dict(solver.default_config(problem, handle), **GROUPED_UNSTAGED, FIXED=int(fixed))
@@ -162,11 +163,16 @@ def test_applicability_and_defaults(handle, fake_handle):
     assert solver.default_config(bwd, fake_handle("avx2"))["VW"] == 16
     five = Problem.conv2d((1, 4, 9, 9), (4, 1, 5, 5), stride=2, padding=1, groups=4,
                           direction="bwd")
-    for kind in ("avx2", "gpu"):   # no dw_bwd_rows for a 5x5 filter: the class's staged entry
+    odd = Problem.conv2d((1, 4, 9, 9), (4, 1, 5, 3), stride=2, padding=1, groups=4,
+                         direction="bwd")
+    for kind in ("avx2", "gpu"):   # 5x5 compiles in for dw_bwd_rows; 5x3: the staged entry
         config = solver.default_config(five, fake_handle(kind))
-        assert config["STAGE"] == 1
+        assert (config["FIXED"], config["STAGE"]) == (1, 0)
         assert solver.config_space(five, fake_handle(kind)).refusal(config) is None
-    assert solver.default_config(five, fake_handle("gpu"))["TH"] > 2
+        config = solver.default_config(odd, fake_handle(kind))
+        assert config["STAGE"] == 1
+        assert solver.config_space(odd, fake_handle(kind)).refusal(config) is None
+    assert solver.default_config(odd, fake_handle("gpu"))["TH"] > 2
     assert solver.workspace(problem) == 0
 
 
