@@ -22,7 +22,7 @@ GROUP_OUTPUTS = 4096
 #: ... but on a GPU never so many planes a group that the launch has fewer than this many groups
 #: a compute unit: merged planes run one after another in their group, so 4096 outputs a group
 #: left backward-data of small strided images to 2-10 groups on a 132-unit GPU (the staged
-#: dw_bwd, which serves filters other than 3x3 and 7x7 there): 0.22-0.50 ms where direct.Tiled
+#: dw_bwd, which serves filters other than 3x3, 5x5 and 7x7 there): 0.22-0.50 ms where direct.Tiled
 #: took 0.04 (NVIDIA H100, 2026-12-06 collections; the worst picks of the GPU model).
 GPU_GROUPS_PER_UNIT = 4
 #: The same for the unstaged kernels' groups (of one work-item on CPUs; GPUs' groups of WG
