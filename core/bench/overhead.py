@@ -50,15 +50,15 @@ def child_env(directory):
     return environ
 
 
-def _child(keys, directory):
-    """The JSON report of one fresh process finding, compiling and running the problem of
-    ``keys`` (one key), or finding each of them (several)."""
+def _child(args, directory):
+    """The JSON report of one fresh process running this module with ``args``: a problem key
+    (find, compile and run it: _measure), or ``--finds`` and keys (find each: _measure_finds)."""
     begin = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "convsolve.bench.overhead", *keys],
+    out = subprocess.run([sys.executable, "-m", "convsolve.bench.overhead", *args],
                          env=child_env(directory), capture_output=True, text=True,
                          timeout=3600, check=False)
     if out.returncode:
-        raise RuntimeError(f"find-overhead child for {' '.join(keys)} failed: "
+        raise RuntimeError(f"find-overhead child for {' '.join(args)} failed: "
                            f"{out.stderr.strip()[-2000:]}")
     report = json.loads(out.stdout.strip().splitlines()[-1])
     report["process_ms"] = (time.perf_counter() - begin) * 1e3
@@ -75,10 +75,11 @@ def find_overhead(key):
 
 def suite_finds(keys):
     """{'cold': [ms], 'warm': [ms]}: each find's time, in ``keys``' order, of one fresh process
-    finding every problem of ``keys`` (two or more) on empty caches, then of another on the
-    caches the first filled."""
+    finding every problem of ``keys`` on empty caches, then of another on the caches the first
+    filled."""
     with tempfile.TemporaryDirectory(prefix="convsolve-bench-") as tmp:
-        return {state: _child(keys, Path(tmp))["find_ms"] for state in ("cold", "warm")}
+        return {state: _child(["--finds", *keys], Path(tmp))["find_ms"]
+                for state in ("cold", "warm")}
 
 
 def _gated(handle, call):
@@ -178,4 +179,5 @@ def _measure_finds(keys):
 
 
 if __name__ == "__main__":
-    print(json.dumps(_measure(sys.argv[1]) if len(sys.argv) == 2 else _measure_finds(sys.argv[1:])))
+    print(json.dumps(_measure_finds(sys.argv[2:]) if sys.argv[1] == "--finds"
+                     else _measure(sys.argv[1])))
