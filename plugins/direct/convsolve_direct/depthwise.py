@@ -105,8 +105,12 @@ def staged_planes(handle, planes, tiles, outputs):
 
 def lds_floats(handle, config):
     """Floats of the staged window on ``handle``'s device: LDS, or what its local memory holds
-    beside the work-group's sums (a multiple of 64)."""
-    room = handle.device.local_mem_size // 4 - config["WG"] * config["TB"]
+    beside the work-group's sums, counted twice (a multiple of 64): depthwise.cl's dw_wrw and
+    dw_wrw_rows each declare sums[TB * WG], and Oclgrind 21.10 counted both against a dw_wrw
+    launch (CL_OUT_OF_RESOURCES, 36,864 of its 32,768 bytes, for every staged backward-weights
+    config), so a device whose compiler does the same gets a window that leaves room for both.
+    Devices with 48 KiB or more keep LDS."""
+    room = handle.device.local_mem_size // 4 - 2 * config["WG"] * config["TB"]
     return max(64, min(LDS, room // 64 * 64))
 
 
@@ -191,7 +195,8 @@ class Depthwise(DirectSolver):
     def check_config(self, problem, handle, config):
         floats = window(problem, config["TH"], config["TWV"], config["VW"])[2]
         lds = lds_floats(handle, config)
-        reasons = work_group_reasons(handle, config["WG"], 4 * (lds + config["WG"] * config["TB"]))
+        reasons = work_group_reasons(handle, config["WG"],
+                                     4 * (lds + 2 * config["WG"] * config["TB"]))
         if config["STAGE"] and floats > lds:
             reasons.append(f"the tile's window of {floats} floats > the {lds} staged in local "
                            "memory")

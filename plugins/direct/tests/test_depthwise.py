@@ -176,6 +176,19 @@ def test_applicability_and_defaults(handle, fake_handle):
     assert solver.workspace(problem) == 0
 
 
+def test_staged_window_leaves_room_for_both_sums(fake_handle):
+    """On a device of 32 KiB of local memory the staged window and two work-groups' sums fit
+    (Oclgrind counts dw_wrw_rows' sums against dw_wrw); 48 KiB keeps the whole LDS for the
+    GPU space's largest sums (WG * TB = 2048)."""
+    small, large = fake_handle("gpu", local_mem_size=32768), fake_handle("gpu")
+    for wg, tb in ((64, 4), (64, 16), (128, 16), (256, 4)):
+        config = {"WG": wg, "TB": tb}
+        assert 4 * (depthwise.lds_floats(small, config) + 2 * wg * tb) <= 32768
+        assert depthwise.lds_floats(small, config) % 64 == 0
+    assert large.device.local_mem_size >= 49152
+    assert depthwise.lds_floats(large, {"WG": 128, "TB": 16}) == depthwise.LDS
+
+
 def test_staged_groups_fill_a_gpu(fake_handle):
     """Staged kernels merge a small image's planes into a work-group up to GROUP_OUTPUTS, but
     on a GPU only while GPU_GROUPS_PER_UNIT groups a compute unit remain (the H200 has 132)."""
