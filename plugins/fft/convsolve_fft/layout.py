@@ -77,7 +77,10 @@ def make_axis(direction, size, out, fil, pad, stride, dil, length=None):
             d0 = max(0, ceil_div(pad - (phases - 1) * step, stride))
             d1 = (size - 1 + pad) // stride + 1
         d1 = min(d1, extent + taps - 1)
-        length = smooth_even(max(d1, extent, extent + taps - 1 - d0))
+        # backward-weights' outputs are the taps: each needs a point of its own, also those
+        # whose window lies wholly in the padding (zeros, but written)
+        length = smooth_even(max(d1, extent, extent + taps - 1 - d0,
+                                 taps if direction is WRW else 0))
         return Axis(size, out, fil, pad, stride, dil, phases, step, taps, first, extent, extent,
                     1, length)
     tiles = ceil_div(extent, max(1, length - taps + 1))

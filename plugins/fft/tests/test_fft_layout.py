@@ -27,6 +27,16 @@ def test_transform_lengths_exploit_padding():
         assert (lay.h.length, lay.w.length) == (30, 30)
 
 
+def test_backward_weights_transforms_hold_every_tap():
+    """Backward-weights writes one point per tap, so a single tile's transform is at least as
+    long as the taps, also where the padding would allow a shorter one (a dilated 1x7 over 5
+    columns padded 4 and 5: 13 taps, where the data and the outputs need 10 points)."""
+    problem = Problem.conv2d((2, 3, 2, 5), (4, 3, 1, 7), padding=((0, 0), (4, 5)), dilation=2)
+    assert layout.Layout(problem).w.length == 10
+    axis = layout.Layout(problem.with_direction(Direction.BACKWARD_WEIGHTS)).w
+    assert axis.taps == 13 and axis.length >= 13
+
+
 @pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
 def test_workspace_formula(direction):
     """Workspace = (K * Cg' + chunk * tiles * (C' + K)) spectra of 2 * Fp floats, Cg' and C'
