@@ -41,6 +41,13 @@ SWEEP = [
     ((2, 4, 9), (6, 2, 4), 3, ((2, 1),), 2, 2),
     ((1, 3, 40), (5, 3, 5), 1, 2, 1, 1),                             # rows of several tiles
 ]
+#: Images of 2 rows, 3 taps and reductions of several chunks, whose row tiles the CPU kernel's
+#: defaults stage (loop 2): the row past a channel's last (r = 2 of channel c; of depth z in
+#: 3-D) has the offset of the next one's first (r = 0), but not its bounds.
+SHARED_ROW_OFFSETS = [
+    ((1, 32, 2, 6), (3, 32, 3, 3), 1, 1, 1, 1),
+    ((1, 16, 3, 2, 6), (2, 16, 3, 3, 1), 1, ((0, 0), (1, 1), (0, 0)), 1, 1),
+]
 #: Channels-last and mixed layouts of SWEEP's problems, every rank: each tensor's strides, the
 #: digit order a channels-last B gives j (forward, backward data) or p (backward weights), the
 #: direction igemm_local.cl loads B in and the CPU kernel's loops for a channels-last B.  Two layout
@@ -124,6 +131,17 @@ def test_sweep_with_both_kernels(handle, monkeypatch, direction, config):
     for problem in sweep(direction, config):
         assert s.is_applicable(problem), problem.key()
         assert check_problem(s, handle, problem) == []
+
+
+@pytest.mark.parametrize("direction", [Direction.FORWARD, Direction.BACKWARD_DATA],
+                         ids=lambda d: d.value)
+def test_rows_that_share_an_offset_keep_their_own_bounds(handle, direction):
+    """SHARED_ROW_OFFSETS with the default config: a staged run of k is one row of B, so a row
+    outside the image is not read as the next channel's first row (it was: every output wrong
+    on the 2-D one)."""
+    for shape in SHARED_ROW_OFFSETS:
+        problem = Problem.convolution(*shape, direction=direction)
+        assert check_problem(solver(direction), handle, problem) == [], problem.key()
 
 
 def test_a_nonfinite_weight_in_backward_data_takes_the_exact_path(handle):

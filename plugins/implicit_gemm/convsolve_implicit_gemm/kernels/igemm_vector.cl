@@ -208,8 +208,11 @@ __kernel void igemm_vector(__global const real *a, __global const real *b, __glo
         const bool zeros_exact = true;    /* zeros for the padding: the semantics */
 #endif
         int runs = 0;
-        for (int jj = 0; jj < jn; ++jj) {
-            if (jj == 0 || jline[jj] != jline[jj - 1])
+        for (int jj = 0; jj < jn; ++jj) {   /* a run: one row of B, so one row's bounds (two
+                                             * rows may share an offset: a row past the last
+                                             * of a plane is the next plane's first) */
+            if (jj == 0 || jline[jj] != jline[jj - 1] || jrow[jj] != jrow[jj - 1]
+                || jdep[jj] != jdep[jj - 1])
                 run_k[runs++] = jj;
             jrun[jj] = (runs - 1) * STAGE + jcol[jj] - jc_lo;
         }
