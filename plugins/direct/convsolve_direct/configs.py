@@ -14,6 +14,13 @@ SPECIALISED_FILTERS = ((3, 3), (7, 7))
 #: lets dw_bwd_rows replace the staged kernel (EfficientNet-B0's 144 channels at 56x56: 2.19
 #: against 5.63 ms; 2-vCPU Intel Xeon, AVX-512, PoCL 3.1, 2026-12-06, BENCHMARKS.md).
 DEPTHWISE_SPECIALISED_FILTERS = (*SPECIALISED_FILTERS, (5, 5))
+#: ... but a GPU's default compiles in only these (5x5 stays in its tuning space): on
+#: EfficientNet-B0's five 5x5 depthwise layers at batch 32, forward and backward-data, 5x5
+#: compiled in took 1.1-1.35x the time of the former default on 7 of the 10, 0.88x on one, the
+#: same on one, and 0.35x on the stride-2 backward-data layer at 14x14, where it lets
+#: dw_bwd_rows replace the staged kernel (NVIDIA H100, driver 580.159.04, 2026-12-06; the
+#: phased backward-data rule of depthwise.py keeps that case).
+DEPTHWISE_GPU_FIXED_FILTERS = SPECIALISED_FILTERS
 
 
 #: Default FIXED = 1 only from this much work on (FLOPs, or output elements for bandwidth-bound

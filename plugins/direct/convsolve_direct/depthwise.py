@@ -174,6 +174,9 @@ class Depthwise(DirectSolver):
 
         def fitted(key, entry):   # FIXED by the work; narrower vectors for narrow images
             fixed, vw = fixed_default(problem, entry["FIXED"]), entry["VW"]
+            if key == "gpu" and (problem.fil_h, problem.fil_w) not in \
+                    configs.DEPTHWISE_GPU_FIXED_FILTERS:
+                fixed = 0
             if phased and not entry["STAGE"]:
                 if 1 not in space.params["FIXED"]:   # dw_bwd_rows cannot: the class's staged
                     return fitted(key, dict(configs.DEPTHWISE_DEFAULT_CONFIGS[key], STAGE=1))

@@ -173,6 +173,14 @@ def test_applicability_and_defaults(handle, fake_handle):
         assert config["STAGE"] == 1
         assert solver.config_space(odd, fake_handle(kind)).refusal(config) is None
     assert solver.default_config(odd, fake_handle("gpu"))["TH"] > 2
+    # 5x5 with enough work: compiled in on CPUs, not by a GPU's default (only where dw_bwd_rows
+    # needs it, above), though its space offers it
+    layer = Problem.conv2d((32, 480, 14, 14), (480, 1, 5, 5), padding=2, groups=480)
+    for direction in ("fwd", "bwd"):
+        case = layer.with_direction(direction)
+        assert solver.default_config(case, fake_handle("avx2"))["FIXED"] == 1
+        assert solver.default_config(case, fake_handle("gpu"))["FIXED"] == 0
+        assert 1 in solver.config_space(case, fake_handle("gpu")).params["FIXED"]
     assert solver.workspace(problem) == 0
 
 
