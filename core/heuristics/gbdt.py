@@ -165,8 +165,9 @@ class Forest:
     Histogram fitting leaves few distinct splits (feature, threshold), so predict tests each of
     them once per row and the walk down the trees only gathers those answers: three array
     operations a level for every tree at once (a third of the time of comparing node by node;
-    a node's split and first child side by side, one gather, took a one-row prediction from 65
-    to 48 us, 17 ensembles of 150 trees of depth 6 on a 2-vCPU Xeon).
+    a node's split and first child side by side, one gather, took the trees of a one-row
+    prediction from 71 to 53-55 us: scripts/bench_heuristics.py, 17 ensembles of 150 trees of
+    depth 6, a 2-vCPU Xeon).
     """
 
     def __init__(self, ensembles: Sequence[Ensemble]) -> None:
