@@ -103,14 +103,18 @@ def staged_planes(handle, planes, tiles, outputs):
     return max(1, min(planes, most))
 
 
+def sums_floats(config):
+    """Floats of local memory the work-group's sums take, counted twice: depthwise.cl's dw_wrw
+    and dw_wrw_rows each declare sums[TB * WG], and Oclgrind 21.10 counted both against a
+    dw_wrw launch (CL_OUT_OF_RESOURCES, 36,864 of its 32,768 bytes, for every staged
+    backward-weights config), so a device whose compiler does the same keeps room for both."""
+    return 2 * config["WG"] * config["TB"]
+
+
 def lds_floats(handle, config):
     """Floats of the staged window on ``handle``'s device: LDS, or what its local memory holds
-    beside the work-group's sums, counted twice (a multiple of 64): depthwise.cl's dw_wrw and
-    dw_wrw_rows each declare sums[TB * WG], and Oclgrind 21.10 counted both against a dw_wrw
-    launch (CL_OUT_OF_RESOURCES, 36,864 of its 32,768 bytes, for every staged backward-weights
-    config), so a device whose compiler does the same gets a window that leaves room for both.
-    Devices with 48 KiB or more keep LDS."""
-    room = handle.device.local_mem_size // 4 - 2 * config["WG"] * config["TB"]
+    beside the sums (sums_floats; a multiple of 64).  Devices with 48 KiB or more keep LDS."""
+    room = handle.device.local_mem_size // 4 - sums_floats(config)
     return max(64, min(LDS, room // 64 * 64))
 
 
@@ -174,8 +178,8 @@ class Depthwise(DirectSolver):
 
         def fitted(key, entry):   # FIXED by the work; narrower vectors for narrow images
             fixed, vw = fixed_default(problem, entry["FIXED"]), entry["VW"]
-            if key == "gpu" and (problem.fil_h, problem.fil_w) not in \
-                    configs.DEPTHWISE_GPU_FIXED_FILTERS:
+            if key == "gpu" and 1 not in fixed_choices(problem,
+                                                       configs.DEPTHWISE_GPU_FIXED_FILTERS):
                 fixed = 0
             if phased and not entry["STAGE"]:
                 if 1 not in space.params["FIXED"]:   # dw_bwd_rows cannot: the class's staged
@@ -198,8 +202,7 @@ class Depthwise(DirectSolver):
     def check_config(self, problem, handle, config):
         floats = window(problem, config["TH"], config["TWV"], config["VW"])[2]
         lds = lds_floats(handle, config)
-        reasons = work_group_reasons(handle, config["WG"],
-                                     4 * (lds + 2 * config["WG"] * config["TB"]))
+        reasons = work_group_reasons(handle, config["WG"], 4 * (lds + sums_floats(config)))
         if config["STAGE"] and floats > lds:
             reasons.append(f"the tile's window of {floats} floats > the {lds} staged in local "
                            "memory")
