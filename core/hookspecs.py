@@ -129,7 +129,10 @@ class Invoker(Protocol):
         ``scratch`` holds at least ``workspace(problem)`` bytes, or is None when that is 0.
         The invoker must overwrite its output completely, whatever the buffer held, and touch
         nothing else but ``scratch``.  It returns the events in launch order, one at least; the
-        core times it from the first event's start to the last event's end.
+        core times it from the first event's start to the last event's end.  ``handle.queue`` is
+        the queue of the handle ``build_invoker`` was given, which may capture it: the core builds
+        one invoker per queue (a handle's plain queue for runs, its timing twin's profiling queue
+        for find and tuning).
 
         Non-finite inputs give non-finite outputs exactly where ``convsolve.reference`` has
         them: the convolution is that of the zero-padded input, so padded elements take part in

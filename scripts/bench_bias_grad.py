@@ -62,7 +62,7 @@ def main(argv=None):
     parser.add_argument("--config", metavar="G,I,S,V,A,STRIDED", help="try another "
                         "convsolve.engine.bias_grad.Config than the device type's (its fields in order)")
     args = parser.parse_args(argv)
-    handle = convsolve.Handle(args.device)
+    handle = convsolve.Handle(args.device, profiling=True)
     if args.config:
         *sizes, strided = map(int, args.config.split(","))
         config = bias_grad.Config(*sizes, strided=bool(strided))

@@ -111,7 +111,7 @@ def main(argv=None):
     parser.add_argument("--clock", choices=("events", "cpu"), default="events",
                         help="kernel time from profiling events, or the process's CPU time")
     args = parser.parse_args(argv)
-    handle = convsolve.Handle()
+    handle = convsolve.Handle(profiling=True)
     suite = load_suite(args.suite)
     layers = [layer for layer in suite["layers"] if not args.layers
               or layer["name"] in args.layers.split(",")]

@@ -90,7 +90,7 @@ def probe(handle, solver_name, problem):
 
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 32
-    handle = Handle()
+    handle = Handle(profiling=True)
     print(handle.device.name, f"batch {n}")
     for label, name, direction in (("forward", "implicit_gemm.Fwd", "fwd"),
                                    ("backward-data", "implicit_gemm.BwdData", "bwd")):

@@ -144,7 +144,7 @@ def main():
     import torch
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
-    handle = convsolve.Handle()
+    handle = convsolve.Handle(profiling=True)
     registry = convsolve.registry()
     chosen = set(args.layers.split(",")) - {""}
     records = {"device": handle.device.name, "driver": handle.device.driver_version,

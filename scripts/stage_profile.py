@@ -151,7 +151,7 @@ def main():
     for assignment in args.set:
         _set(assignment)
     _record_names()
-    handle, solvers, records = Handle(), registry(), []
+    handle, solvers, records = Handle(profiling=True), registry(), []
     print(f"device: {handle.name}  sets: {args.set}", flush=True)
     for layer in args.layers.split(","):
         x_shape, w_shape, stride, pad, *groups = LAYERS[layer]

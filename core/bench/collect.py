@@ -77,7 +77,9 @@ def _filled(problem, rng):
 
 
 def time_problem(handle, problem, repeat=5, include_naive=False, rng=None):
-    """({solver: median ms}, {solver: why it has no time}) for ``problem``'s applicable solvers."""
+    """({solver: median ms}, {solver: why it has no time}) for ``problem``'s applicable solvers
+    (timed on ``handle``'s profiling queue, on buffers of their own)."""
+    handle = handle.timing
     applicable, _ = fusion.candidates(problem)
     solvers = [s for s in applicable if include_naive or ".Naive" not in s.name]
     failed, invokers, needs = {}, {}, {}

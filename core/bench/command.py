@@ -213,7 +213,7 @@ def run_suite(args, suite, layers, directions, batch):
     for direction in directions:   # refused before any timing: backward takes alpha and blend
         if epilogue is not None:
             epilogue.check(direction)
-    handle = Handle()
+    handle = Handle(profiling=True)   # the rows' kernel times are the runs' events
     is_gpu = handle.is_gpu
     peak = _peak(handle, args.peak)
     peers, torch_note = torch_peer.start_for(args.compare, is_gpu)

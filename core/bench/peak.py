@@ -87,8 +87,10 @@ def measure_peak(handle, target_ms=None):
 
     Each configuration's figure is the best of SAMPLES launches of about ``target_ms`` (50 ms on
     a CPU, 20 ms on a GPU): the peak is what the device can do, so noise from other processes on a
-    shared machine is excluded by taking the maximum, not the median.
+    shared machine is excluded by taking the maximum, not the median.  The launches run on
+    ``handle``'s profiling queue (Handle.timing).
     """
+    handle = handle.timing
     target_ms = target_ms or (20.0 if handle.is_gpu else 50.0)
     fma = {(w, c): _fma_rate(handle, w, c, target_ms) for w, c in fma_configs(handle.device)}
     (width, chains), gflops = max(fma.items(), key=lambda item: item[1])

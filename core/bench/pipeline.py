@@ -4,15 +4,16 @@ A pass enqueues every layer of the suite ``count`` times, in the suite's order, 
 layer's execution plan (convsolve.plan of no solver, made after find ranked every layer, so each
 runs find's pick) with no wait between calls, then finishes the queue once: the way a framework
 runs a network's convolutions.  Of a pass it reports the wall time (first enqueue to the
-finish's return), the host time of the enqueue loop per call, and the sum of the calls' kernel
-times (profiling events); a pass much longer than its kernels is the device waiting for the
-host.  PyTorch runs the same sequence in a worker (torch_peer): eager calls on the CPU, in NCHW
-and in channels_last; cuDNN on a GPU, then one synchronize.  Each side's figure is the median
-pass of hot-loop samples (hot_loop.HotLoop: passes back to back after a wake-up), the sides
-interleaved over --repeat rounds and the medians of the rounds reported.  With
-``--constant-weights`` (forward and backward-data) find ranks and the plans run as for weights
-that never change (convsolve.plan's constant_weights): solvers that pack their weights (Winograd's
-filter transform) do so once per buffer, before the passes.
+finish's return) and the host time of the enqueue loop per call, both on the handle's plain
+queue, as a program runs; and the sum of the calls' kernel times, from a pass of the same plans
+on the handle's profiling queue (Handle.timing) after each sample.  A pass much longer than its
+kernels is the device waiting for the host.  PyTorch runs the same sequence in a worker
+(torch_peer): eager calls on the CPU, in NCHW and in channels_last; cuDNN on a GPU, then one
+synchronize.  Each side's figure is the median pass of hot-loop samples (hot_loop.HotLoop:
+passes back to back after a wake-up), the sides interleaved over --repeat rounds and the medians
+of the rounds reported.  With ``--constant-weights`` (forward and backward-data) find ranks and
+the plans run as for weights that never change (convsolve.plan's constant_weights): solvers that
+pack their weights (Winograd's filter transform) do so once per buffer, before the passes.
 """
 import datetime
 import os
@@ -33,10 +34,11 @@ from . import hot_loop, torch_peer
 
 
 def prepare(handle, problems, exhaustive, rng, progress, constant=False):
-    """([(plan, buffers)] one per call of a pass, [row] one per layer) for ``problems``
-    ([(index, suite entry, Problem)]): every problem found first (the find-db answers where it
-    holds it), then planned with no solver, on random device buffers of its own; find and the
-    plans told the weights are ``constant``."""
+    """([(plan, timing plan, buffers)] one per call of a pass, [row] one per layer) for
+    ``problems`` ([(index, suite entry, Problem)]): every problem found first (the find-db
+    answers where it holds it), then planned with no solver on ``handle`` and on its timing
+    twin, on random device buffers of its own; find and the plans told the weights are
+    ``constant``."""
     staged = []
     for index, layer, problem in problems:
         progress.show(f"find {problem.direction.value} {layer['name']}")
@@ -51,7 +53,8 @@ def prepare(handle, problems, exhaustive, rng, progress, constant=False):
     sequence, rows = [], []
     for index, layer, problem, bufs, winner in staged:   # a find re-ranks: plans come after
         chosen = make_plan(handle, problem, constant_weights=constant)
-        sequence += [(chosen, bufs)] * layer["count"]
+        timed = make_plan(handle.timing, problem, constant_weights=constant)
+        sequence += [(chosen, timed, bufs)] * layer["count"]
         rows.append({"index": index, "name": layer["name"], "count": layer["count"],
                      "problem": problem.key(), "solver": chosen.solver,
                      "find_solver": winner.solver, "find_source": winner.source})
@@ -59,12 +62,20 @@ def prepare(handle, problems, exhaustive, rng, progress, constant=False):
 
 
 def one_pass(handle, sequence):
-    """(Host ms of the enqueue loop, [each call's events]) of one pass over ``sequence``."""
+    """Host ms of the enqueue loop of one pass over ``sequence``."""
     begin = time.perf_counter()
-    events = [chosen.run(**bufs) for chosen, bufs in sequence]
+    for chosen, _, bufs in sequence:
+        chosen.run(**bufs)
     host_ms = (time.perf_counter() - begin) * 1e3
     handle.queue.finish()
-    return host_ms, events
+    return host_ms
+
+
+def kernel_ms(handle, sequence):
+    """The sum of the kernel times of one pass over ``sequence`` through its timing plans."""
+    with handle.timing_section():
+        events = [timed.run(**bufs) for _, timed, bufs in sequence]
+    return sum(elapsed_ms(e) for e in events)
 
 
 def _side(sample, calls):
@@ -89,9 +100,8 @@ def time_pipeline(handle, sequence, peers, rows, repeat, settle_s):
         timed = loop.sample()
         samples["convsolve"].append({
             "ms": hot_loop.median_ms(timed), "passes": len(timed),
-            "host_ms": statistics.median(host for _, (host, _) in timed),
-            "kernel_ms": statistics.median(sum(elapsed_ms(e) for e in events)
-                                           for _, (_, events) in timed)})
+            "host_ms": statistics.median(host for _, host in timed),
+            "kernel_ms": kernel_ms(handle, sequence)})
     sides = [ours]
     layers = [(row["problem"], row["count"]) for row in rows]
     for peer in peers:
@@ -135,9 +145,9 @@ def run_pipeline(args, suite, problems, batch, settle_s, progress):
             ours = timed["convsolve"]["pass_ms"]
             report["results"].append({
                 "direction": direction.value, "calls": len(sequence), "distinct": len(rows),
-                "plans": len({id(chosen) for chosen, _ in sequence}), "layers": rows, **timed,
+                "plans": len({id(chosen) for chosen, _, _ in sequence}), "layers": rows, **timed,
                 "ratio": {label: side["pass_ms"] / ours for label, side in timed["torch"].items()}})
-            for buffer in {id(b): b for _, bufs in sequence for b in bufs.values()}.values():
+            for buffer in {id(b): b for _, _, bufs in sequence for b in bufs.values()}.values():
                 if isinstance(buffer, cl.Buffer):
                     buffer.release()
     finally:

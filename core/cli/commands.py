@@ -145,7 +145,7 @@ def cmd_db(args):
 def cmd_explain(args):
     problems = [cli_epilogue.structure(problem, args) for problem in (
         [Problem.from_key(args.key)] if args.key else parse_args(args.driver_flags).problems)]
-    handle = Handle()
+    handle = Handle(profiling=True)   # explain times candidates
     if not args.no_run:
         check_device_limits(handle, *problems)   # before host tensors are made
     rng = np.random.default_rng(args.seed)

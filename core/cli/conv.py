@@ -158,7 +158,7 @@ def cmd_conv(args):
 def _conv(args):
     if args.file:
         return _conv_file(args)
-    command, handle = parse_args(args.driver_flags), Handle()
+    command, handle = parse_args(args.driver_flags), Handle(profiling=True)   # -t reads events
     reports = _solve_command(handle, command, args, np.random.default_rng(args.seed))
     if args.json:
         print(json.dumps({"device": handle.name, "reports": reports}, indent=2))
@@ -190,7 +190,8 @@ def _conv_file(args):
         raise ValidationError("--file", args.file, "has no command lines")
     if args.cluster:
         _find_on_cluster(args, parsed)
-    handle, rng, lines, code = Handle(), np.random.default_rng(args.seed), [], 0
+    # profiling: -t reads the runs' events
+    handle, rng, lines, code = Handle(profiling=True), np.random.default_rng(args.seed), [], 0
     for number, text, command in parsed:
         lines.append({"line": number, "command": text})
         try:

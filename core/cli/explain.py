@@ -45,8 +45,9 @@ def explain(handle, problem, buffers=None):
         checked = check_buffers(problem, *(buffers[name] for name in "xwy"))
         checked = checked.with_epilogue_args(fusion.epilogue_args(problem, checked, handle, **{
             name: value for name, value in buffers.items() if name not in "xwy"}))
-        results = benchmark(handle, problem, applicable, fusion.bench_buffers(
-            handle, problem, checked), None, skipped)
+        with handle.timing_section() as timing:
+            results = benchmark(timing, problem, applicable, fusion.bench_buffers(
+                timing, problem, checked), None, skipped)
         timed = {r.solver: (rank, r) for rank, r in enumerate(results, 1)}
     unbenchmarked = {}   # what find's default mode leaves out, and why
     if FindMode.parse() is FindMode.DYNAMIC_HYBRID:

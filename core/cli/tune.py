@@ -92,8 +92,10 @@ def tune_problem(handle, problem, budget, strategy, retune):
 
     A tunable solver's two times are measured side by side now (_paired_times), never a time
     stored by an earlier run beside a fresh one; the other solvers' come from find's benchmark,
-    which ranks every solver with its tuned config.
+    which ranks every solver with its tuned config.  Everything runs on ``handle``'s profiling
+    queue (Handle.timing), on buffers of its own.
     """
+    handle = handle.timing
     buffers = device_buffers(handle, random_tensors(problem, 0))
     groups = tuning_groups(problem, candidates(problem)[0])   # composites' solvers on their own
     for tuned, solvers in groups.items():

@@ -1,8 +1,20 @@
-"""Handle: one OpenCL device with its context and profiling queue; builds kernels and keeps invokers."""
+"""Handle: one OpenCL device with its context and command queue; builds kernels and keeps invokers.
+
+A handle's queue does not profile unless it is made with ``profiling=True``: on NVIDIA's OpenCL
+a launch that returns a profiling event costs the host 11 us against 5.5 us on a plain queue
+(the event's timestamps), which is most of what a batch-1 network's calls cost.  What times
+kernels (find, tuning, a plan's trials, the benchmarks) works on the handle's timing twin
+(``Handle.timing``): the same device, context, programs and rankings, a profiling queue of its
+own, and its own invokers, plans, scratch and packed weights (invokers hold their queue).
+``timing_section`` orders the twin's queue after what the handle's queue holds and the handle's
+queue after what the twin enqueued, so find on the caller's buffers sees their contents and
+leaves its outputs before the caller's next call, without the host waiting.
+"""
 from __future__ import annotations
 
 import atexit
 import contextlib
+import copy
 import logging
 import re
 import threading
@@ -201,18 +213,25 @@ def format_defines(defines: Mapping[str, int | float | str] | None) -> list[str]
 
 
 class Handle:
-    """One OpenCL device, its context and profiling command queue, and what was built on it.
+    """One OpenCL device, its context and command queue, and what was built on it.
 
     ``context`` and ``queue`` are the pyopencl objects, so callers allocate buffers and
-    synchronise with them.  The handle is safe to use from several threads at once: builds run
-    in parallel, and the invokers it keeps enqueue one call at a time on its in-order queue.
+    synchronise with them.  ``profiling=True`` makes the queue profile, so the events of
+    ``run`` carry timestamps (what the benchmarks and ``convsolve conv -t`` read); otherwise
+    timing goes through ``timing`` (module docstring).  The handle is safe to use from several
+    threads at once: builds run in parallel, and the invokers it keeps enqueue one call at a
+    time on its in-order queue.
     """
 
-    def __init__(self, device: cl.Device | int | str | None = None) -> None:
+    def __init__(self, device: cl.Device | int | str | None = None, *,
+                 profiling: bool = False) -> None:
+        if not isinstance(profiling, bool):
+            raise ValidationError("profiling", profiling, "expected True or False")
         self.device = device if isinstance(device, cl.Device) else choose_device(device)
         self.context = cl.Context([self.device])
-        self.queue = cl.CommandQueue(
-            self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        #: Whether ``queue`` profiles (its events carry timestamps).
+        self.profiling = profiling
+        self.queue = self._make_queue(profiling)
         platform = self.device.platform
         self.identity = {
             "platform": platform.name.strip(), "platform_version": platform.version.strip(),
@@ -231,6 +250,10 @@ class Handle:
         # (solver name, problem key) -> why its build was given up
         self._hung: dict[tuple[str, str], str] = {}
         self._scratch: cl.Buffer | None = None      # reusable workspace buffer for run()
+        # what keys this queue's invokers and plans in the dicts a timing twin shares
+        self._queue_tag = "profiling" if profiling else "plain"
+        self._twin: Handle | None = None   # the timing twin, made on first use
+        self._twin_of = id(self)           # a shallow copy makes its own twin
         self._lock = threading.Lock()
         self._key_locks: dict[Hashable, threading.Lock] = {}
         self._enqueue_lock = threading.Lock()   # one invoker sets its kernels' arguments at a time
@@ -242,13 +265,55 @@ class Handle:
         self._first: dict[str, str] = {}
         # (solver, problem, max_tolerance, deterministic) -> the engine's Plan
         self._plans: dict[Hashable, Any] = {}
-        #: Moves when what plans resolved may have changed: a find ranked a problem, an invoker
-        #: failed, the handle released what it kept (plans compare it on every run).
-        self.ranking_generation = 0
+        # [ranking generation], shared with the timing twin (ranking_generation)
+        self._generation = [0]
         _live.add(self)
         self._born_as = id(self)   # a shallow copy keeps this value under another id
         log.info("handle on %s (driver %s, %d compute units)", self.name,
                  self.identity["driver"], self.identity["compute_units"])
+
+    def _make_queue(self, profiling: bool) -> cl.CommandQueue:
+        if profiling:
+            return cl.CommandQueue(self.context,
+                                   properties=cl.command_queue_properties.PROFILING_ENABLE)
+        return cl.CommandQueue(self.context)
+
+    @property
+    def ranking_generation(self) -> int:
+        """Moves when what plans resolved may have changed: a find ranked a problem, an invoker
+        failed, the handle released what it kept (plans compare it on every run)."""
+        return self._generation[0]
+
+    @property
+    def timing(self) -> Handle:
+        """The handle whose queue profiles: this one when made with ``profiling=True``, else
+        its timing twin (module docstring), made on first use.  Enqueue on it inside
+        ``timing_section`` where the work touches buffers this handle's queue also uses."""
+        if self.profiling:
+            return self
+        with self._lock:
+            if self._twin is None or self._twin_of != id(self):
+                twin = copy.copy(self)   # shares programs, invokers, plans, rankings, locks
+                twin.profiling, twin.queue = True, self._make_queue(True)
+                twin._queue_tag, twin._scratch, twin._twin = "profiling", None, None
+                twin.weights_cache = WeightsCache(self.context, self._enqueue_lock)
+                self._twin, self._twin_of = twin, id(self)
+            return self._twin
+
+    @contextlib.contextmanager
+    def timing_section(self):
+        """A context giving ``timing``, its queue ordered after everything enqueued on this
+        handle's queue so far, and this queue after everything the section enqueued on it
+        (markers and barriers: the host never waits).  Nothing to order with ``profiling``."""
+        timing = self.timing
+        if timing is self:
+            yield self
+            return
+        cl.enqueue_barrier(timing.queue, wait_for=[cl.enqueue_marker(self.queue)])
+        try:
+            yield timing
+        finally:
+            cl.enqueue_barrier(self.queue, wait_for=[cl.enqueue_marker(timing.queue)])
 
     @property
     def name(self) -> str:
@@ -330,6 +395,7 @@ class Handle:
         first two items name its maker and what it is for) and kept in the handle: solvers'
         invokers and the core's own (backward-bias) alike.  It enqueues under the handle's lock
         and must return events (PluginError names ``name`` otherwise)."""
+        key = (*key, self._queue_tag)   # the timing twin's invokers enqueue on its own queue
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:
@@ -359,11 +425,11 @@ class Handle:
 
     def forget_invoker(self, solver: Solver, problem: Problem) -> None:
         """Drop the kept invokers of ``solver`` for ``problem`` (after one failed to run), every
-        config's; plans resolve again."""
+        config's on either queue; plans resolve again."""
         with self._lock:
             for key in [k for k in self._invokers if k[:2] == (solver.name, problem.key())]:
                 del self._invokers[key]
-            self.ranking_generation += 1
+            self._generation[0] += 1
 
     # }}}
 
@@ -380,7 +446,7 @@ class Handle:
                 best[solution.family] = solution.solver
             first = solutions[0].solver if solutions else self._first.get(key)
             if best != self._best.get(key) or first != self._first.get(key):
-                self.ranking_generation += 1   # plans may now mean another solver
+                self._generation[0] += 1   # plans may now mean another solver
                 self._best[key] = best
                 if first is not None:
                     self._first[key] = first
@@ -398,6 +464,7 @@ class Handle:
 
     def kept_plan(self, key: Hashable, make: Callable[[], _T]) -> _T:
         """The plan kept under ``key``, else ``make()``'s, kept (a failed make keeps nothing)."""
+        key = (key, self._queue_tag)   # a plan runs its invokers' queue
         with self._lock:
             kept = self._plans.get(key)
         if kept is None:
@@ -412,7 +479,7 @@ class Handle:
             self._best.clear()
             self._first.clear()
             self._plans.clear()
-            self.ranking_generation += 1
+            self._generation[0] += 1
 
     # }}}
 
@@ -431,26 +498,33 @@ class Handle:
             return self._scratch
 
     def release(self) -> None:
-        """Drop every invoker, program, packed weights and scratch buffer the handle keeps
-        (kernels first, then the buffers their arguments may still name), so that OpenCL
-        releases them now, in that order; the handle stays usable and builds again on demand.
+        """Drop every invoker, program, packed weights and scratch buffer the handle and its
+        timing twin keep (kernels first, then the buffers their arguments may still name), so
+        that OpenCL releases them now, in that order; the handle stays usable and builds again
+        on demand.
         Nothing waits for the queue (a kernel that never finishes would hold the exit): OpenCL
         keeps what queued work uses until it completes.  Called for every live handle at
         interpreter exit."""
         with self._lock:
-            scratch = self._scratch
+            scratches = [h._scratch for h in self._with_twin() if h._scratch is not None]
             self._drop_kept()
-            if scratch is not None:
+            for scratch in scratches:
                 scratch.release()
 
+    def _with_twin(self) -> list[Handle]:
+        """This handle, and its timing twin if one was made (not a shallow copy's original's)."""
+        return [self] if self._twin is None or self._twin_of != id(self) else [self, self._twin]
+
     def _drop_kept(self) -> None:
-        """Let go of the kept invokers, programs and scratch (no lock: __del__ calls it)."""
+        """Let go of the kept invokers, programs, packed weights and scratch, the timing
+        twin's too (no lock: __del__ calls it)."""
         self._plans.clear()
-        self.ranking_generation += 1
+        self._generation[0] += 1
         self._invokers.clear()
-        self.weights_cache.clear()
+        for handle in self._with_twin():
+            handle.weights_cache.clear()
+            handle._scratch = None
         self._programs.clear()
-        self._scratch = None
 
     def __del__(self) -> None:
         # The kept invokers close over the handle, so a handle nobody holds is a reference

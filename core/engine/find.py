@@ -322,12 +322,13 @@ def find(handle: Handle, problem: Problem, *, x: DeviceTensor | None, w: DeviceT
         return []
     state = _State.start(handle, problem, mode, enforce, policy, exhaustive, scratch,
                          constant_weights)
-    buffers = fusion.bench_buffers(handle, problem, buffers)   # the caller's y survives
     answer = _answer_from_db(handle, problem, mode, state, buffers, scratch, policy)
     if answer is not None:
         return answer[:request_count]
     predicted = _budget(handle, problem, state, limit) if limit and not state.tune else []
-    timed = _measure(handle, problem, state, buffers, scratch, verify, constant_weights)
+    with handle.timing_section() as timing:   # a profiling queue, ordered with the caller's
+        timed = _measure(timing, problem, state, fusion.bench_buffers(timing, problem, buffers),
+                         scratch, verify, constant_weights)
     if env.flag(env.DEBUG_COMPILE_ONLY):
         return []
     results = sorted(state.known + timed, key=lambda s: s.time_ms) + predicted
@@ -475,11 +476,13 @@ def _trusted(handle, problem, mode, winner, buffers, scratch, policy=None):
         return True
     try:
         solver = fusion.resolve(problem, winner.solver, policy)
-        scratch, _, _ = _scratch(handle, scratch, [winner.workspace])
-        time_ms = time_invoker(tuned_invoker(handle, solver, problem), buffers,
-                               scratch if winner.workspace else None,
-                               env.positive_number(env.FIND_SOLVER_BUDGET_MS), None,
-                               env.positive_number(env.FIND_RUN_TIMEOUT_S))
+        with handle.timing_section() as timing:
+            scratch, _, _ = _scratch(timing, scratch, [winner.workspace])
+            time_ms = time_invoker(tuned_invoker(timing, solver, problem),
+                                   fusion.bench_buffers(timing, problem, buffers),
+                                   scratch if winner.workspace else None,
+                                   env.positive_number(env.FIND_SOLVER_BUDGET_MS), None,
+                                   env.positive_number(env.FIND_RUN_TIMEOUT_S))
     except ConvsolveError as exc:
         log.info("find %s: recorded winner %r fails now (%s): searching again", problem.key(),
                  winner.solver, exc)

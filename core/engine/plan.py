@@ -215,14 +215,15 @@ class Plan:
                                            problem.w.nbytes)]
         if resolved.trials is not None:
             return self._trial(resolved, buffers, scratch)
-        return self._call(resolved.solver.name, resolved.workspace, resolved.invoker,
+        return self._call(handle, resolved.solver.name, resolved.workspace, resolved.invoker,
                           resolved.numerics, buffers, scratch,
                           None if weights is None else resolved.packing, weights)
 
-    def _call(self, name: str, needed: int, invoker: Invoker, numerics: str, buffers: Buffers,
-              scratch: cl.Buffer | None, packing: Built | None = None,
+    def _call(self, handle: Handle, name: str, needed: int, invoker: Invoker, numerics: str,
+              buffers: Buffers, scratch: cl.Buffer | None, packing: Built | None = None,
               weights: tuple[object, int] | None = None) -> list[cl.Event]:
-        handle = self.handle
+        """Enqueue ``invoker`` (of solver ``name``, needing ``needed`` bytes of scratch) on
+        ``handle``'s queue: the plan's handle, or in a trial its timing twin."""
         if scratch is not None:
             check_scratch(scratch, needed, name, handle)
         elif needed:
@@ -253,13 +254,14 @@ class Plan:
             return self.enqueue(buffers, scratch)
         picked = trials.next()
         if picked is None:   # the last calls still run: the plan's own pick meanwhile
-            return self._call(resolved.solver.name, resolved.workspace, resolved.invoker,
-                              resolved.numerics, buffers, scratch)
+            return self._call(self.handle, resolved.solver.name, resolved.workspace,
+                              resolved.invoker, resolved.numerics, buffers, scratch)
         name, solver = picked
         try:   # a build that fails, or a caller's scratch too small for it: left out too
-            events = self._call(name, workspace_of(solver, self.problem, self.handle),
-                                tuned_invoker(self.handle, solver, self.problem),
-                                resolved.numerics, buffers, scratch)
+            with self.handle.timing_section() as timing:   # timed: on the profiling queue
+                events = self._call(timing, name, workspace_of(solver, self.problem, timing),
+                                    tuned_invoker(timing, solver, self.problem),
+                                    resolved.numerics, buffers, scratch)
         except NumericsError as exc:   # it wrote the output: the caller hears of it
             trials.drop(name, str(exc))
             raise

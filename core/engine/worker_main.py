@@ -34,7 +34,7 @@ def serve(device_index, parent_pid):
     def send(*message):
         replies.write(json.dumps(message) + "\n")
         replies.flush()
-    device = Handle(str(device_index))
+    device = Handle(str(device_index), profiling=True)   # it only times
     for line in sys.stdin:
         key, names, verify, switches, available, values = json.loads(line)
         for name in [n for n in os.environ if n.startswith("CONVSOLVE_")]:

@@ -12,8 +12,9 @@ from convsolve.errors import ValidationError
 
 def test_pipeline_tiny_json(isolated, monkeypatch, capsys, bench_main):
     """--pipeline on the tiny suite: a pass is every layer count times, each call a plan.run of
-    the layer's one plan, which runs find's pick; the pass has host and kernel time; without
-    torch the report has convsolve's side alone and says why."""
+    the layer's one plan (on the handle's plain queue), which runs find's pick; the kernel time
+    comes from a pass of the same layers' plans on the profiling queue after each sample;
+    without torch the report has convsolve's side alone and says why."""
     monkeypatch.setattr(torch_peer, "available", lambda: False)
     calls, original = [], Plan.run
 
@@ -28,8 +29,13 @@ def test_pipeline_tiny_json(isolated, monkeypatch, capsys, bench_main):
     (result,) = report["results"]
     ours = result["convsolve"]
     assert result["calls"] == sum(layer["count"] for layer in result["layers"]) == 4
-    assert result["plans"] == result["distinct"] == len({id(p) for p in calls}) == 3
-    assert len(calls) % 4 == 0 and len(calls) >= 4 * ours["passes"] >= 4 * 2 * 3
+    plain = [p for p in calls if not p.handle.profiling]
+    profiled = [p for p in calls if p.handle.profiling]
+    assert result["plans"] == result["distinct"] == len({id(p) for p in plain}) == 3
+    assert len({id(p) for p in profiled}) == 3 and {p.solver for p in plain} == {
+        p.solver for p in profiled}
+    assert len(plain) % 4 == 0 and len(plain) >= 4 * ours["passes"] >= 4 * 2 * 3
+    assert len(profiled) == 4 * 2   # one pass a sample, a sample a round
     assert len(ours["round_ms"]) == 2 and min(ours["round_ms"]) <= ours["pass_ms"]
     assert all(layer["solver"] == layer["find_solver"] for layer in result["layers"])
     assert ours["kernel_ms"] > 0 and ours["host_us_per_call"] > 0

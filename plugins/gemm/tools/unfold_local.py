@@ -25,7 +25,7 @@ def median_ms(handle, kernel, size, local):
 
 
 def main():
-    handle = Handle()
+    handle = Handle(profiling=True)
     for x_shape, w_shape, stride, pad in LAYERS:
         p = Problem.conv2d(x_shape, w_shape, stride=stride, padding=pad)
         cols = Columns(handle, p)
