@@ -1,5 +1,6 @@
 """A handle's plain queue and its timing twin's profiling queue (device/handle.py's docstring)."""
 import copy
+import threading
 
 import convsolve
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 from convsolve import ValidationError
 from convsolve.device.tensors import device_buffers, random_tensors
 from convsolve.engine import find as find_module
+from convsolve.testing import FLOAT32_TOLERANCE, expected_output, read_output
 
 SOLVER = "direct.NaiveFwd"
 PROBLEM = convsolve.Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3))
@@ -105,3 +107,36 @@ def test_find_times_on_the_twin_and_a_db_hit_enqueues_nothing(handle, monkeypatc
     assert convsolve.find(handle, PROBLEM, **bufs)[0].source == "benchmark"
     assert sections == [handle] and timed_on and all(timed_on)
     assert convsolve.find(handle, PROBLEM, **bufs) and sections == [handle]
+
+
+def test_finds_beside_runs_in_other_threads_leave_every_output_right(handle):
+    """Threads running a plan on the handle's queue while another finds (benchmarking on the
+    twin's queue) on buffers of its own each read back their own right output, and so does the
+    finder after each find."""
+    made, wrong = convsolve.plan(handle, PROBLEM, SOLVER), []
+
+    def check(buffers, host, who):
+        got = read_output(handle, PROBLEM, buffers)
+        if convsolve.reference.relative_error(got, expected_output(PROBLEM, host)) >= FLOAT32_TOLERANCE:
+            wrong.append(who)
+
+    def runner(seed):
+        host = random_tensors(PROBLEM, seed=seed)
+        buffers = device_buffers(handle, host)
+        for _ in range(6):
+            made.run(**buffers)   # no wait: the read is ordered after it on the same queue
+            check(buffers, host, f"runner {seed}")
+
+    def finder():
+        host = random_tensors(PROBLEM, seed=9)
+        buffers = device_buffers(handle, host)
+        for _ in range(3):
+            convsolve.find(handle, PROBLEM, **buffers, mode="NORMAL")
+            check(buffers, host, "finder")
+    threads = [threading.Thread(target=runner, args=(seed,)) for seed in range(2)]
+    threads.append(threading.Thread(target=finder))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
