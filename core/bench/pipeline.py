@@ -37,8 +37,8 @@ def prepare(handle, problems, exhaustive, rng, progress, constant=False):
     """([(plan, timing plan, buffers)] one per call of a pass, [row] one per layer) for
     ``problems`` ([(index, suite entry, Problem)]): every problem found first (the find-db
     answers where it holds it), then planned with no solver on ``handle`` and on its timing
-    twin, on random device buffers of its own; find and the plans told the weights are
-    ``constant``."""
+    twin, on random device buffers of its own, the timing plans run once; find and the plans
+    told the weights are ``constant``."""
     staged = []
     for index, layer, problem in problems:
         progress.show(f"find {problem.direction.value} {layer['name']}")
@@ -58,6 +58,7 @@ def prepare(handle, problems, exhaustive, rng, progress, constant=False):
         rows.append({"index": index, "name": layer["name"], "count": layer["count"],
                      "problem": problem.key(), "solver": chosen.solver,
                      "find_solver": winner.solver, "find_source": winner.source})
+    kernel_ms(handle, sequence)   # untimed: the timing plans' builds and weights packs first
     return sequence, rows
 
 

@@ -19,7 +19,7 @@ import logging
 import re
 import threading
 import weakref
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -245,7 +245,7 @@ class Handle:
         directory = cache_dir() if caches_binaries(platform) else None
         self._kernel_cache = KernelCache(directory) if directory else None
         self._programs: dict[str, cl.Program] = {}   # cache key -> built program
-        # (solver name, problem key, config key) -> invoker
+        # (solver name, problem key, config key, queue tag) -> invoker
         self._invokers: dict[tuple[Hashable, ...], Callable[..., list[cl.Event]]] = {}
         # (solver name, problem key) -> why its build was given up
         self._hung: dict[tuple[str, str], str] = {}
@@ -263,7 +263,7 @@ class Handle:
         self._best: dict[str, dict[str, str]] = {}
         # find-db key -> the fastest solver of find's ranking
         self._first: dict[str, str] = {}
-        # (solver, problem, max_tolerance, deterministic) -> the engine's Plan
+        # ((solver, problem, max_tolerance, deterministic), queue tag) -> the engine's Plan
         self._plans: dict[Hashable, Any] = {}
         # [ranking generation], shared with the timing twin (ranking_generation)
         self._generation = [0]
@@ -301,7 +301,7 @@ class Handle:
             return self._twin
 
     @contextlib.contextmanager
-    def timing_section(self):
+    def timing_section(self) -> Iterator[Handle]:
         """A context giving ``timing``, its queue ordered after everything enqueued on this
         handle's queue so far, and this queue after everything the section enqueued on it
         (markers and barriers: the host never waits).  Nothing to order with ``profiling``."""
