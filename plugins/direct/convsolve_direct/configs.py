@@ -14,6 +14,14 @@ SPECIALISED_FILTERS = ((3, 3), (7, 7))
 #: lets dw_bwd_rows replace the staged kernel (EfficientNet-B0's 144 channels at 56x56: 2.19
 #: against 5.63 ms; 2-vCPU Intel Xeon, AVX-512, PoCL 3.1, 2026-12-06, BENCHMARKS.md).
 DEPTHWISE_SPECIALISED_FILTERS = (*SPECIALISED_FILTERS, (5, 5))
+#: On CPUs direct.Depthwise's backward weights compiles its filter in whatever the work (its
+#: output, the filter, never reaches FIXED_MIN_OUTPUTS, and MobileNet-v2's layers at batch 8 do
+#: 10-65 MFLOP): on seven of them (32 channels at 112x112 to 960 at 7x7, strided ones too) it
+#: took 0.41-0.81x the run-time-taps build's time (2.7 -> 1.1-2.0 ms at 112x112, 0.80 -> 0.55 at
+#: 14x14; `scripts/stage_profile.py --directions wrw --batch 8 --runs 15 --config FIXED=1`, two
+#: rounds, 2-vCPU Intel Xeon, AVX-512, PoCL 3.1, 2026-12-06, BENCHMARKS.md).  One build a filter
+#: size serves every layer.
+DEPTHWISE_CPU_WRW_FIXED = True
 #: ... but a GPU's default compiles in only these (5x5 stays in its tuning space): on
 #: EfficientNet-B0's five 5x5 depthwise layers at batch 32, forward and backward-data, 5x5
 #: compiled in took 1.1-1.35x the time of the former default on 7 of the 10, 0.88x on one, the

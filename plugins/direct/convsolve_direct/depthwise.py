@@ -181,6 +181,10 @@ class Depthwise(DirectSolver):
             if key == "gpu" and 1 not in fixed_choices(problem,
                                                        configs.DEPTHWISE_GPU_FIXED_FILTERS):
                 fixed = 0
+            elif configs.DEPTHWISE_CPU_WRW_FIXED and key.startswith("cpu") \
+                    and problem.direction is Direction.BACKWARD_WEIGHTS \
+                    and 1 in space.params["FIXED"]:
+                fixed = 1   # whatever the work (configs.DEPTHWISE_CPU_WRW_FIXED)
             if phased and not entry["STAGE"]:
                 if 1 not in space.params["FIXED"]:   # dw_bwd_rows cannot: the class's staged
                     return fitted(key, dict(configs.DEPTHWISE_DEFAULT_CONFIGS[key], STAGE=1))

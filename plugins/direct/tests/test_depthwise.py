@@ -181,6 +181,14 @@ def test_applicability_and_defaults(handle, fake_handle):
         assert solver.default_config(case, fake_handle("avx2"))["FIXED"] == 1
         assert solver.default_config(case, fake_handle("gpu"))["FIXED"] == 0
         assert 1 in solver.config_space(case, fake_handle("gpu")).params["FIXED"]
+    # backward weights compiles its filter in on CPUs however little the work (a GPU keeps the
+    # work rule: not measured there); a filter of no compiled-in size stays at run time
+    tiny = Problem.conv2d((1, 8, 7, 7), (8, 1, 3, 3), padding=1, groups=8, direction="wrw")
+    for kind, fixed in (("avx512", 1), ("avx2", 1), ("gpu", 0)):
+        assert solver.default_config(tiny, fake_handle(kind))["FIXED"] == fixed, kind
+        assert solver.default_config(tiny.with_direction("fwd"), fake_handle(kind))["FIXED"] == 0
+    four = Problem.conv2d((1, 8, 7, 7), (8, 1, 4, 4), padding=1, groups=8, direction="wrw")
+    assert solver.default_config(four, fake_handle("avx512"))["FIXED"] == 0
     assert solver.workspace(problem) == 0
 
 
