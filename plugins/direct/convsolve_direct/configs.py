@@ -17,7 +17,7 @@ DEPTHWISE_SPECIALISED_FILTERS = (*SPECIALISED_FILTERS, (5, 5))
 #: On CPUs direct.Depthwise's backward weights compiles its filter in whatever the work (its
 #: output, the filter, never reaches FIXED_MIN_OUTPUTS, and MobileNet-v2's layers at batch 8 do
 #: 10-65 MFLOP): on seven of them (32 channels at 112x112 to 960 at 7x7, strided ones too) it
-#: took 0.41-0.81x the run-time-taps build's time (2.7 -> 1.1-2.0 ms at 112x112, 0.80 -> 0.55 at
+#: took 0.35-0.92x the run-time-taps build's time (2.7 -> 1.1-2.0 ms at 112x112, 0.80 -> 0.55 at
 #: 14x14; `scripts/stage_profile.py --directions wrw --batch 8 --runs 15 --config FIXED=1`, two
 #: rounds, 2-vCPU Intel Xeon, AVX-512, PoCL 3.1, 2026-12-06, BENCHMARKS.md).  One build a filter
 #: size serves every layer.
