@@ -20,12 +20,11 @@ import random
 import sys
 import time
 
-import pyopencl as cl
 from convsolve import Handle, Problem
-from convsolve.bench.corpus import _sweep_geometry
+from convsolve.bench.corpus import sweep_geometry
 from convsolve.solvers.registry import registry
 from convsolve.testing import check_problem, check_solver
-from convsolve.testing.isolation import _TypedDevice
+from convsolve.testing.isolation import retyped
 
 LAYOUTS = {1: ("NCW", "NWC"), 2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}
 
@@ -33,7 +32,7 @@ LAYOUTS = {1: ("NCW", "NWC"), 2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}
 def corpus_problem(rng, shrink):
     """The heuristics sweep's geometry, images divided by ``shrink`` and, for small shapes,
     channels drawn from a short list, in NCHW or NHWC."""
-    _, c, h, w, k, r, s, stride, padding, dilation, groups = _sweep_geometry(rng)
+    _, c, h, w, k, r, s, stride, padding, dilation, groups = sweep_geometry(rng)
     h, w = max(1, h // shrink), max(1, w // shrink)
     if shrink > 2 and groups == 1:
         c, k = rng.choice((1, 3, 5, 8, 16, 17, 32)), rng.choice((1, 2, 7, 8, 16, 33))
@@ -94,10 +93,7 @@ def main():
             except AssertionError as exc:
                 print(f"FAIL {exc}", flush=True)
         return
-    handle = Handle()
-    if args.gpu_configs:
-        handle.device = _TypedDevice(handle.device, cl.device_type.GPU)
-        handle.is_cpu, handle.is_gpu = False, True
+    handle = retyped(Handle(), "GPU") if args.gpu_configs else Handle()
     begin, checked, failed = time.time(), 0, 0
     while time.time() - begin < args.budget_s:
         problem = draw(rng, args.shapes, False)

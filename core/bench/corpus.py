@@ -28,7 +28,7 @@ def network_problems(batches, directions):
     return problems
 
 
-def _sweep_geometry(rng):
+def sweep_geometry(rng):
     """One random (n, c, h, w, k, r, s, stride, padding, dilation, groups) of the sweep."""
     r, s = rng.choice(_FILTERS)
     kind = rng.random()
@@ -61,7 +61,7 @@ def sweep_problems(count, directions, seed=0, max_gflop=4.0, max_mib=256):
     ``max_mib`` MiB in their largest tensor."""
     rng, problems, seen = random.Random(seed), [], set()
     while len(seen) < count:
-        n, c, h, w, k, r, s, stride, padding, dilation, groups = _sweep_geometry(rng)
+        n, c, h, w, k, r, s, stride, padding, dilation, groups = sweep_geometry(rng)
         try:
             problem = Problem.conv2d((n, c, h, w), (k, c // groups, r, s), stride=stride,
                                      padding=padding, dilation=dilation, groups=groups)

@@ -125,14 +125,19 @@ class _TypedDevice:
         return getattr(self._device, name)
 
 
+def retyped(handle, profile):
+    """``handle``, its device now reporting the type ``profile`` ('CPU' or 'GPU'): that device
+    class's spaces, defaults and kernels then run on whatever device it is."""
+    handle.device = _TypedDevice(handle.device, getattr(cl.device_type, profile))
+    handle.is_cpu, handle.is_gpu = profile == "CPU", profile == "GPU"
+    return handle
+
+
 def oclgrind_handle(profile):
     """A Handle on Oclgrind whose device reports the type ``profile`` ('CPU' or 'GPU'); needs
     CONVSOLVE_DISABLE_CACHE=1 (BUILD_ENV)."""
     assert os.environ.get("CONVSOLVE_DISABLE_CACHE") == "1", "run it with BUILD_ENV"
-    handle = Handle("Oclgrind")
-    handle.device = _TypedDevice(handle.device, getattr(cl.device_type, profile))
-    handle.is_cpu, handle.is_gpu = profile == "CPU", profile == "GPU"
-    return handle
+    return retyped(Handle("Oclgrind"), profile)
 
 
 class _Worker:
