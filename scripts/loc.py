@@ -177,6 +177,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: shared ranking counter and the twin's release, +43) raised the device's from 725 to 770, the
 #: cli's from 1,315 to 1,320 (explain's section, +1) and the bench's from 1,480 to 1,490 (the
 #: pipeline's kernel pass on the twin, +7).
+#: Retyping a handle's device (testing/isolation.py's retyped: oclgrind_handle's three lines,
+#: now shared with scripts/random_sweep.py, which had its own copy; +1) raised the testing
+#: wing's from 790 to 791.
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
@@ -188,7 +191,7 @@ BUDGETS = {
     "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 870, "opencl": 0},
     "core/engine": {"python": 2070, "opencl": 0},
-    "core/testing": {"python": 790, "opencl": 0},
+    "core/testing": {"python": 791, "opencl": 0},
     "core/cli": {"python": 1320, "opencl": 0},
     "core/bench": {"python": 1490, "opencl": 60},
     "core/scale": {"python": 415, "opencl": 0},
