@@ -179,7 +179,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: pipeline's kernel pass on the twin, +7).
 #: Retyping a handle's device (testing/isolation.py's retyped: oclgrind_handle's three lines,
 #: now shared with scripts/random_sweep.py, which had its own copy; +1) raised the testing
-#: wing's from 790 to 791.
+#: wing's from 790 to 791, and its re-export from convsolve.testing for plugins' tests (GPU
+#: configs run on a CPU device, gemm's merged products; +1) to 792.
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
@@ -191,7 +192,7 @@ BUDGETS = {
     "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 870, "opencl": 0},
     "core/engine": {"python": 2070, "opencl": 0},
-    "core/testing": {"python": 791, "opencl": 0},
+    "core/testing": {"python": 792, "opencl": 0},
     "core/cli": {"python": 1320, "opencl": 0},
     "core/bench": {"python": 1490, "opencl": 60},
     "core/scale": {"python": 415, "opencl": 0},

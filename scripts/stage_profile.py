@@ -30,12 +30,15 @@ from convsolve.testing import device_buffers, random_tensors
 from igemm_gpu_sweep import cuda_ms, torch_call  # scripts/, beside this file
 
 #: (name, x shape at batch N, w shape, stride, padding[, groups]): ResNet-50 v1.5's stem, 3x3
-#: layers and late 1x1 layers (14x14, 7x7; "up" to 4x the channels, "down" back), VGG-16's 3x3
-#: layers, MobileNet-v2's stem, first pointwise layer and depthwise ones, ConvNeXt-T's 7x7
+#: layers and 1x1 layers (56x56 to 7x7; "up" to 4x the channels, "down" back), VGG-16's 3x3
+#: layers, MobileNet-v2's stem, pointwise layers and depthwise ones, ConvNeXt-T's 7x7
 #: depthwise layers and EfficientNet-B0's 5x5 depthwise ones.
 LAYERS = {
     "mb.stem": ((3, 224, 224), (32, 3, 3, 3), 2, 1),
     "mb.pw32x16.112": ((32, 112, 112), (16, 32, 1, 1), 1, 0),
+    "mb.pw192x32.28": ((192, 28, 28), (32, 192, 1, 1), 1, 0),
+    "mb.pw64x384.14": ((64, 14, 14), (384, 64, 1, 1), 1, 0),
+    "mb.pw960x160.7": ((960, 7, 7), (160, 960, 1, 1), 1, 0),
     "r50.stem": ((3, 224, 224), (64, 3, 7, 7), 2, 3),
     "r50.l1.3x3": ((64, 56, 56), (64, 64, 3, 3), 1, 1),
     "r50.l2.3x3s2": ((128, 56, 56), (128, 128, 3, 3), 2, 1),
@@ -44,6 +47,9 @@ LAYERS = {
     "r50.l4.3x3s2": ((512, 14, 14), (512, 512, 3, 3), 2, 1),
     "r50.l3.3x3": ((256, 14, 14), (256, 256, 3, 3), 1, 1),
     "r50.l4.3x3": ((512, 7, 7), (512, 512, 3, 3), 1, 1),
+    "r50.l1.1x1up": ((64, 56, 56), (256, 64, 1, 1), 1, 0),
+    "r50.l2.1x1up": ((128, 28, 28), (512, 128, 1, 1), 1, 0),
+    "r50.l2.1x1down": ((512, 28, 28), (128, 512, 1, 1), 1, 0),
     "r50.l3.1x1up": ((256, 14, 14), (1024, 256, 1, 1), 1, 0),
     "r50.l3.1x1down": ((1024, 14, 14), (256, 1024, 1, 1), 1, 0),
     "r50.l4.1x1up": ((512, 7, 7), (2048, 512, 1, 1), 1, 0),

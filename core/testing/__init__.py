@@ -36,6 +36,7 @@ from ..solvers.calls import (
 )
 from ..tuning import config_key
 from . import epilogue_cases, guarded, isolation
+from .isolation import retyped  # noqa: F401 - re-exported: a device class's kernels anywhere
 
 #: Relative RMS error against the float64 reference that float32 solvers must stay under.
 FLOAT32_TOLERANCE = OPTIONAL_SOLVER_ATTRIBUTES["tolerance"]

@@ -26,17 +26,20 @@ def epilogue_kernel(handle, file, name, defines, scalars, epilogue, tail=()):
 class Gemm:
     """A built batched GEMM: one transposition variant with one config; with
     ``epilogue`` (a convsolve.Epilogue), that epilogue fused into its store of C, a convolution's
-    output whose row m of batch b is channel chan[0] + b * chan[1] + m."""
+    output whose row m of batch b is channel chan[0] + b * chan[1] + m.  With ``col_images``
+    (local-memory configs, B not transposed) the columns of op(B) and C run over images side by
+    side (gemm.cl's COL_IMAGES): the batch strides of B and C are then their image strides."""
 
-    def __init__(self, handle, config, trans_a, trans_b, epilogue=None):
+    def __init__(self, handle, config, trans_a, trans_b, epilogue=None, col_images=False):
         problems = refusals(config, handle.device)
         if problems:
             raise BuildError(f"gemm config {config} does not fit {handle.name}: "
                              + "; ".join(problems))
         self.queue, self.epilogue = handle.queue, epilogue
-        self.kernel = epilogue_kernel(
-            handle, "gemm.cl", "gemm", {"TRANS_A": int(trans_a), "TRANS_B": int(trans_b),
-                                        **config}, _GEMM_SCALARS, epilogue, [np.int32] * 2)
+        defines = {"TRANS_A": int(trans_a), "TRANS_B": int(trans_b), **config,
+                   **({"COL_IMAGES": 1} if col_images else {})}   # other builds keep their keys
+        self.kernel = epilogue_kernel(handle, "gemm.cl", "gemm", defines, _GEMM_SCALARS, epilogue,
+                                      [np.int32] * 2)
         self.tile_m, self.tile_n = tile_shape(config)
         self.local = (config["WGD_N"], config["WGD_M"], 1)
 

@@ -13,6 +13,11 @@ image after image, and the products of a chunk are batched into one GEMM launch 
 per group, whichever needs fewer launches. Backward-weights then writes one partial dW per image
 (a "slice" of the reduction over the batch), and convsolve.SplitSum adds them up in order.
 
+On GPUs (local-memory configs) the plain products of forward and backward-data lay the images
+side by side as the columns instead (``merges_images``; gemm.cl's COL_IMAGES): one product per
+group covers every image, so a 14x14 or 7x7 layer's 196 or 49 pixels an image no longer leave
+most of a 128- or 64-column tile empty.
+
 With ``side_by_side`` (backward-weights only) a chunk's images lie side by side instead: col[g]
 is (Cg*R*S) x (images*OH*OW), and dy is gathered the same way, so dW[g] is one product whose
 reduction runs over the whole chunk. It is split into slices only as far as the product needs
@@ -150,11 +155,28 @@ def stored_values(values, accumulate):
     return values._replace(beta=1.0) if values is not None and accumulate else values
 
 
-def grouped_gemm(gemm, mnk, beta, a, b, c, images, groups, values=None):
-    """One GEMM per (image, group), batched into min(images, groups) launches; returns events.
-    ``values``: the epilogue's, for a Gemm built with one (row m of C's matrix of group g is
-    channel g * M + m)."""
+#: Whether GPU plans may lay images side by side (merges_images); a switch for A/B runs.
+MERGE_IMAGES = True
+
+
+def merges_images(problem, use_columns, local):
+    """Whether a plan lays its images side by side as the columns of one product per group: the
+    plain products (no column matrices) of forward and backward-data, on a ``local``-memory
+    (GPU) config."""
+    return (MERGE_IMAGES and bool(local) and not use_columns
+            and problem.direction is not Direction.BACKWARD_WEIGHTS)
+
+
+def grouped_gemm(gemm, mnk, beta, a, b, c, images, groups, values=None, merged=False):
+    """One GEMM per (image, group), batched into min(images, groups) launches, or with
+    ``merged`` (a Gemm built with col_images) one per group over the images side by side; returns
+    events. ``values``: the epilogue's, for a Gemm built with one (row m of C's matrix of group g
+    is channel g * M + m)."""
     m, n, k = mnk
+    if merged:
+        return [gemm(m, images * n, k, 1.0, beta,
+                     *(_batch(v.at(group=g), v.image) for v in (a, b, c)),
+                     values=values, chan=(g * m, 0)) for g in range(groups)]
     if images <= groups:   # a launch per image, its groups batched
         return [gemm(m, n, k, 1.0, beta, *(_batch(v.at(image=i), v.group) for v in (a, b, c)),
                      batch=groups, values=values, chan=(0, m)) for i in range(images)]
@@ -178,12 +200,14 @@ def _batch(view, stride):
     return (view.buffer, view.offset, view.ld, stride)
 
 
-def main_product(problem, use_columns, side_by_side=False):
+def main_product(problem, use_columns, side_by_side=False, merged=False):
     """(M, N, batch) of the products a plan launches most of: what the default config is chosen
-    for."""
+    for (``merged``: as merges_images lays them out)."""
     p, g = problem, problem.groups
     kg, ohow, rows = p.k // g, out_pixels(p), _columns_rows(problem)
     images = layout(p, side_by_side).chunk if use_columns else p.n
+    if merged:
+        return (kg if p.direction is Direction.FORWARD else rows), images * ohow, g
     if p.direction is Direction.FORWARD:
         return kg, ohow, images * g
     if p.direction is Direction.BACKWARD_DATA:
@@ -204,9 +228,10 @@ def build(problem, handle, config, use_columns, side_by_side=False):
     cg_rs = _columns_rows(p)
     direction, epilogue = p.direction, stored_epilogue(p)
     folds = use_columns and direction is Direction.BACKWARD_DATA   # col2im writes dx
+    merged = merges_images(p, use_columns, config["USE_LOCAL"])
     gemm = Gemm(handle, config, trans_a=direction is Direction.BACKWARD_DATA,
                 trans_b=direction is Direction.BACKWARD_WEIGHTS,
-                epilogue=None if folds else epilogue)
+                epilogue=None if folds else epilogue, col_images=merged)
     if use_columns:
         plan = layout(p, side_by_side)
         cols = Columns(handle, p, epilogue if folds else None)
@@ -228,10 +253,10 @@ def build(problem, handle, config, use_columns, side_by_side=False):
                 if use_columns:
                     events.append(cols.im2col(buffers.x, n0, count, col))
                 events += grouped_gemm(gemm, (kg, ohow, cg_rs), 0.0, weights, col, outputs,
-                                       count, g, values)
+                                       count, g, values, merged)
             elif direction is Direction.BACKWARD_DATA:
                 events += grouped_gemm(gemm, (cg_rs, ohow, kg), 0.0, weights, outputs, col,
-                                       count, g, None if folds else values)
+                                       count, g, None if folds else values, merged)
                 if folds:
                     events.append(cols.col2im(col, buffers.x, n0, count, values))
             else:  # backward-weights without workspace: accumulate image after image into dW

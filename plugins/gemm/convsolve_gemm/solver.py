@@ -5,7 +5,7 @@ GPU_SPACE), the default one chosen per device class and product shape."""
 from convsolve import Direction, hookimpl
 
 from . import configs, plan
-from .plan import fits_int32, main_product, workspace_bytes
+from .plan import fits_int32, main_product, merges_images, workspace_bytes
 
 
 class GemmSolver:
@@ -63,7 +63,9 @@ class GemmSolver:
 
     @hookimpl
     def default_config(self, problem, handle):
-        m, n, batch = main_product(problem, self.uses_columns(problem), self.side_by_side)
+        columns = self.uses_columns(problem)
+        m, n, batch = main_product(problem, columns, self.side_by_side,
+                                   merges_images(problem, columns, handle.is_gpu))
         return configs.default(handle, m, n, batch, problem.direction is Direction.BACKWARD_DATA)
 
     @hookimpl

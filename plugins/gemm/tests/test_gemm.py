@@ -4,8 +4,8 @@ import re
 import convsolve
 import convsolve_gemm
 import pytest
-from convsolve import Direction, Problem
-from convsolve.testing import check_solver, device_buffers, fake_handle, random_tensors
+from convsolve import Direction, Handle, Problem
+from convsolve.testing import check_solver, device_buffers, fake_handle, random_tensors, retyped
 from convsolve_gemm import configs, conv_layout, gemm, plan
 
 SOLVERS = ("gemm.Gemm1x1", "gemm.Im2ColGemm", "gemm.GemmWrwSplitK")
@@ -58,6 +58,30 @@ def test_unfolds_in_vectors_and_at_the_borders(handle, stride, rank):
                                     dilation=(1,) * outer + (dilation,), direction=direction)
                 for width, padding, dilation in rows for direction in Direction]
     assert check_solver(solver, handle, problems, configs=0) == len(problems)
+
+
+def test_gpu_products_lay_images_side_by_side():
+    """On a GPU's local-memory configs Gemm1x1's plain forward and backward-data products take
+    the images side by side as columns (one product per group): right where an image's pixels
+    are no multiple of the vector width or the tile (7x7, 5x3, and 1x3 and 2x2, narrower than a
+    vector, whose vectors cross several images), with groups and row edges, the epilogue cases
+    of check_solver included; GPU configs run natively on a CPU device typed as a GPU.
+    Backward-weights and strided problems keep their products."""
+    gpu = retyped(Handle(), "GPU")
+    solver = convsolve.registry().get("gemm.Gemm1x1")
+    shapes = [((3, 8, 7, 7), 12, 1), ((5, 6, 5, 3), 9, 3), ((4, 4, 1, 3), 8, 2),
+              ((3, 5, 2, 2), 7, 1), ((2, 16, 14, 14), 70, 1)]
+    problems = [Problem.conv2d(x, (k, x[1] // g, 1, 1), groups=g, direction=direction)
+                for x, k, g in shapes for direction in ("fwd", "bwd")]
+    assert all(plan.merges_images(p, False, local=True) for p in problems)
+    assert check_solver(solver, gpu, problems, configs=1) == len(problems)
+    wrw = problems[0].with_direction("wrw")
+    strided = Problem.conv2d((3, 8, 7, 7), (12, 8, 1, 1), stride=2)
+    assert not plan.merges_images(wrw, False, local=True)
+    assert not plan.merges_images(strided, solver.uses_columns(strided), local=True)
+    assert not plan.merges_images(problems[0], False, local=False)   # CPU kernels: per image
+    # the default config is chosen for the merged product: 12 x (3 * 49), one group
+    assert plan.main_product(problems[0], False, merged=True) == (12, 147, 1)
 
 
 def _in_side_by_side_chunks_of_3(monkeypatch, groups):

@@ -8,6 +8,10 @@
  *   C is M x N:      C[m * ldc + n]
  *   Batch b = get_global_id(2) uses A + offA + b * strideA, B + offB + b * strideB and
  *   C + offC + b * strideC (one launch runs every group of a grouped convolution).
+ *   With COL_IMAGES (USE_LOCAL only, TRANS_B == 0, batch 1) the columns of op(B) and C run over
+ *   the images of a convolution, side by side: column n is pixel n % ldb of image n / ldb, at
+ *   B[(n / ldb) * strideB + k * ldb + n % ldb] and C[(n / ldc) * strideC + m * ldc + n % ldc]
+ *   (ldb == ldc: the pixels of an image), so that one product covers every image.
  *   beta == 0 does not read C (C may hold garbage, NaN included).
  *   With CS_EPI (a convolution's output fused, convsolve_epilogue.h), C = the epilogue of
  *   op(A) * op(B) instead: alpha and beta are unused, the epilogue's own values follow the
@@ -42,8 +46,8 @@
  *   gemm_local.cl   USE_LOCAL == 1 (GPUs; needs MR == 1 and NR == 1): KWG-deep slices of op(A)
  *                   and op(B) staged in local memory, optionally double-buffered
  *
- * Defines read (tunables, each with a default in gemm_common.cl): TRANS_A, TRANS_B, WGD_M, WGD_N,
- * TM, TN, VW, VWM, KU, USE_LOCAL, MR, NR, KB, PF, KWG, DOUBLE_BUF, LPAD; from convsolve.h:
+ * Defines read (tunables, each with a default in gemm_common.cl): TRANS_A, TRANS_B, COL_IMAGES,
+ * WGD_M, WGD_N, TM, TN, VW, VWM, KU, USE_LOCAL, MR, NR, KB, PF, KWG, DOUBLE_BUF, LPAD; from convsolve.h:
  * CS_PRECISION; from convsolve_epilogue.h: CS_EPI and the epilogue's CS_EPI_*. Derived (in
  * gemm_common.cl): MWG, NWG, NTW, WGS, NVEC, MGRP, LA, LB, LDAS, LDBS.
  * The defaults are a measured CPU set (AVX2, 2 cores); plugins/gemm/TUNING.md has the others.

@@ -24,6 +24,9 @@
 #ifndef TRANS_B
 #define TRANS_B 0 /* 1: B is stored N x K and op(B) = B^T */
 #endif
+#ifndef COL_IMAGES
+#define COL_IMAGES 0 /* 1: the columns of op(B) and C run over images (gemm.cl's banner) */
+#endif
 #ifndef WGD_M
 #define WGD_M 1 /* work-items per work-group along M (local size, dimension 1) */
 #endif
@@ -95,6 +98,9 @@
 #if USE_LOCAL && NR != 1
 #error "gemm.cl: USE_LOCAL needs NR == 1"
 #endif
+#if COL_IMAGES && (!USE_LOCAL || TRANS_B)
+#error "gemm.cl: COL_IMAGES needs USE_LOCAL and TRANS_B == 0"
+#endif
 #if USE_LOCAL
 #if (MWG * KWG) % WGS != 0 || (NWG * KWG) % WGS != 0
 #error "gemm.cl: USE_LOCAL needs MWG * KWG and NWG * KWG to be multiples of WGD_M * WGD_N"
@@ -132,6 +138,14 @@ typedef GEMM_CAT(GEMM_REAL, VW) realN;
 /* Column of C (relative to the work-group's first column) of lane 0 of register vector j of
  * work-item column lx. */
 #define GEMM_COL(j, lx) (((j) * WGD_N + (lx)) * VW)
+
+/* The element offset of column n in row 0 of a matrix with leading dimension ld whose images
+ * lie stride apart: with COL_IMAGES, pixel n % ld of image n / ld; else n. */
+#if COL_IMAGES
+#define GEMM_COL_AT(n, ld, stride) ((n) / (ld) * (stride) + (n) % (ld))
+#else
+#define GEMM_COL_AT(n, ld, stride) (n)
+#endif
 
 /* op(A)[m][k] and op(B)[k][n] as lvalues, A and B stored with leading dimensions lda, ldb. */
 #if TRANS_A
@@ -182,27 +196,31 @@ typedef GEMM_CAT(GEMM_REAL, VW) realN;
 /* {{{ stores to C */
 
 /* C[m][n ..] = alpha * acc + beta * C[m][n ..] for the lanes with n + l < N; with CS_EPI, the
- * epilogue of acc instead (alpha and beta are the epilogue's). */
-GEMM_INLINE void gemm_store(__global real *C, int ldc, int m, int n, int N, realN acc,
-                            real alpha, real beta GEMM_EPI_DECL)
+ * epilogue of acc instead (alpha and beta are the epilogue's). C's images lie strideC apart
+ * (COL_IMAGES; a vector that crosses from one into the next is stored lane by lane). */
+GEMM_INLINE void gemm_store(__global real *C, int ldc, int strideC, int m, int n, int N,
+                            realN acc, real alpha, real beta GEMM_EPI_DECL)
 {
-    __global real *c = C + m * ldc + n;
+    const int at = m * ldc + GEMM_COL_AT(n, ldc, strideC); /* lane 0's element */
+    __global real *c = C + at;
+    const bool whole = n + VW <= N && (!COL_IMAGES || n % ldc + VW <= ldc);
 #if CS_EPI
-    if (n + VW <= N) {
+    if (whole) {
         realN v = acc;
-        CS_EPILOGUE(realN, GEMM_LOADN_AT, epi, v, epi.chan + m, C, m * ldc + n);
+        CS_EPILOGUE(realN, GEMM_LOADN_AT, epi, v, epi.chan + m, C, at);
         GEMM_VSTOREN(v, c);
     } else { /* a rolled loop: unrolled at every edge store, an activation took PoCL seconds */
         real t[VW];
         GEMM_VSTOREN(acc, t);
         for (int l = 0; l < VW && n + l < N; ++l) {
+            const int at_l = m * ldc + GEMM_COL_AT(n + l, ldc, strideC);
             real v = t[l];
-            CS_EPILOGUE(real, CS_LOAD1, epi, v, epi.chan + m, C, m * ldc + n + l);
-            c[l] = v;
+            CS_EPILOGUE(real, CS_LOAD1, epi, v, epi.chan + m, C, at_l);
+            C[at_l] = v;
         }
     }
 #else
-    if (n + VW <= N) {
+    if (whole) {
         realN v = alpha * acc;
         if (beta != (real)0)
             v += beta * GEMM_VLOADN(c);
@@ -213,10 +231,11 @@ GEMM_INLINE void gemm_store(__global real *C, int ldc, int m, int n, int N, real
 #pragma unroll
         for (int l = 0; l < VW; ++l) {
             if (n + l < N) {
+                const int at_l = m * ldc + GEMM_COL_AT(n + l, ldc, strideC);
                 real v = alpha * t[l];
                 if (beta != (real)0)
-                    v += beta * c[l];
-                c[l] = v;
+                    v += beta * C[at_l];
+                C[at_l] = v;
             }
         }
     }
@@ -225,8 +244,8 @@ GEMM_INLINE void gemm_store(__global real *C, int ldc, int m, int n, int N, real
 
 /* The register tile acc of work-item (lx, ly) whose row block starts at row m0 and column
  * tile at column n0, to C (rows and columns past M, N are not stored). */
-GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int M, int N, int m0, int n0, int lx,
-                                 int ly, realN acc[TM][NVEC], real alpha,
+GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int strideC, int M, int N, int m0,
+                                 int n0, int lx, int ly, realN acc[TM][NVEC], real alpha,
                                  real beta GEMM_EPI_DECL)
 {
 #pragma unroll
@@ -237,7 +256,7 @@ GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int M, int N, int m0
             for (int j = 0; j < NVEC; ++j) {
                 const int n = n0 + GEMM_COL(j, lx);
                 if (n < N)
-                    gemm_store(C, ldc, m, n, N, acc[i][j], alpha, beta GEMM_EPI_ARG);
+                    gemm_store(C, ldc, strideC, m, n, N, acc[i][j], alpha, beta GEMM_EPI_ARG);
             }
         }
     }

@@ -280,7 +280,7 @@ void gemm(GEMM_PARAMS)
             for (int k = 0; k < K; ++k)
                 GEMM_STEP(acc, NVEC, i, GEMM_A(A, lda, min(m0 + GEMM_ROW(i, ly), M - 1), k),
                           j, gemm_load_b_safe(B, ldb, k, n0 + GEMM_COL(j, lx), N))
-        gemm_store_tile(C, ldc, M, N, m0, n0, lx, ly, acc, alpha, beta GEMM_EPI_ARG);
+        gemm_store_tile(C, ldc, strideC, M, N, m0, n0, lx, ly, acc, alpha, beta GEMM_EPI_ARG);
     }
     /* }}} */
 #else
@@ -361,8 +361,8 @@ void gemm(GEMM_PARAMS)
                                   i, arow[i][k], j, bpack[cur][t][k - kb][j])
 #endif
                 if (kend == K) {
-                    gemm_store_tile(C, ldc, M, N, m0, n_wg0 + t * NTW, lx, ly, acc, alpha,
-                                    beta GEMM_EPI_ARG);
+                    gemm_store_tile(C, ldc, strideC, M, N, m0, n_wg0 + t * NTW, lx, ly, acc,
+                                    alpha, beta GEMM_EPI_ARG);
                 } else {
 #pragma unroll
                     for (int i = 0; i < TM; ++i)
@@ -376,8 +376,8 @@ void gemm(GEMM_PARAMS)
     if (K == 0) /* then the loop above stored nothing */
         for (int r = 0; r < live; ++r)
             for (int t = 0; t < tiles; ++t)
-                gemm_store_tile(C, ldc, M, N, m_wg0 + r * (TM * WGD_M), n_wg0 + t * NTW, lx, ly,
-                                acc, alpha, beta GEMM_EPI_ARG);
+                gemm_store_tile(C, ldc, strideC, M, N, m_wg0 + r * (TM * WGD_M), n_wg0 + t * NTW,
+                                lx, ly, acc, alpha, beta GEMM_EPI_ARG);
     /* }}} */
 #endif
 }

@@ -10,8 +10,10 @@
  * VWM-wide runs and their columns as VW-wide vectors, WGD_M and WGD_N runs apart, so that
  * neighbouring work-items read neighbouring vectors (no bank conflicts). With DOUBLE_BUF two
  * slices alternate, the next one travelling global -> registers -> local while this one is used.
+ * With COL_IMAGES a work-item finds where each column of its op(B) share lies (its image and
+ * pixel) once, before the first slice: the columns of a share are the same in every slice.
  *
- * Defines read: TRANS_A, TRANS_B, WGD_M, WGD_N, TM, TN, VW, VWM, KWG, DOUBLE_BUF, LPAD
+ * Defines read: TRANS_A, TRANS_B, COL_IMAGES, WGD_M, WGD_N, TM, TN, VW, VWM, KWG, DOUBLE_BUF, LPAD
  * (tunables, defaults in gemm_common.cl).
  */
 #include "gemm_common.cl"
@@ -44,10 +46,22 @@ typedef GEMM_CAT(GEMM_REAL, VWM) realM;
     const int n = ((e) * WGS + (lid)) % NWG, k = ((e) * WGS + (lid)) / NWG
 #endif
 
+/* op(B)[k][n], element e of a work-item's share: with COL_IMAGES from bcol[e], the element
+ * offset of its column (gemm), which the caller's parameter list declares (GEMM_B_COLS). */
+#if COL_IMAGES
+#define GEMM_B_COLS , const int bcol[LB]
+#define GEMM_B_COLS_ARG , bcol
+#define GEMM_B_SHARE(B, ldb, k, n, e) (B)[(k) * (ldb) + bcol[e]]
+#else
+#define GEMM_B_COLS
+#define GEMM_B_COLS_ARG
+#define GEMM_B_SHARE(B, ldb, k, n, e) GEMM_B(B, ldb, k, n)
+#endif
+
 /* Work-item lid's share of the slices starting at k0, global -> registers; zeros outside. */
 GEMM_INLINE void gemm_global_to_reg(const __global real *A, int lda, const __global real *B,
                                     int ldb, int M, int N, int K, int m_wg0, int n_wg0, int k0,
-                                    int lid, bool full_mn, real ra[LA], real rb[LB])
+                                    int lid, bool full_mn, real ra[LA], real rb[LB] GEMM_B_COLS)
 {
     if (full_mn && k0 + KWG <= K) {
 #pragma unroll
@@ -58,7 +72,7 @@ GEMM_INLINE void gemm_global_to_reg(const __global real *A, int lda, const __glo
 #pragma unroll
         for (int e = 0; e < LB; ++e) {
             GEMM_SHARE_B(k, n, e, lid);
-            rb[e] = GEMM_B(B, ldb, k0 + k, n_wg0 + n);
+            rb[e] = GEMM_B_SHARE(B, ldb, k0 + k, n_wg0 + n, e);
         }
     } else {
 #pragma unroll
@@ -69,7 +83,8 @@ GEMM_INLINE void gemm_global_to_reg(const __global real *A, int lda, const __glo
 #pragma unroll
         for (int e = 0; e < LB; ++e) {
             GEMM_SHARE_B(k, n, e, lid);
-            rb[e] = (k0 + k < K && n_wg0 + n < N) ? GEMM_B(B, ldb, k0 + k, n_wg0 + n) : (real)0;
+            rb[e] = (k0 + k < K && n_wg0 + n < N) ? GEMM_B_SHARE(B, ldb, k0 + k, n_wg0 + n, e)
+                                                  : (real)0;
         }
     }
 }
@@ -136,8 +151,18 @@ void gemm(GEMM_PARAMS)
     const bool full_mn = (m_wg0 + MWG <= M) && (n_wg0 + NWG <= N);
     real ra[LA], rb[LB];
     const int ntiles = CS_DIV_UP(K, KWG);
+#if COL_IMAGES
+    int bcol[LB]; /* where the share's columns lie in B (columns past N: column N - 1's) */
+#pragma unroll
+    for (int e = 0; e < LB; ++e) {
+        GEMM_SHARE_B(k, n, e, lid);
+        (void)k;
+        bcol[e] = GEMM_COL_AT(min(n_wg0 + n, N - 1), ldb, strideB);
+    }
+#endif
 
-    gemm_global_to_reg(A, lda, B, ldb, M, N, K, m_wg0, n_wg0, 0, lid, full_mn, ra, rb);
+    gemm_global_to_reg(A, lda, B, ldb, M, N, K, m_wg0, n_wg0, 0, lid, full_mn, ra,
+                       rb GEMM_B_COLS_ARG);
     gemm_reg_to_local((__local real *)a_tiles[0], (__local real *)b_tiles[0], lid, ra, rb);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int t = 0; t < ntiles; ++t) {
@@ -147,7 +172,7 @@ void gemm(GEMM_PARAMS)
         const int cur = t & 1;
         if (t + 1 < ntiles)
             gemm_global_to_reg(A, lda, B, ldb, M, N, K, m_wg0, n_wg0, (t + 1) * KWG, lid,
-                               full_mn, ra, rb);
+                               full_mn, ra, rb GEMM_B_COLS_ARG);
         gemm_compute(a_tiles[cur], b_tiles[cur], lx, ly, acc);
         if (t + 1 < ntiles)
             gemm_reg_to_local((__local real *)a_tiles[cur ^ 1],
@@ -157,7 +182,7 @@ void gemm(GEMM_PARAMS)
         if (t > 0) {
             barrier(CLK_LOCAL_MEM_FENCE);
             gemm_global_to_reg(A, lda, B, ldb, M, N, K, m_wg0, n_wg0, t * KWG, lid, full_mn,
-                               ra, rb);
+                               ra, rb GEMM_B_COLS_ARG);
             gemm_reg_to_local((__local real *)a_tiles[0], (__local real *)b_tiles[0], lid,
                               ra, rb);
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -166,5 +191,6 @@ void gemm(GEMM_PARAMS)
 #endif
     }
     GEMM_EPI_INIT; /* here, not at the start: its values need no registers during the loop */
-    gemm_store_tile(C, ldc, M, N, m_wg0, n_wg0, lx, ly, acc, alpha, beta GEMM_EPI_ARG);
+    gemm_store_tile(C, ldc, strideC, M, N, m_wg0, n_wg0, lx, ly, acc, alpha,
+                    beta GEMM_EPI_ARG);
 }
