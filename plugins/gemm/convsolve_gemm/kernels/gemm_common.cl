@@ -196,14 +196,14 @@ typedef GEMM_CAT(GEMM_REAL, VW) realN;
 /* {{{ stores to C */
 
 /* C[m][n ..] = alpha * acc + beta * C[m][n ..] for the lanes with n + l < N; with CS_EPI, the
- * epilogue of acc instead (alpha and beta are the epilogue's). C's images lie strideC apart
- * (COL_IMAGES; a vector that crosses from one into the next is stored lane by lane). */
-GEMM_INLINE void gemm_store(__global real *C, int ldc, int strideC, int m, int n, int N,
-                            realN acc, real alpha, real beta GEMM_EPI_DECL)
+ * epilogue of acc instead (alpha and beta are the epilogue's). Lane 0 lies at column offset col
+ * of row m (GEMM_COL_AT); `whole`: every lane is in C and, with COL_IMAGES, in lane 0's image,
+ * so one vector store takes them (else lane by lane, each at its own offset). */
+GEMM_INLINE void gemm_store(__global real *C, int ldc, int strideC, int m, int n, int N, int col,
+                            bool whole, realN acc, real alpha, real beta GEMM_EPI_DECL)
 {
-    const int at = m * ldc + GEMM_COL_AT(n, ldc, strideC); /* lane 0's element */
+    const int at = m * ldc + col;
     __global real *c = C + at;
-    const bool whole = n + VW <= N && (!COL_IMAGES || n % ldc + VW <= ldc);
 #if CS_EPI
     if (whole) {
         realN v = acc;
@@ -243,11 +243,26 @@ GEMM_INLINE void gemm_store(__global real *C, int ldc, int strideC, int m, int n
 }
 
 /* The register tile acc of work-item (lx, ly) whose row block starts at row m0 and column
- * tile at column n0, to C (rows and columns past M, N are not stored). */
+ * tile at column n0, to C (rows and columns past M, N are not stored). Where each vector's
+ * columns lie is found once for all rows. */
 GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int strideC, int M, int N, int m0,
                                  int n0, int lx, int ly, realN acc[TM][NVEC], real alpha,
                                  real beta GEMM_EPI_DECL)
 {
+    int col[NVEC];
+    bool whole[NVEC];
+#pragma unroll
+    for (int j = 0; j < NVEC; ++j) {
+        const int n = n0 + GEMM_COL(j, lx);
+#if COL_IMAGES
+        const int pixel = n % ldc;
+        col[j] = n / ldc * strideC + pixel;
+        whole[j] = n + VW <= N && pixel + VW <= ldc;
+#else
+        col[j] = n;
+        whole[j] = n + VW <= N;
+#endif
+    }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
         const int m = m0 + GEMM_ROW(i, ly);
@@ -256,7 +271,8 @@ GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int strideC, int M, 
             for (int j = 0; j < NVEC; ++j) {
                 const int n = n0 + GEMM_COL(j, lx);
                 if (n < N)
-                    gemm_store(C, ldc, strideC, m, n, N, acc[i][j], alpha, beta GEMM_EPI_ARG);
+                    gemm_store(C, ldc, strideC, m, n, N, col[j], whole[j], acc[i][j], alpha,
+                               beta GEMM_EPI_ARG);
             }
         }
     }

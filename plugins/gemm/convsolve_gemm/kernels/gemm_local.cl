@@ -47,11 +47,14 @@ typedef GEMM_CAT(GEMM_REAL, VWM) realM;
 #endif
 
 /* op(B)[k][n], element e of a work-item's share: with COL_IMAGES from bcol[e], the element
- * offset of its column (gemm), which the caller's parameter list declares (GEMM_B_COLS). */
+ * offset of its column (gemm), which the caller's parameter list declares (GEMM_B_COLS). When
+ * the work-group's items span whole rows of the slice (WGS a multiple of NWG), every element of
+ * a share lies in one column: bcol[0]. */
 #if COL_IMAGES
 #define GEMM_B_COLS , const int bcol[LB]
 #define GEMM_B_COLS_ARG , bcol
-#define GEMM_B_SHARE(B, ldb, k, n, e) (B)[(k) * (ldb) + bcol[e]]
+#define GEMM_B_ONE_COLUMN (WGS % NWG == 0)
+#define GEMM_B_SHARE(B, ldb, k, n, e) (B)[(k) * (ldb) + bcol[GEMM_B_ONE_COLUMN ? 0 : (e)]]
 #else
 #define GEMM_B_COLS
 #define GEMM_B_COLS_ARG
@@ -154,7 +157,7 @@ void gemm(GEMM_PARAMS)
 #if COL_IMAGES
     int bcol[LB]; /* where the share's columns lie in B (columns past N: column N - 1's) */
 #pragma unroll
-    for (int e = 0; e < LB; ++e) {
+    for (int e = 0; e < (GEMM_B_ONE_COLUMN ? 1 : LB); ++e) {
         GEMM_SHARE_B(k, n, e, lid);
         (void)k;
         bcol[e] = GEMM_COL_AT(min(n_wg0 + n, N - 1), ldb, strideB);
