@@ -13,10 +13,10 @@ image after image, and the products of a chunk are batched into one GEMM launch 
 per group, whichever needs fewer launches. Backward-weights then writes one partial dW per image
 (a "slice" of the reduction over the batch), and convsolve.SplitSum adds them up in order.
 
-On GPUs (local-memory configs) the plain products of forward and backward-data lay the images
-side by side as the columns instead (``merges_images``; gemm.cl's COL_IMAGES): one product per
-group covers every image, so a 14x14 or 7x7 layer's 196 or 49 pixels an image no longer leave
-most of a 128- or 64-column tile empty.
+On GPUs (local-memory configs) the plain products of backward-data (and of forward, where
+MERGED_DIRECTIONS says) lay the images side by side as the columns instead (``merges_images``;
+gemm.cl's COL_IMAGES): one product per group covers every image, so a 14x14 or 7x7 layer's 196
+or 49 pixels an image no longer leave a quarter of a 128- or 64-column tile empty.
 
 With ``side_by_side`` (backward-weights only) a chunk's images lie side by side instead: col[g]
 is (Cg*R*S) x (images*OH*OW), and dy is gathered the same way, so dW[g] is one product whose
@@ -155,16 +155,23 @@ def stored_values(values, accumulate):
     return values._replace(beta=1.0) if values is not None and accumulate else values
 
 
-#: Whether GPU plans may lay images side by side (merges_images); a switch for A/B runs.
-MERGE_IMAGES = True
+#: The directions (Direction values) whose plain products GPU plans lay side by side
+#: (merges_images): backward-data, 0.70-1.03x the per-image time on ResNet-50's and
+#: MobileNet-v2's 1x1 layers of 28x28 and smaller at batch 32, 1.01-1.07x on larger ones (NVIDIA
+#: H100, BENCHMARKS.md "The H100 at session 57"). Forward, the first version measured 0.74-1.31x
+#: (slower on 56x56 and 112x112 images, where per image wastes little, and on four products of
+#: few tiles or shallow depth), and the version here, whose stores find their columns once, was
+#: not measured: off until it is ("fwd" turns it on).
+MERGED_DIRECTIONS = ("bwd",)
 
 
 def merges_images(problem, use_columns, local):
     """Whether a plan lays its images side by side as the columns of one product per group: the
-    plain products (no column matrices) of forward and backward-data, on a ``local``-memory
-    (GPU) config."""
-    return (MERGE_IMAGES and bool(local) and not use_columns
-            and problem.direction is not Direction.BACKWARD_WEIGHTS)
+    plain products (no column matrices) of MERGED_DIRECTIONS (forward or backward-data), on a
+    ``local``-memory (GPU) config."""
+    return (bool(local) and not use_columns
+            and problem.direction is not Direction.BACKWARD_WEIGHTS
+            and problem.direction.value in MERGED_DIRECTIONS)
 
 
 def grouped_gemm(gemm, mnk, beta, a, b, c, images, groups, values=None, merged=False):

@@ -60,13 +60,16 @@ def test_unfolds_in_vectors_and_at_the_borders(handle, stride, rank):
     assert check_solver(solver, handle, problems, configs=0) == len(problems)
 
 
-def test_gpu_products_lay_images_side_by_side(handle):
-    """On a GPU's local-memory configs Gemm1x1's plain forward and backward-data products take
-    the images side by side as columns (one product per group): right where an image's pixels
-    are no multiple of the vector width or the tile (7x7, 5x3, and 1x3 and 2x2, narrower than a
-    vector, whose vectors cross several images), with groups and row edges, the epilogue cases
-    of check_solver included; on a CPU the GPU configs run natively on the device typed as a
-    GPU. Backward-weights and strided problems keep their products."""
+def test_gpu_products_lay_images_side_by_side(handle, monkeypatch):
+    """On a GPU's local-memory configs Gemm1x1's plain backward-data products (by default) and
+    forward ones (when MERGED_DIRECTIONS has them) take the images side by side as columns (one
+    product per group): right where an image's pixels are no multiple of the vector width or the
+    tile (7x7, 5x3, and 1x3 and 2x2, narrower than a vector, whose vectors cross several
+    images), with groups and row edges, the epilogue cases of check_solver included; on a CPU
+    the GPU configs run natively on the device typed as a GPU. Backward-weights and strided
+    problems keep their products."""
+    assert plan.MERGED_DIRECTIONS == ("bwd",)
+    monkeypatch.setattr(plan, "MERGED_DIRECTIONS", ("fwd", "bwd"))
     gpu = handle if handle.is_gpu else retyped(Handle(), "GPU")
     solver = convsolve.registry().get("gemm.Gemm1x1")
     shapes = [((3, 8, 7, 7), 12, 1), ((5, 6, 5, 3), 9, 3), ((4, 4, 1, 3), 8, 2),
