@@ -47,9 +47,9 @@
  *                   and op(B) staged in local memory, optionally double-buffered
  *
  * Defines read (tunables, each with a default in gemm_common.cl): TRANS_A, TRANS_B, COL_IMAGES,
- * WGD_M, WGD_N, TM, TN, VW, VWM, KU, USE_LOCAL, MR, NR, KB, PF, KWG, DOUBLE_BUF, LPAD; from convsolve.h:
- * CS_PRECISION; from convsolve_epilogue.h: CS_EPI and the epilogue's CS_EPI_*. Derived (in
- * gemm_common.cl): MWG, NWG, NTW, WGS, NVEC, MGRP, LA, LB, LDAS, LDBS.
+ * WGD_M, WGD_N, TM, TN, VW, VWM, KU, USE_LOCAL, MR, NR, KB, PF, KWG, DOUBLE_BUF, LPAD; from
+ * convsolve.h: CS_PRECISION; from convsolve_epilogue.h: CS_EPI and the epilogue's CS_EPI_*.
+ * Derived (in gemm_common.cl): MWG, NWG, NTW, WGS, NVEC, MGRP, LA, LB, LDAS, LDBS.
  * The defaults are a measured CPU set (AVX2, 2 cores); plugins/gemm/TUNING.md has the others.
  */
 #include "gemm_common.cl"
