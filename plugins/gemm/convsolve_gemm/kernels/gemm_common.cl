@@ -250,7 +250,7 @@ GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int strideC, int M, 
                                  real beta GEMM_EPI_DECL)
 {
     int col[NVEC];
-    bool whole[NVEC];
+    int whole[NVEC];
 #pragma unroll
     for (int j = 0; j < NVEC; ++j) {
         const int n = n0 + GEMM_COL(j, lx);
