@@ -180,15 +180,13 @@ def grouped_gemm(gemm, mnk, beta, a, b, c, images, groups, values=None, merged=F
     events. ``values``: the epilogue's, for a Gemm built with one (row m of C's matrix of group g
     is channel g * M + m)."""
     m, n, k = mnk
-    if merged:
-        return [gemm(m, images * n, k, 1.0, beta,
-                     *(_batch(v.at(group=g), v.image) for v in (a, b, c)),
-                     values=values, chan=(g * m, 0)) for g in range(groups)]
-    if images <= groups:   # a launch per image, its groups batched
+    if images <= groups and not merged:   # a launch per image, its groups batched
         return [gemm(m, n, k, 1.0, beta, *(_batch(v.at(image=i), v.group) for v in (a, b, c)),
                      batch=groups, values=values, chan=(0, m)) for i in range(images)]
-    return [gemm(m, n, k, 1.0, beta, *(_batch(v.at(group=g), v.image) for v in (a, b, c)),
-                 batch=images, values=values, chan=(g * m, 0)) for g in range(groups)]
+    # a launch per group: its images batched, or side by side as one product's columns
+    columns, batch = (images * n, 1) if merged else (n, images)
+    return [gemm(m, columns, k, 1.0, beta, *(_batch(v.at(group=g), v.image) for v in (a, b, c)),
+                 batch=batch, values=values, chan=(g * m, 0)) for g in range(groups)]
 
 
 def sliced_products(gemm, mn, width, depth, a, b, partials, groups, values=None):
@@ -213,12 +211,9 @@ def main_product(problem, use_columns, side_by_side=False, merged=False):
     p, g = problem, problem.groups
     kg, ohow, rows = p.k // g, out_pixels(p), _columns_rows(problem)
     images = layout(p, side_by_side).chunk if use_columns else p.n
-    if merged:
-        return (kg if p.direction is Direction.FORWARD else rows), images * ohow, g
-    if p.direction is Direction.FORWARD:
-        return kg, ohow, images * g
-    if p.direction is Direction.BACKWARD_DATA:
-        return rows, ohow, images * g
+    if p.direction is not Direction.BACKWARD_WEIGHTS:
+        m = kg if p.direction is Direction.FORWARD else rows
+        return (m, images * ohow, g) if merged else (m, ohow, images * g)
     if use_columns and side_by_side:
         return kg, rows, reduction_slices(p, images * ohow)[1] * g
     return kg, rows, (images if use_columns else 1) * g
