@@ -9,7 +9,7 @@ import pytest
 from convsolve import ValidationError
 from convsolve.device.tensors import device_buffers, random_tensors
 from convsolve.engine import find as find_module
-from convsolve.testing import FLOAT32_TOLERANCE, expected_output, read_output
+from convsolve.testing import FLOAT32_TOLERANCE, expected_output, read_output, relative_error
 
 SOLVER = "direct.NaiveFwd"
 PROBLEM = convsolve.Problem.conv2d((1, 2, 5, 5), (3, 2, 3, 3))
@@ -117,7 +117,7 @@ def test_finds_beside_runs_in_other_threads_leave_every_output_right(handle):
 
     def check(buffers, host, who):
         got = read_output(handle, PROBLEM, buffers)
-        if convsolve.reference.relative_error(got, expected_output(PROBLEM, host)) >= FLOAT32_TOLERANCE:
+        if relative_error(got, expected_output(PROBLEM, host)) >= FLOAT32_TOLERANCE:
             wrong.append(who)
 
     def runner(seed):
