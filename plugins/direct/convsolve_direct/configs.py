@@ -165,6 +165,16 @@ DEPTHWISE_DEFAULT_CONFIGS = {
 #: time (1.05x: 384 channels at 14x14, forward).
 UNSTAGED_GPU = {"VW": 4, "WG": 128, "TH": 2, "TWV": 1, "TB": 9, "FIXED": 1, "STAGE": 0}
 STAGED_GPU_COLUMNS = 28
+#: ... but what dw_fwd_rows runs unstaged (forward, and backward-data as a reversed forward pass:
+#: stride 1, multiplier 1) on tile rows of at least WIDE_GPU_COLUMNS columns takes single floats
+#: in groups of 64 items, each item 8 rows x 4 columns: on MobileNet-v2's ten depthwise layers at
+#: batch 32 it took 0.66-0.97x the former default's time on each such case (five forward,
+#: strided or 14x14; five backward-data, 112x112 to 14x14), within 10% of the best of the seven
+#: configs timed on each, and 1.14-1.18x on the 7x7 ones, which keep UNSTAGED_GPU
+#: (`scripts/stage_profile.py --solvers direct.Depthwise --config ...`, NVIDIA H100, driver
+#: 580.159.04, 2026-12-06; BENCHMARKS.md "The H100 at session 58").
+WIDE_UNSTAGED_GPU = {"VW": 1, "WG": 64, "TH": 8, "TWV": 4, "TB": 9, "FIXED": 1, "STAGE": 0}
+WIDE_GPU_COLUMNS = 14
 #: Backward-weights' GPU entry by the narrowest image it serves (output columns): dw_wrw_rows in
 #: groups of 64 items, 4-wide vectors from 14 columns on, single floats below (7x7).  On the ten
 #: layers above (same command and card) these ran at 1.1-2.6x the staged entries they replace
@@ -176,14 +186,17 @@ DEPTHWISE_WRW_GPU = ((14, {"VW": 4, "WG": 64, "TH": 2, "TWV": 1, "TB": 9, "FIXED
                           "STAGE": 0}))
 
 
-def depthwise_defaults(problem, problem_columns):
+def depthwise_defaults(problem, problem_columns, forward_rows):
     """The default table of direct.Depthwise for ``problem``, whose tile rows span
-    ``problem_columns`` output columns."""
+    ``problem_columns`` output columns; ``forward_rows``: whether dw_fwd_rows serves it
+    unstaged (forward, or backward-data as a reversed forward pass)."""
     if problem.direction is Direction.BACKWARD_WEIGHTS:
         gpu = next(entry for least, entry in DEPTHWISE_WRW_GPU if problem_columns >= least)
     elif (problem.direction is Direction.FORWARD and problem.conv.strides == (1, 1)
           and problem_columns >= STAGED_GPU_COLUMNS):
         gpu = DEPTHWISE_DEFAULT_CONFIGS["gpu"]
+    elif forward_rows and problem_columns >= WIDE_GPU_COLUMNS:
+        gpu = WIDE_UNSTAGED_GPU
     else:
         gpu = UNSTAGED_GPU
     return {**DEPTHWISE_DEFAULT_CONFIGS, "gpu": gpu}

@@ -196,7 +196,8 @@ class Depthwise(DirectSolver):
                 vw //= 2
             return dict(entry, VW=vw, FIXED=fixed)
         table = {key: fitted(key, entry) for key, entry in
-                 configs.depthwise_defaults(problem, columns(problem)).items()}
+                 configs.depthwise_defaults(problem, columns(problem),
+                                            not phased).items()}
         config = pick_default(table, handle, space, shrink)
         while config and self.check_config(problem, handle, config):
             config = shrink(config)

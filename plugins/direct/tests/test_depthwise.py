@@ -143,11 +143,14 @@ def test_applicability_and_defaults(handle, fake_handle):
     strided = Problem.conv2d((8, 96, 112, 112), (96, 1, 3, 3), stride=2, padding=1, groups=96)
     small = Problem.conv2d((8, 960, 7, 7), (960, 1, 3, 3), padding=1, groups=960)
     # (device, problem, VW, STAGE): CPUs read their inputs unstaged; GPUs stage them for
-    # forward at stride 1 on wide images, else a tile a work-item (backward-weights: a group)
+    # forward at stride 1 on wide images, else a tile a work-item (backward-weights: a group),
+    # of single floats where dw_fwd_rows runs on rows of 14 columns or more
+    strided_bwd = strided.with_direction("bwd")   # dw_bwd_rows
     for kind, case, width, stage in (
             ("avx512", problem, 16, 0), ("avx2", problem, 8, 0), ("gpu", problem, 4, 1),
-            ("gpu", wrw, 4, 0), ("gpu", narrow, 1, 0), ("gpu", strided, 4, 0),
-            ("gpu", small, 4, 0), ("gpu", problem.with_direction("bwd"), 4, 0)):
+            ("gpu", wrw, 4, 0), ("gpu", narrow, 1, 0), ("gpu", strided, 1, 0),
+            ("gpu", strided_bwd, 4, 0), ("gpu", small, 4, 0),
+            ("gpu", problem.with_direction("bwd"), 1, 0)):
         config = solver.default_config(case, fake_handle(kind))
         assert (config["VW"], config["STAGE"]) == (width, stage), (kind, case.key())
         assert solver.check_config(case, fake_handle(kind), config) == []

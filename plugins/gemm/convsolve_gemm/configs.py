@@ -54,18 +54,29 @@ def space(handle):
     return GPU_SPACE if handle.is_gpu else CPU_SPACE
 
 
-def default(handle, m, n, batch, trans_a):
+def default(handle, m, n, batch, trans_a, merged=False):
     """The default config for an M x N product of ``batch`` matrices on ``handle``: the device
     class's first config whose tile the product fills with FILL work-groups per compute unit,
-    else its last."""
+    else its last; a ``merged`` product (images side by side: plan.merges_images) its last, the
+    smallest tile."""
     candidates = [dict(config, **TRANS_A_CONFIG[device_kind(handle)]) if trans_a
                   else dict(config) for config in tuning.pick(DEFAULT_CONFIGS, handle.device)]
-    enough = FILL * handle.device.max_compute_units
-    for config in candidates[:-1]:
+    for config in [] if merged else candidates[:-1]:
         tile_m, tile_n = tile_shape(config)
-        if m >= tile_m and n >= tile_n and ceil_div(m, tile_m) * ceil_div(n, tile_n) * batch >= enough:
+        if m >= tile_m and n >= tile_n and work_groups(config, m, n, batch) >= filled(handle):
             return config
     return candidates[-1]
+
+
+def work_groups(config, m, n, batch):
+    """Work-groups of ``config``'s tiles over an M x N product of ``batch`` matrices."""
+    tile_m, tile_n = tile_shape(config)
+    return ceil_div(m, tile_m) * ceil_div(n, tile_n) * batch
+
+
+def filled(handle):
+    """Work-groups a launch needs to fill ``handle``'s device: FILL per compute unit."""
+    return FILL * handle.device.max_compute_units
 
 
 def tile_shape(config):

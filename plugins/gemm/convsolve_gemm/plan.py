@@ -13,10 +13,10 @@ image after image, and the products of a chunk are batched into one GEMM launch 
 per group, whichever needs fewer launches. Backward-weights then writes one partial dW per image
 (a "slice" of the reduction over the batch), and convsolve.SplitSum adds them up in order.
 
-On GPUs (local-memory configs) the plain products of backward-data (and of forward, where
-MERGED_DIRECTIONS says) lay the images side by side as the columns instead (``merges_images``;
-gemm.cl's COL_IMAGES): one product per group covers every image, so a 14x14 or 7x7 layer's 196
-or 49 pixels an image no longer leave a quarter of a 128- or 64-column tile empty.
+On GPUs (local-memory configs) the plain products of forward and backward-data lay the images
+side by side as the columns instead where that product still fills the device
+(``merges_images``; gemm.cl's COL_IMAGES): one product per group covers every image, so a 14x14
+or 7x7 layer's 196 or 49 pixels an image no longer leave a quarter of a 64-column tile empty.
 
 With ``side_by_side`` (backward-weights only) a chunk's images lie side by side instead: col[g]
 is (Cg*R*S) x (images*OH*OW), and dy is gathered the same way, so dW[g] is one product whose
@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from convsolve import Direction, Epilogue, EpilogueArgs, SplitSum, ceil_div
 
-from . import conv_layout
+from . import configs, conv_layout
 from .conv_layout import Columns, View, images_per_chunk, in_pixels, out_pixels, padded_pitch, taps
 from .gemm import Gemm
 
@@ -155,23 +155,18 @@ def stored_values(values, accumulate):
     return values._replace(beta=1.0) if values is not None and accumulate else values
 
 
-#: The directions (Direction values) whose plain products GPU plans lay side by side
-#: (merges_images): backward-data, 0.70-1.03x the per-image time on ResNet-50's and
-#: MobileNet-v2's 1x1 layers of 28x28 and smaller at batch 32, 1.01-1.07x on larger ones (NVIDIA
-#: H100, BENCHMARKS.md "The H100 at session 57"). Forward, the first version measured 0.74-1.31x
-#: (slower on 56x56 and 112x112 images, where per image wastes little, and on four products of
-#: few tiles or shallow depth), and the version here, whose stores find their columns once, was
-#: not measured: off until it is ("fwd" turns it on).
-MERGED_DIRECTIONS = ("bwd",)
-
-
-def merges_images(problem, use_columns, local):
+def merges_images(problem, use_columns, config, handle):
     """Whether a plan lays its images side by side as the columns of one product per group: the
-    plain products (no column matrices) of MERGED_DIRECTIONS (forward or backward-data), on a
-    ``local``-memory (GPU) config."""
-    return (bool(local) and not use_columns
-            and problem.direction is not Direction.BACKWARD_WEIGHTS
-            and problem.direction.value in MERGED_DIRECTIONS)
+    plain products (no column matrices) of forward and backward-data on a local-memory (GPU)
+    ``config`` whose tiles cut that product into configs.FILL work-groups a compute unit of
+    ``handle``'s device.  (configs.default gives such products the smallest tile; with fewer
+    work-groups, per image keeps more of the device busy: TUNING.md, "1x1 products side by
+    side".)"""
+    if (not config["USE_LOCAL"] or use_columns
+            or problem.direction is Direction.BACKWARD_WEIGHTS):
+        return False
+    m, n, groups = main_product(problem, use_columns, merged=True)
+    return configs.work_groups(config, m, n, groups) >= configs.filled(handle)
 
 
 def grouped_gemm(gemm, mnk, beta, a, b, c, images, groups, values=None, merged=False):
@@ -230,7 +225,7 @@ def build(problem, handle, config, use_columns, side_by_side=False):
     cg_rs = _columns_rows(p)
     direction, epilogue = p.direction, stored_epilogue(p)
     folds = use_columns and direction is Direction.BACKWARD_DATA   # col2im writes dx
-    merged = merges_images(p, use_columns, config["USE_LOCAL"])
+    merged = merges_images(p, use_columns, config, handle)
     gemm = Gemm(handle, config, trans_a=direction is Direction.BACKWARD_DATA,
                 trans_b=direction is Direction.BACKWARD_WEIGHTS,
                 epilogue=None if folds else epilogue, col_images=merged)

@@ -63,10 +63,13 @@ class GemmSolver:
 
     @hookimpl
     def default_config(self, problem, handle):
-        columns = self.uses_columns(problem)
-        m, n, batch = main_product(problem, columns, self.side_by_side,
-                                   merges_images(problem, columns, handle.is_gpu))
-        return configs.default(handle, m, n, batch, problem.direction is Direction.BACKWARD_DATA)
+        columns, trans_a = self.uses_columns(problem), problem.direction is Direction.BACKWARD_DATA
+        merged = configs.default(handle, *main_product(problem, columns, merged=True), trans_a,
+                                 merged=True)
+        if merges_images(problem, columns, merged, handle):
+            return merged
+        m, n, batch = main_product(problem, columns, self.side_by_side)
+        return configs.default(handle, m, n, batch, trans_a)
 
     @hookimpl
     def check_config(self, problem, handle, config):

@@ -61,30 +61,54 @@ def test_unfolds_in_vectors_and_at_the_borders(handle, stride, rank):
 
 
 def test_gpu_products_lay_images_side_by_side(handle, monkeypatch):
-    """On a GPU's local-memory configs Gemm1x1's plain backward-data products (by default) and
-    forward ones (when MERGED_DIRECTIONS has them) take the images side by side as columns (one
-    product per group): right where an image's pixels are no multiple of the vector width or the
-    tile (7x7, 5x3, and 1x3 and 2x2, narrower than a vector, whose vectors cross several
-    images), with groups and row edges, the epilogue cases of check_solver included; on a CPU
-    the GPU configs run natively on the device typed as a GPU. Backward-weights and strided
-    problems keep their products."""
-    assert plan.MERGED_DIRECTIONS == ("bwd",)
-    monkeypatch.setattr(plan, "MERGED_DIRECTIONS", ("fwd", "bwd"))
+    """On a GPU's local-memory configs Gemm1x1's plain forward and backward-data products take
+    the images side by side as columns (one product per group) wherever that product fills the
+    device (here every one: configs.FILL 0): right where an image's pixels are no multiple of
+    the vector width or the tile (7x7, 5x3, and 1x3 and 2x2, narrower than a vector, whose
+    vectors cross several images), with groups and row edges, the epilogue cases of check_solver
+    included; on a CPU the GPU configs run natively on the device typed as a GPU.
+    Backward-weights, strided problems and CPU kernels keep their products."""
+    monkeypatch.setattr(configs, "FILL", 0)
     gpu = handle if handle.is_gpu else retyped(Handle(), "GPU")
     solver = convsolve.registry().get("gemm.Gemm1x1")
     shapes = [((3, 8, 7, 7), 12, 1), ((5, 6, 5, 3), 9, 3), ((4, 4, 1, 3), 8, 2),
               ((3, 5, 2, 2), 7, 1), ((2, 16, 14, 14), 70, 1)]
     problems = [Problem.conv2d(x, (k, x[1] // g, 1, 1), groups=g, direction=direction)
                 for x, k, g in shapes for direction in ("fwd", "bwd")]
-    assert all(plan.merges_images(p, False, local=True) for p in problems)
+    local = solver.default_config(problems[0], gpu)
+    assert local["USE_LOCAL"] and all(plan.merges_images(p, False, local, gpu) for p in problems)
     assert check_solver(solver, gpu, problems, configs=1) == len(problems)
     wrw = problems[0].with_direction("wrw")
     strided = Problem.conv2d((3, 8, 7, 7), (12, 8, 1, 1), stride=2)
-    assert not plan.merges_images(wrw, False, local=True)
-    assert not plan.merges_images(strided, solver.uses_columns(strided), local=True)
-    assert not plan.merges_images(problems[0], False, local=False)   # CPU kernels: per image
-    # the default config is chosen for the merged product: 12 x (3 * 49), one group
+    assert not plan.merges_images(wrw, False, local, gpu)
+    assert not plan.merges_images(strided, solver.uses_columns(strided), local, gpu)
+    cpu = solver.default_config(problems[0], fake_handle("avx2"))
+    assert not plan.merges_images(problems[0], False, cpu, gpu)   # CPU kernels: per image
+    # the merged product: 12 x (3 * 49), one group
     assert plan.main_product(problems[0], False, merged=True) == (12, 147, 1)
+
+
+@pytest.mark.parametrize("x, k, direction, merged", [
+    ((32, 1024, 14, 14), 256, "fwd", True),    # 4 x 98 tiles of 64: 392 work-groups
+    ((32, 256, 14, 14), 1024, "bwd", True),    # the same product
+    ((32, 2048, 7, 7), 512, "fwd", False),     # 8 x 25 tiles: 200 < 2 x 132
+    ((32, 960, 7, 7), 160, "fwd", False),      # 3 x 25 tiles: 75
+    ((32, 64, 56, 56), 256, "wrw", False)])    # backward-weights: never
+def test_side_by_side_where_the_product_fills_the_gpu(x, k, direction, merged):
+    """The default of a 1x1 problem on a 132-unit GPU lays the images side by side, in the
+    smallest (64 x 64) tile, where that product makes two work-groups a compute unit; otherwise
+    it keeps per image and the tile the per-image products call for."""
+    gpu = fake_handle("gpu")
+    solver = convsolve.registry().get("gemm.Gemm1x1")
+    problem = Problem.conv2d(x, (k, x[1], 1, 1), direction=direction)
+    config = solver.default_config(problem, gpu)
+    assert plan.merges_images(problem, False, config, gpu) is merged
+    smallest = configs.DEFAULT_CONFIGS["gpu"][-1]
+    if merged:
+        assert config == smallest
+    else:
+        product = plan.main_product(problem, False)
+        assert config == configs.default(gpu, *product, direction == "bwd")
 
 
 def _in_side_by_side_chunks_of_3(monkeypatch, groups):
