@@ -155,15 +155,22 @@ def stored_values(values, accumulate):
     return values._replace(beta=1.0) if values is not None and accumulate else values
 
 
+#: The widest tile (columns of C) whose configs lay images side by side (merges_images): on the
+#: H100 side by side in 128 x 128 tiles was never faster than in 64 x 64 ones and often slower
+#: than per image (TUNING.md, "1x1 products side by side on the H100"), so configs of wider
+#: tiles (the large default, configs tuned per image) keep their products per image.
+SIDE_BY_SIDE_COLUMNS = 64
+
+
 def merges_images(problem, use_columns, config, handle):
     """Whether a plan lays its images side by side as the columns of one product per group: the
     plain products (no column matrices) of forward and backward-data on a local-memory (GPU)
-    ``config`` whose tiles cut that product into configs.FILL work-groups a compute unit of
-    ``handle``'s device.  (configs.default gives such products the smallest tile; with fewer
-    work-groups, per image keeps more of the device busy: TUNING.md, "1x1 products side by
-    side".)"""
+    ``config`` of tiles at most SIDE_BY_SIDE_COLUMNS wide that cut that product into
+    configs.FILL work-groups a compute unit of ``handle``'s device (with fewer, per image keeps
+    more of the device busy).  configs.default gives such products its smallest tile."""
     if (not config["USE_LOCAL"] or use_columns
-            or problem.direction is Direction.BACKWARD_WEIGHTS):
+            or problem.direction is Direction.BACKWARD_WEIGHTS
+            or configs.tile_shape(config)[1] > SIDE_BY_SIDE_COLUMNS):
         return False
     m, n, groups = main_product(problem, use_columns, merged=True)
     return configs.work_groups(config, m, n, groups) >= configs.filled(handle)

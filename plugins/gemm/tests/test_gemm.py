@@ -97,13 +97,15 @@ def test_gpu_products_lay_images_side_by_side(handle, monkeypatch):
 def test_side_by_side_where_the_product_fills_the_gpu(x, k, direction, merged):
     """The default of a 1x1 problem on a 132-unit GPU lays the images side by side, in the
     smallest (64 x 64) tile, where that product makes two work-groups a compute unit; otherwise
-    it keeps per image and the tile the per-image products call for."""
+    it keeps per image and the tile the per-image products call for.  A config of 128-column
+    tiles (the large default, or one tuned per image) keeps per image wherever it is."""
     gpu = fake_handle("gpu")
     solver = convsolve.registry().get("gemm.Gemm1x1")
     problem = Problem.conv2d(x, (k, x[1], 1, 1), direction=direction)
     config = solver.default_config(problem, gpu)
     assert plan.merges_images(problem, False, config, gpu) is merged
-    smallest = configs.DEFAULT_CONFIGS["gpu"][-1]
+    largest, smallest = configs.DEFAULT_CONFIGS["gpu"][0], configs.DEFAULT_CONFIGS["gpu"][-1]
+    assert not plan.merges_images(problem, False, largest, gpu)   # 128 columns: per image
     if merged:
         assert config == smallest
     else:
