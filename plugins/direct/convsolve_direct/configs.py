@@ -173,8 +173,10 @@ STAGED_GPU_COLUMNS = 28
 #: configs timed on each, and 1.14-1.18x on the 7x7 ones, which keep UNSTAGED_GPU
 #: (`scripts/stage_profile.py --solvers direct.Depthwise --config ...`, NVIDIA H100, driver
 #: 580.159.04, 2026-12-06; BENCHMARKS.md "The H100 at session 58").
+#: Only 3x3 filters were measured: other sizes keep UNSTAGED_GPU.
 WIDE_UNSTAGED_GPU = {"VW": 1, "WG": 64, "TH": 8, "TWV": 4, "TB": 9, "FIXED": 1, "STAGE": 0}
 WIDE_GPU_COLUMNS = 14
+WIDE_GPU_FILTERS = ((3, 3),)
 #: Backward-weights' GPU entry by the narrowest image it serves (output columns): dw_wrw_rows in
 #: groups of 64 items, 4-wide vectors from 14 columns on, single floats below (7x7).  On the ten
 #: layers above (same command and card) these ran at 1.1-2.6x the staged entries they replace
@@ -195,7 +197,8 @@ def depthwise_defaults(problem, problem_columns, forward_rows):
     elif (problem.direction is Direction.FORWARD and problem.conv.strides == (1, 1)
           and problem_columns >= STAGED_GPU_COLUMNS):
         gpu = DEPTHWISE_DEFAULT_CONFIGS["gpu"]
-    elif forward_rows and problem_columns >= WIDE_GPU_COLUMNS:
+    elif (forward_rows and problem_columns >= WIDE_GPU_COLUMNS
+          and (problem.fil_h, problem.fil_w) in WIDE_GPU_FILTERS):
         gpu = WIDE_UNSTAGED_GPU
     else:
         gpu = UNSTAGED_GPU
