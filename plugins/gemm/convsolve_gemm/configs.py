@@ -54,18 +54,29 @@ def space(handle):
     return GPU_SPACE if handle.is_gpu else CPU_SPACE
 
 
-def default(handle, m, n, batch, trans_a, merged=False):
+def default(handle, m, n, batch, trans_a):
     """The default config for an M x N product of ``batch`` matrices on ``handle``: the device
     class's first config whose tile the product fills with FILL work-groups per compute unit,
-    else its last; a ``merged`` product (images side by side: plan.merges_images) its last, the
-    smallest tile."""
-    candidates = [dict(config, **TRANS_A_CONFIG[device_kind(handle)]) if trans_a
-                  else dict(config) for config in tuning.pick(DEFAULT_CONFIGS, handle.device)]
-    for config in [] if merged else candidates[:-1]:
+    else its last."""
+    candidates = _candidates(handle, trans_a)
+    for config in candidates[:-1]:
         tile_m, tile_n = tile_shape(config)
         if m >= tile_m and n >= tile_n and work_groups(config, m, n, batch) >= filled(handle):
             return config
     return candidates[-1]
+
+
+def smallest(handle, trans_a):
+    """The device class's last config, its smallest tile: the default of products whose images
+    lie side by side (plan.merges_images)."""
+    return _candidates(handle, trans_a)[-1]
+
+
+def _candidates(handle, trans_a):
+    """The device class's default configs, largest tile first, with TRANS_A_CONFIG's changes
+    for ``trans_a`` products."""
+    return [dict(config, **TRANS_A_CONFIG[device_kind(handle)]) if trans_a else dict(config)
+            for config in tuning.pick(DEFAULT_CONFIGS, handle.device)]
 
 
 def work_groups(config, m, n, batch):

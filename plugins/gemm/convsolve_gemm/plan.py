@@ -167,7 +167,7 @@ def merges_images(problem, use_columns, config, handle):
     plain products (no column matrices) of forward and backward-data on a local-memory (GPU)
     ``config`` of tiles at most SIDE_BY_SIDE_COLUMNS wide that cut that product into
     configs.FILL work-groups a compute unit of ``handle``'s device (with fewer, per image keeps
-    more of the device busy).  configs.default gives such products its smallest tile."""
+    more of the device busy).  Their default config is configs.smallest."""
     if (not config["USE_LOCAL"] or use_columns
             or problem.direction is Direction.BACKWARD_WEIGHTS
             or configs.tile_shape(config)[1] > SIDE_BY_SIDE_COLUMNS):

@@ -64,8 +64,7 @@ class GemmSolver:
     @hookimpl
     def default_config(self, problem, handle):
         columns, trans_a = self.uses_columns(problem), problem.direction is Direction.BACKWARD_DATA
-        merged = configs.default(handle, *main_product(problem, columns, merged=True), trans_a,
-                                 merged=True)
+        merged = configs.smallest(handle, trans_a)
         if merges_images(problem, columns, merged, handle):
             return merged
         m, n, batch = main_product(problem, columns, self.side_by_side)

@@ -254,14 +254,8 @@ GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int strideC, int M, 
 #pragma unroll
     for (int j = 0; j < NVEC; ++j) {
         const int n = n0 + GEMM_COL(j, lx);
-#if COL_IMAGES
-        const int pixel = n % ldc;
-        col[j] = n / ldc * strideC + pixel;
-        whole[j] = n + VW <= N && pixel + VW <= ldc;
-#else
-        col[j] = n;
-        whole[j] = n + VW <= N;
-#endif
+        col[j] = GEMM_COL_AT(n, ldc, strideC);
+        whole[j] = n + VW <= N && (!COL_IMAGES || n % ldc + VW <= ldc);
     }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
