@@ -184,6 +184,10 @@ def main():
                                           (kv.split("=") for kv in text.split(","))}})
                     for text in args.config]
                 for label, config in variants:
+                    refusal = config and config_refusal(solver, problem, handle, config)
+                    if refusal:   # a config of another direction or problem class
+                        print(f"  {name} [{label}] refused: {refusal}")
+                        continue
                     invoker = build_invoker(solver, problem, handle, config)
                     stages, span = profile(invoker, Buffers(**buffers), scratch, args.runs)
                     print(f"  {name} [{label}] span {span:.3f} ms, workspace "

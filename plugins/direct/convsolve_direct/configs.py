@@ -143,7 +143,7 @@ DEPTHWISE_CPU_TUNABLES = {"VW": (8, 16), "WG": (1,), "TH": (1, 2, 4, 8, 16),
                           "TWV": (1, 2, 4, 8, 16), "STAGE": (0, 1)}
 DEPTHWISE_GPU_TUNABLES = {"VW": (1, 2, 4), "WG": (64, 128, 256), "TH": (1, 2, 4, 8, 16, 32),
                           "TWV": (1, 2, 4, 8, 16, 32, 64), "STAGE": (0, 1)}
-DEPTHWISE_GPU_CONSTRAINTS = ["STAGE == 0 or TH * TWV >= WG // 2",   # a cell for most items
+DEPTHWISE_GPU_CONSTRAINTS = ["STAGE != 1 or TH * TWV >= WG // 2",   # staged: a cell for most items
                              "WG * TB <= 2048"]   # the group sums of dw_wrw(_rows): 8 KiB at most
 DEPTHWISE_TAP_BLOCKS = (4, 9, 16)
 #: The staged GPU entry comes from `scripts/stage_profile.py --solvers direct.Depthwise --sweep

@@ -1,7 +1,8 @@
 """direct.Depthwise: depthwise convolutions (groups = C, any multiplier), all three directions,
-from zero-padded windows a work-group stages in local memory (STAGE 1: GPUs on large images) or
-read where they lie by each work-item (STAGE 0: CPUs, and GPUs elsewhere; kernels/depthwise.cl),
-the output's epilogue fused into its stores."""
+from zero-padded windows a work-group stages in local memory (STAGE 1: GPUs on large images),
+read where they lie by each work-item (STAGE 0: CPUs, and GPUs elsewhere) or, forward on GPUs,
+held in a work-item's registers a row at a time (STAGE 2; kernels/depthwise.cl), the output's
+epilogue fused into its stores."""
 import numpy as np
 from convsolve import ConfigSpace, Direction, ceil_div, hookimpl, round_up
 
@@ -44,6 +45,13 @@ KERNEL = {Direction.FORWARD: "dw_fwd", Direction.BACKWARD_DATA: "dw_bwd",
 #: dw_bwd_rows, which needs the filter size compiled in (FIXED).
 UNSTAGED = {Direction.FORWARD: "dw_fwd_rows", Direction.BACKWARD_DATA: "dw_bwd_rows",
             Direction.BACKWARD_WEIGHTS: "dw_wrw_rows"}
+#: The values of STAGE: read where they lie (UNSTAGED), staged in local memory (KERNEL), or the
+#: forward window in registers (dw_fwd_regs: a tile of TH rows x TWV single floats a work-item).
+STAGE_LOCAL, STAGE_REGISTERS = 1, 2
+#: dw_fwd_regs' tile: outputs a work-item accumulates at most, and the widest window row it reads
+#: ((TWV - 1) * stride + the filter's dilated width), both held in registers.
+REGISTER_OUTPUTS = 32
+REGISTER_ROW = 40
 
 
 def columns(problem):
@@ -160,6 +168,12 @@ class Depthwise(DirectSolver):
         constraints = [f"(TWV - 1) * VW < {columns(problem)}"]   # no wholly idle vector column
         if phased_backward(problem):
             constraints.append("STAGE == 1 or FIXED == 1")   # dw_bwd_rows
+        if handle.is_gpu and problem.direction is Direction.FORWARD:
+            tunables["STAGE"] += (STAGE_REGISTERS,)
+            reach = (problem.fil_w - 1) * problem.conv.dilations[1] + 1
+            constraints.append(f"STAGE < {STAGE_REGISTERS} or (VW == 1 and FIXED == 1 and "
+                               f"TH * TWV <= {REGISTER_OUTPUTS} and "
+                               f"(TWV - 1) * {problem.conv.strides[1]} + {reach} <= {REGISTER_ROW})")
         return ConfigSpace(tunables, constraints + (configs.DEPTHWISE_GPU_CONSTRAINTS
                                                     if handle.is_gpu else []))
 
@@ -177,6 +191,10 @@ class Depthwise(DirectSolver):
         phased = phased_backward(problem)
 
         def fitted(key, entry):   # FIXED by the work; narrower vectors for narrow images
+            if entry["STAGE"] == STAGE_REGISTERS:   # dw_fwd_regs compiles the filter in
+                if 1 not in space.params["FIXED"]:
+                    return fitted(key, configs.UNSTAGED_GPU)
+                return dict(entry, FIXED=1)
             fixed, vw = fixed_default(problem, entry["FIXED"]), entry["VW"]
             if key == "gpu" and 1 not in fixed_choices(problem,
                                                        configs.DEPTHWISE_GPU_FIXED_FILTERS):
@@ -208,7 +226,7 @@ class Depthwise(DirectSolver):
         floats = window(problem, config["TH"], config["TWV"], config["VW"])[2]
         lds = lds_floats(handle, config)
         reasons = work_group_reasons(handle, config["WG"], 4 * (lds + sums_floats(config)))
-        if config["STAGE"] and floats > lds:
+        if config["STAGE"] == STAGE_LOCAL and floats > lds:
             reasons.append(f"the tile's window of {floats} floats > the {lds} staged in local "
                            "memory")
         return reasons
@@ -222,8 +240,12 @@ class Depthwise(DirectSolver):
         reversed_pass = not config["STAGE"] and reversed_forward(problem)
         if not config["STAGE"]:
             defines["DW_BACKWARD"] = int(reversed_pass)
-        name = "dw_fwd_rows" if reversed_pass else (
-            KERNEL if config["STAGE"] else UNSTAGED)[problem.direction]
+        if config["STAGE"] == STAGE_REGISTERS:
+            (sh, sw), (dh, dw) = problem.conv.strides, problem.conv.dilations
+            defines.update(RT_H=config["TH"], RT_W=config["TWV"], RS_H=sh, RS_W=sw, RD_H=dh,
+                           RD_W=dw)
+        name = "dw_fwd_rows" if reversed_pass else "dw_fwd_regs" if config["STAGE"] == \
+            STAGE_REGISTERS else (KERNEL if config["STAGE"] else UNSTAGED)[problem.direction]
         kernel = handle.build(KERNELS / "depthwise.cl", name,
                               defines if wrw else {**defines, **problem.epilogue_defines()})
         th, twv, vw, wg = config["TH"], config["TWV"], config["VW"], config["WG"]
@@ -250,7 +272,7 @@ class Depthwise(DirectSolver):
             problem.in_h, sh)
         outputs = min(rows, th) * min(columns(problem), twv * vw) * (problem.k // problem.c)
         tiles = ceil_div(rows, th) * ceil_div(columns(problem), twv * vw)
-        if config["STAGE"]:   # a work-group a tile of PG planes
+        if config["STAGE"] == STAGE_LOCAL:   # a work-group a tile of PG planes
             planes = staged_planes(handle, n * problem.c, tiles, outputs)
             size, local = (wg * tiles, ceil_div(n * problem.c, planes)), (wg, 1)
         else:   # a work-item a tile of PG planes (depthwise.cl's DW_UNSTAGED_ITEM)

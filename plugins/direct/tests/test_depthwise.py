@@ -1,11 +1,12 @@
 """direct.Depthwise: the contract, a sweep over multipliers, strides, dilations, asymmetric
 padding (windows wholly in it too) and tiles that do not divide the image in all three
-directions, staged and unstaged (in groups of one item and of several), non-finite filters in
-both kernels, and its configs."""
+directions, staged and unstaged (in groups of one item and of several), forward's window in
+registers, non-finite filters in every kernel, and its configs."""
 import numpy as np
 import pytest
-from convsolve import Direction, Problem, registry
+from convsolve import Direction, Handle, Problem, registry
 from convsolve.testing import check_solver, expected_output, random_tensors, relative_error
+from convsolve.testing.isolation import retyped
 from convsolve_direct import configs, depthwise
 from direct_helpers import assert_matches_reference, equal_bits, run_config
 
@@ -27,14 +28,14 @@ WISHES = [{"TH": 2, "TWV": 1, "VW": 8, "TB": 4, "FIXED": 0},
 
 
 def staged(solver, problem, handle, stage):
-    """The valid config with STAGE = ``stage`` (unstaged: the filter compiled in) closest to the
-    default (the default's own tile where that kernel takes it); a skip where the device offers
-    no such kernel."""
+    """The valid config with STAGE = ``stage`` (unstaged or in registers: the filter compiled in)
+    closest to the default (the default's own tile where that kernel takes it); a skip where
+    the device offers no such kernel."""
     space = solver.config_space(problem, handle)
     if stage not in space.params["STAGE"]:
         pytest.skip(f"STAGE {stage} is not in this device's space")
     default = solver.default_config(problem, handle)
-    wanted = dict(default, STAGE=stage, FIXED=1 if not stage else default["FIXED"])
+    wanted = dict(default, STAGE=stage, FIXED=1 if stage != 1 else default["FIXED"])
     valid = [c for c in space if c["STAGE"] == stage and c["FIXED"] == wanted["FIXED"]
              and not solver.check_config(problem, handle, c)]
     return min(valid, key=lambda c: sum(c[k] != wanted[k] for k in c))
@@ -76,6 +77,56 @@ def test_unstaged_in_work_groups(handle, shape, direction):
     assert error < 1e-5, f"{problem.key()} with {config}: relative error {error:.3g}"
 
 
+#: dw_fwd_regs' tiles (TH rows x TWV floats): one output; tall, and wide, tiles that do not divide
+#: the images (several per image, partial at the edges).
+REGISTER_TILES = [(1, 1), (8, 4), (2, 8)]
+
+
+def gpu_typed(handle):
+    """``handle`` where it is a GPU, else a handle on the default device typed as one (the GPU
+    class's spaces and kernels then run on it)."""
+    return handle if handle.is_gpu else retyped(Handle(), "GPU")
+
+
+@pytest.mark.parametrize("tile", REGISTER_TILES, ids=lambda t: f"{t[0]}x{t[1]}")
+@pytest.mark.parametrize("shape", SHAPES, ids=[str(i) for i in range(len(SHAPES))])
+def test_forward_window_in_registers(handle, shape, tile):
+    """dw_fwd_regs (STAGE 2) in groups of 8 items agrees with the reference: strides 1-3,
+    dilation, asymmetric padding and windows wholly in it, multipliers; filters of no
+    compiled-in size (5x3) are refused by its space."""
+    problem = Problem.conv2d(*shape)
+    solver, gpu = registry().get("direct.Depthwise"), gpu_typed(handle)
+    rows, columns = tile
+    while columns > problem.out_w:   # no wholly idle column of outputs
+        columns //= 2
+    config = dict(solver.default_config(problem, gpu), STAGE=depthwise.STAGE_REGISTERS, VW=1,
+                  FIXED=1, TH=rows, TWV=columns)
+    refusal = solver.config_space(problem, gpu).refusal(config)
+    if (problem.fil_h, problem.fil_w) == (5, 3):
+        assert refusal is not None
+        return
+    assert refusal is None
+    config["WG"] = 8   # below the GPU space's groups: several planes an item, ranges rounded up
+    host = random_tensors(problem, 0)
+    error = relative_error(run_config(gpu, solver, problem, config, host),
+                           expected_output(problem, host))
+    assert error < 1e-5, f"{problem.key()} with {config}: relative error {error:.3g}"
+
+
+def test_window_in_registers_honours_the_contract(handle, monkeypatch):
+    """check_solver (epilogues and non-finite inputs included) on dw_fwd_regs, made the GPU
+    class's forward default, on the sweep's problems whose filter it compiles in."""
+    entry = {"VW": 1, "WG": 8, "TH": 4, "TWV": 2, "TB": 9, "FIXED": 1,
+             "STAGE": depthwise.STAGE_REGISTERS}
+    monkeypatch.setattr(configs, "depthwise_defaults",
+                        lambda *_: {**configs.DEPTHWISE_DEFAULT_CONFIGS, "gpu": entry})
+    solver, gpu = registry().get("direct.Depthwise"), gpu_typed(handle)
+    problems = [Problem.conv2d(*shape) for shape in SHAPES if shape[1][2:] != (5, 3)]
+    assert all(solver.default_config(p, gpu)["STAGE"] == depthwise.STAGE_REGISTERS
+               for p in problems)
+    assert check_solver(solver, gpu, problems, configs=0) == len(problems)
+
+
 def same_non_finite(handle, problem, stage, tensor, at, seed=1):
     """The reference's output for ``problem`` with an inf at ``at`` of host ``tensor``, after
     checking that direct.Depthwise's with STAGE ``stage`` is inf and NaN exactly where it is and
@@ -103,12 +154,13 @@ def test_non_finite_filters_in_backward_data(handle, stride, multiplier, stage):
     same_non_finite(handle, problem, stage, "w", (1, 0, 0, 0))
 
 
-@pytest.mark.parametrize("stage", [0, 1])
+@pytest.mark.parametrize("stage", [0, 1, 2])
 def test_non_finite_filters_in_forward(handle, stage):
-    """Forward multiplies the padding's zeros like the reference, in both kernels: a filter
+    """Forward multiplies the padding's zeros like the reference, in every kernel: a filter
     holding inf gives NaN (0 * inf) at the borders where its tap falls in the padding."""
     problem = Problem.conv2d((1, 2, 9, 20), (2, 1, 3, 3), padding=1, groups=2)
-    assert np.isnan(same_non_finite(handle, problem, stage, "w", (1, 0, 0, 0))).any()
+    device = gpu_typed(handle) if stage == depthwise.STAGE_REGISTERS else handle
+    assert np.isnan(same_non_finite(device, problem, stage, "w", (1, 0, 0, 0))).any()
 
 
 @pytest.mark.parametrize("stage", [0, 1])
@@ -155,6 +207,11 @@ def test_applicability_and_defaults(handle, fake_handle):
         assert (config["VW"], config["STAGE"]) == (width, stage), (kind, case.key())
         assert solver.check_config(case, fake_handle(kind), config) == []
         assert solver.config_space(case, fake_handle(kind)).refusal(config) is None
+    # the window in registers (STAGE 2): offered for GPUs' forward problems only
+    registers = depthwise.STAGE_REGISTERS
+    assert registers in solver.config_space(problem, fake_handle("gpu")).params["STAGE"]
+    for kind, case in (("gpu", problem.with_direction("bwd")), ("gpu", wrw), ("avx512", problem)):
+        assert registers not in solver.config_space(case, fake_handle(kind)).params["STAGE"]
     huge = dict(solver.default_config(problem, handle), TH=1024, TWV=256, STAGE=1)   # > 1 MiB
     assert solver.check_config(problem, handle, huge)
     assert not solver.check_config(problem, handle, dict(huge, STAGE=0))   # nothing staged

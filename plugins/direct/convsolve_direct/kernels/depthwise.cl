@@ -26,6 +26,10 @@
  *   pass (C = K, H x W = OH x OW, OH x OW = H x W, pads (R - 1) * DIL_H - PAD_T and
  *   (S - 1) * DIL_W - PAD_L, which may be negative); positions outside dy then contribute
  *   nothing (rows skipped, products at the borders dropped by a select), as in dw_bwd.
+ * dw_fwd_regs(the same arguments; TH, TWV, PITCH unused), launched as dw_fwd_rows, built with
+ *   VW 1, FIL_H, FIL_W, a tile of RT_H x RT_W outputs, stride RS_H, RS_W, dilation RD_H, RD_W:
+ *   forward (GPUs), each window row read once into registers (the padding's zeros, 0 times a
+ *   weight as in the reference) and added into every tile row it feeds: one load a tile, not a tap.
  * dw_bwd(dx, w, dy, CS_CONV_PARAMS, TH, TWV, PITCH, PG[, CS_EPILOGUE_PARAMS])
  *   Phase decomposition as in tiled.cl: a tile is TH x TWV vectors of each of the SH * SW phases
  *   of dx; the dy window of all M channels is staged (M * rows * PITCH floats).  Positions
@@ -58,6 +62,7 @@
  * element once; dw_wrw's is the split sum's.
  *
  * Defines read: VW, WG, LDS, TB, FIL_H, FIL_W (direct_common.cl), DW_BACKWARD (dw_fwd_rows),
+ * RT_H, RT_W, RS_H, RS_W, RD_H, RD_W (dw_fwd_regs, which is compiled only with RT_H),
  * CS_PRECISION, the epilogue's (CS_EPI...).
  */
 #ifndef VW
@@ -282,6 +287,59 @@ __kernel void dw_fwd_rows(__global const real *x, __global const real *w, __glob
         }
     }
 }
+
+#ifdef RT_H
+#define RW_W ((RT_W - 1) * RS_W + (FIL_W - 1) * RD_W + 1)   /* the window's columns */
+#define RW_H ((RT_H - 1) * RS_H + (FIL_H - 1) * RD_H + 1)   /* and rows */
+
+__kernel void dw_fwd_regs(__global const real *x, __global const real *w, __global real *y,
+                          CS_CONV_PARAMS, const int TH, const int TWV, const int PITCH,
+                          const int PG CS_EPI_ARGS)
+{
+    CS_EPI_VALUES(epi, 0);
+    const int M = K / C, tiles_w = CS_DIV_UP(OW, RT_W);
+    DW_UNSTAGED_ITEM(CS_DIV_UP(OH, RT_H) * tiles_w)
+    const int oh0 = id / tiles_w * RT_H, ow0 = id % tiles_w * RT_W;
+    const int ih0 = oh0 * RS_H - PAD_T, iw0 = ow0 * RS_W - PAD_L;
+    const bool cols_in = iw0 >= 0 && iw0 + RW_W <= W;   /* no column of the window in padding */
+    const int nc_end = min(N * C, nc_first + PG);
+    for (int nc = nc_first; nc < nc_end; ++nc) {   /* PG planes per item */
+        const int n = nc / C, c = nc % C;
+        __global const real *plane = x + (size_t)nc * H * W;
+        for (int m = 0; m < M; ++m) {
+            const int k = c * M + m;
+            DW_WEIGHTS(w + (size_t)k * FIL_H * FIL_W)   /* wt[tap] */
+            float acc[RT_H][RT_W] = {{0.0f}};
+            _Pragma("unroll")
+            for (int i = 0; i < RW_H; ++i) {   /* window row i feeds tile row j with tap row r */
+                const bool row_in = ih0 + i >= 0 && ih0 + i < H;
+                __global const real *in = plane + (long)(row_in ? ih0 + i : 0) * W + iw0;
+                float row[RW_W];
+                _Pragma("unroll")
+                for (int u = 0; u < RW_W; ++u)   /* columns outside [0, W) are never read */
+                    row[u] = row_in && (cols_in || (uint)(iw0 + u) < (uint)W) ? (float)in[u] : 0.0f;
+                _Pragma("unroll")
+                for (int j = 0; j < RT_H; ++j) {
+                    const int dr = i - j * RS_H;   /* known at compile time once unrolled */
+                    if (dr < 0 || dr % RD_H != 0 || dr / RD_H >= FIL_H)
+                        continue;
+                    _Pragma("unroll")
+                    for (int o = 0; o < RT_W; ++o)
+                        _Pragma("unroll")
+                        for (int s = 0; s < FIL_W; ++s)
+                            acc[j][o] = fma(row[o * RS_W + s * RD_W], wt[dr / RD_H * FIL_W + s],
+                                            acc[j][o]);
+                }
+            }
+            _Pragma("unroll")
+            for (int t = 0; t < RT_H * RT_W; ++t)   /* output (t / RT_W, t % RT_W) of the tile */
+                if (oh0 + t / RT_W < OH && ow0 + t % RT_W < OW)
+                    CS_EPI_STORE(epi, y, CS_NCHW(n, k, oh0 + t / RT_W, ow0 + t % RT_W, K, OH, OW),
+                                 k, acc[t / RT_W][t % RT_W]);
+        }
+    }
+}
+#endif
 
 /* One tap of dw_bwd: the dy vector at window position (tr, tc) of channel m times w[k][r][s];
  * `exact` drops the lanes outside dy instead of adding their zeros (non-finite filters). */
