@@ -14,7 +14,7 @@ from ..engine.solutions import wti_times
 from ..errors import ValidationError
 from ..heuristics import ranking
 from ..heuristics.data import Dataset, Record, read_dataset
-from ..heuristics.evaluate import evaluate, refit
+from ..heuristics.evaluate import evaluate, refit, score
 from ..heuristics.features import DeviceFacts
 from ..heuristics.model import RankingModel
 from ..problem import Direction, Problem
@@ -97,10 +97,13 @@ def add_parser(subparsers):
                      help="make it this device's model (in the user's data folder)")
     fit.set_defaults(func=cmd_fit)
     evaluate_ = actions.add_parser("eval", help="accuracy of a model fitted on record files, "
-                                   "cross-validated by geometry, beside the WTI ranking")
+                                   "cross-validated by geometry (or of --model as it is), beside "
+                                   "the WTI ranking")
     evaluate_.add_argument("--data", nargs="+", required=True,
                            help=f"record files of one device{MERGED}")
     evaluate_.add_argument("--folds", type=int, default=5, help="folds (5)")
+    evaluate_.add_argument("--model", help="score this model file as it is (no refit, no "
+                           "folds): a model on another device's records, or on new ones")
     evaluate_.add_argument("--json", action="store_true", help="the report as JSON")
     evaluate_.set_defaults(func=cmd_eval)
 
@@ -184,7 +187,8 @@ def cmd_fit(args):
 
 def cmd_eval(args):
     data = _datasets(args.data)
-    report = evaluate(data, args.folds, _wti_baseline)
+    report = (score(RankingModel.load(args.model), data, _wti_baseline) if args.model
+              else evaluate(data, args.folds, _wti_baseline))
     if args.json:
         print(json.dumps(report.to_dict(), indent=1))
         return 0
@@ -197,7 +201,8 @@ def cmd_eval(args):
                          "-" if scores.auto is None else
                          f"{scores.auto:.1%} ({scores.auto_mean_count:.2f})",
                          f"{scores.mean_regret:.3f}", f"{scores.max_regret:.2f}"])
-    print(f"{len(data)} problems, {args.folds} folds grouped by geometry")
+    print(f"{len(data)} problems, " + (f"the model {args.model} (no refit)" if args.model
+                                        else f"{args.folds} folds grouped by geometry"))
     print_table(rows, ["ranking", "group", "problems", "within 10%", "within 25%", "top 2",
                        "auto (mean timed)", "mean regret", "max regret"])
     return 0

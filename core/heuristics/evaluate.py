@@ -125,6 +125,18 @@ def evaluate(dataset: Dataset, folds: int = 5, baseline: Baseline | None = None,
                   None if baseline is None else _breakdown(data.records, base_out, False))
 
 
+def score(model: RankingModel, dataset: Dataset, baseline: Baseline | None = None) -> Report:
+    """``model`` as fitted (no refit: on another device's records, or a shipped model on new
+    ones) scored on every timed record of ``dataset``, ``baseline`` beside it; folds 0."""
+    data = dataset.timed()
+    records = list(data.records)
+    guesses = model.predict_batch([r.problem for r in records], data.device)
+    base = None if baseline is None else _breakdown(
+        records, _outcomes(records, [baseline(r.problem) for r in records], None), False)
+    return Report(len(data), 0, _breakdown(records, _outcomes(records, guesses,
+                                                              model.auto_margin), True), base)
+
+
 @dataclass(frozen=True)
 class RefitReport:
     """refit's answer: both models' scores on the held-out records, and whether it was kept."""

@@ -3,7 +3,14 @@ import math
 
 from convsolve import Problem
 from convsolve.cli import main
-from convsolve.heuristics import Dataset, DeviceFacts, RankingModel, Record, write_dataset
+from convsolve.heuristics import (
+    Dataset,
+    DeviceFacts,
+    RankingModel,
+    Record,
+    read_dataset,
+    write_dataset,
+)
 
 DEVICE = DeviceFacts(compute_units=2, vector_width=8, is_gpu=False, local_mem_bytes=65536,
                      max_work_group_size=4096, global_mem_bytes=8 << 30)
@@ -42,6 +49,28 @@ def test_eval_reports_the_model_beside_wti(tmp_path, capsys):
     assert "48 problems, 2 folds grouped by geometry" in out
     assert any(line.split()[:2] == ["model", "all"] for line in out.splitlines())
     assert any(line.split()[:2] == ["WTI", "all"] for line in out.splitlines())
+
+
+def test_eval_scores_a_given_model_as_it_is(tmp_path, capsys):
+    """eval --model scores that model on every record (no refit, no folds): a model fitted on
+    the records picks within 10% on all of them; one fitted on the opposite costs does worse."""
+    data, fitted = _records(tmp_path), tmp_path / "model.json.gz"
+    assert main(["heuristics", "fit", "--data", str(data), "--out", str(fitted)]) == 0
+    flipped = tmp_path / "flipped.jsonl.gz"
+    records = [Record(r.problem, {"fake.Wide": r.times_ms["fake.Narrow"],
+                                  "fake.Narrow": r.times_ms["fake.Wide"], "fake.Slow": 50.0})
+               for r in read_dataset(data).records]
+    write_dataset(Dataset(DEVICE, tuple(records), {"date": "2026-12-07"}), flipped)
+    capsys.readouterr()
+    within10 = {}
+    for name, path in (("same", data), ("flipped", flipped)):
+        assert main(["heuristics", "eval", "--data", str(path), "--model", str(fitted)]) == 0
+        out = capsys.readouterr().out
+        assert f"48 problems, the model {fitted} (no refit)" in out
+        row = next(line.split() for line in out.splitlines() if line.split()[:2] == ["model",
+                                                                                        "all"])
+        within10[name] = float(row[3].rstrip("%"))
+    assert within10["same"] == 100.0 and within10["flipped"] < 50.0
 
 
 def test_a_problem_in_several_record_files_counts_once(tmp_path, capsys):
