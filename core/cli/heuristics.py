@@ -102,8 +102,7 @@ def add_parser(subparsers):
     evaluate_.add_argument("--data", nargs="+", required=True,
                            help=f"record files of one device{MERGED}")
     evaluate_.add_argument("--folds", type=int, default=5, help="folds (5)")
-    evaluate_.add_argument("--model", help="score this model file as it is (no refit, no "
-                           "folds): a model on another device's records, or on new ones")
+    evaluate_.add_argument("--model", help="score this model file as it is (no refit)")
     evaluate_.add_argument("--json", action="store_true", help="the report as JSON")
     evaluate_.set_defaults(func=cmd_eval)
 

@@ -13,10 +13,12 @@ image after image, and the products of a chunk are batched into one GEMM launch 
 per group, whichever needs fewer launches. Backward-weights then writes one partial dW per image
 (a "slice" of the reduction over the batch), and convsolve.SplitSum adds them up in order.
 
-On GPUs (local-memory configs) the plain products of forward and backward-data lay the images
-side by side as the columns instead where that product still fills the device
-(``merges_images``; gemm.cl's COL_IMAGES): one product per group covers every image, so a 14x14
-or 7x7 layer's 196 or 49 pixels an image no longer leave a quarter of a 64-column tile empty.
+The plain products of forward and backward-data lay the images side by side as the columns
+instead (``merges_images``; gemm.cl's COL_IMAGES) on GPUs (local-memory configs) where that
+product still fills the device, and on CPUs (register tiles packing op(B)) where a product per
+image would leave CPU_IMAGE_WASTE of its tiles' columns empty: one product per group covers
+every image, so a 14x14 or 7x7 layer's 196 or 49 pixels an image no longer leave a part of each
+image's last column tile empty (7x7 in 32-column tiles: 15 of 64).
 
 With ``side_by_side`` (backward-weights only) a chunk's images lie side by side instead: col[g]
 is (Cg*R*S) x (images*OH*OW), and dy is gathered the same way, so dW[g] is one product whose
@@ -160,17 +162,31 @@ def stored_values(values, accumulate):
 #: than per image (TUNING.md, "1x1 products side by side on the H100"), so configs of wider
 #: tiles (the large default, configs tuned per image) keep their products per image.
 SIDE_BY_SIDE_COLUMNS = 64
+#: On CPUs, the directions whose products go side by side, and the share of a per-image product's
+#: columns its tiles would leave empty (each image's last tile of TN columns partly outside the
+#: image) from which they do.  Zen 4 EPYC (AVX-512, PoCL 3.1), batch 8, best of three rounds
+#: (TUNING.md, "1x1 products side by side on CPUs"): forward 0.84-0.92x the per-image time at
+#: 7x7, 0.90-1.00x at 14x14; backward-data 0.90-0.93x at 7x7 but 1.02-1.07x at 14x14 and on
+#: MobileNet-v2's products, so it keeps a product per image.
+CPU_MERGED_DIRECTIONS = (Direction.FORWARD,)
+CPU_IMAGE_WASTE = 0.05
 
 
 def merges_images(problem, use_columns, config, handle):
     """Whether a plan lays its images side by side as the columns of one product per group: the
-    plain products (no column matrices) of forward and backward-data on a local-memory (GPU)
+    plain products (no column matrices) of forward and backward-data, on a local-memory (GPU)
     ``config`` of tiles at most SIDE_BY_SIDE_COLUMNS wide that cut that product into
     configs.FILL work-groups a compute unit of ``handle``'s device (with fewer, per image keeps
-    more of the device busy).  Their default config is configs.smallest."""
-    if (not config["USE_LOCAL"] or use_columns
-            or problem.direction is Direction.BACKWARD_WEIGHTS
-            or configs.tile_shape(config)[1] > SIDE_BY_SIDE_COLUMNS):
+    more of the device busy), or on a register-tile (CPU) config that packs op(B) (MR > 1), in
+    CPU_MERGED_DIRECTIONS, where per image CPU_IMAGE_WASTE of the columns would be computed in
+    vain.  On GPUs their default config is configs.smallest."""
+    if use_columns or problem.direction is Direction.BACKWARD_WEIGHTS:
+        return False
+    if not config["USE_LOCAL"]:
+        tile, pixels = config["TN"] * config["WGD_N"], out_pixels(problem)
+        return (config["MR"] > 1 and problem.direction in CPU_MERGED_DIRECTIONS
+                and ceil_div(pixels, tile) * tile / pixels - 1 >= CPU_IMAGE_WASTE)
+    if configs.tile_shape(config)[1] > SIDE_BY_SIDE_COLUMNS:
         return False
     m, n, groups = main_product(problem, use_columns, merged=True)
     return configs.work_groups(config, m, n, groups) >= configs.filled(handle)

@@ -67,7 +67,7 @@ def test_gpu_products_lay_images_side_by_side(handle, monkeypatch):
     the vector width or the tile (7x7, 5x3, and 1x3 and 2x2, narrower than a vector, whose
     vectors cross several images), with groups and row edges, the epilogue cases of check_solver
     included; on a CPU the GPU configs run natively on the device typed as a GPU.
-    Backward-weights, strided problems and CPU kernels keep their products."""
+    Backward-weights and strided problems keep their products."""
     monkeypatch.setattr(configs, "FILL", 0)
     gpu = handle if handle.is_gpu else retyped(Handle(), "GPU")
     solver = convsolve.registry().get("gemm.Gemm1x1")
@@ -82,10 +82,33 @@ def test_gpu_products_lay_images_side_by_side(handle, monkeypatch):
     strided = Problem.conv2d((3, 8, 7, 7), (12, 8, 1, 1), stride=2)
     assert not plan.merges_images(wrw, False, local, gpu)
     assert not plan.merges_images(strided, solver.uses_columns(strided), local, gpu)
-    cpu = solver.default_config(problems[0], fake_handle("avx2"))
-    assert not plan.merges_images(problems[0], False, cpu, gpu)   # CPU kernels: per image
     # the merged product: 12 x (3 * 49), one group
     assert plan.main_product(problems[0], False, merged=True) == (12, 147, 1)
+
+
+def test_cpu_products_lay_images_side_by_side(handle, monkeypatch):
+    """On a CPU's register tiles (MR > 1: op(B) packed) Gemm1x1's plain forward products take
+    the images side by side where a product per image leaves CPU_IMAGE_WASTE of its tiles'
+    columns empty; packed vectors that cross one image boundary (7x7, 5x3, 9x11) or several (1x3
+    and 2x2 images, narrower than a vector) are right, with groups, row edges and check_solver's
+    epilogue cases, in backward-data too when CPU_MERGED_DIRECTIONS takes it."""
+    cpu = handle if handle.is_cpu else retyped(Handle(), "CPU")
+    solver = convsolve.registry().get("gemm.Gemm1x1")
+    shapes = [((3, 8, 7, 7), 12, 1), ((5, 6, 5, 3), 9, 3), ((4, 4, 1, 3), 8, 2),
+              ((3, 5, 2, 2), 7, 1), ((3, 20, 9, 11), 36, 2)]
+    problems = [Problem.conv2d(x, (k, x[1] // g, 1, 1), groups=g, direction=direction)
+                for x, k, g in shapes for direction in ("fwd", "bwd")]
+    config = solver.default_config(problems[0], cpu)
+    assert not config["USE_LOCAL"] and config["MR"] > 1
+    assert [plan.merges_images(p, False, config, cpu) for p in problems[:2]] == [True, False]
+    wide = Problem.conv2d((2, 16, 16, 16), (8, 16, 1, 1))   # 256 pixels: whole tiles
+    assert not plan.merges_images(wide, False, config, cpu)
+    assert not plan.merges_images(problems[0], False, dict(config, MR=1), cpu)   # no pack
+    monkeypatch.setattr(plan, "CPU_MERGED_DIRECTIONS", (Direction.FORWARD,
+                                                        Direction.BACKWARD_DATA))
+    assert all(plan.merges_images(p, False, solver.default_config(p, cpu), cpu)
+               for p in problems)
+    assert check_solver(solver, cpu, problems, configs=1) == len(problems)
 
 
 @pytest.mark.parametrize("x, k, direction, merged", [

@@ -8,8 +8,8 @@
  *   C is M x N:      C[m * ldc + n]
  *   Batch b = get_global_id(2) uses A + offA + b * strideA, B + offB + b * strideB and
  *   C + offC + b * strideC (one launch runs every group of a grouped convolution).
- *   With COL_IMAGES (USE_LOCAL only, TRANS_B == 0, batch 1) the columns of op(B) and C run over
- *   the images of a convolution, side by side: column n is pixel n % ldb of image n / ldb, at
+ *   With COL_IMAGES (USE_LOCAL or MR > 1, TRANS_B == 0, batch 1) the columns of op(B) and C run
+ *   over the images of a convolution, side by side: column n is pixel n % ldb of image n / ldb, at
  *   B[(n / ldb) * strideB + k * ldb + n % ldb] and C[(n / ldc) * strideC + m * ldc + n % ldc]
  *   (ldb == ldc: the pixels of an image), so that one product covers every image.
  *   beta == 0 does not read C (C may hold garbage, NaN included).

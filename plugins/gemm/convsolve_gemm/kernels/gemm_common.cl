@@ -98,8 +98,8 @@
 #if USE_LOCAL && NR != 1
 #error "gemm.cl: USE_LOCAL needs NR == 1"
 #endif
-#if COL_IMAGES && (!USE_LOCAL || TRANS_B)
-#error "gemm.cl: COL_IMAGES needs USE_LOCAL and TRANS_B == 0"
+#if COL_IMAGES && ((!USE_LOCAL && MR == 1) || TRANS_B)
+#error "gemm.cl: COL_IMAGES needs TRANS_B == 0 and USE_LOCAL or MR > 1"
 #endif
 #if USE_LOCAL
 #if (MWG * KWG) % WGS != 0 || (NWG * KWG) % WGS != 0
@@ -119,14 +119,31 @@
 #else
 #define GEMM_REAL float
 #endif
+#if CS_PRECISION == 16
+#define GEMM_MASK short /* select()'s mask of a realN: integers of its element's size */
+#else
+#define GEMM_MASK int
+#endif
 #if VW == 1
 typedef real realN;
+typedef GEMM_MASK GEMM_MASKN;
 #define GEMM_VLOADN(p) (*(p))
 #define GEMM_VSTOREN(v, p) (*(p) = (v))
+#define GEMM_LANES 0
 #else
 typedef GEMM_CAT(GEMM_REAL, VW) realN;
+typedef GEMM_CAT(GEMM_MASK, VW) GEMM_MASKN;
 #define GEMM_VLOADN(p) GEMM_CAT(vload, VW)(0, p)
 #define GEMM_VSTOREN(v, p) GEMM_CAT(vstore, VW)(v, 0, p)
+#if VW == 2
+#define GEMM_LANES ((GEMM_MASKN)(0, 1)) /* lane i holds i */
+#elif VW == 4
+#define GEMM_LANES ((GEMM_MASKN)(0, 1, 2, 3))
+#elif VW == 8
+#define GEMM_LANES ((GEMM_MASKN)(0, 1, 2, 3, 4, 5, 6, 7))
+#else
+#define GEMM_LANES ((GEMM_MASKN)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+#endif
 #endif
 
 /* Helpers must be inlined: the register tile is passed by pointer and has to stay in

@@ -25,8 +25,8 @@
  * Private memory per work-item (MR > 1): stash MR * NR * TM * TN, op(B) 2 * NR * KB * TN, and
  * with TRANS_A op(A) 2 * KB * MWG elements.
  *
- * Defines read: TRANS_A, TRANS_B, WGD_M, WGD_N, TM, TN, VW, VWM, KU, MR, NR, KB, PF (tunables,
- * defaults in gemm_common.cl).
+ * Defines read: TRANS_A, TRANS_B, COL_IMAGES (MR > 1), WGD_M, WGD_N, TM, TN, VW, VWM, KU, MR,
+ * NR, KB, PF (tunables, defaults in gemm_common.cl).
  */
 #include "gemm_common.cl"
 
@@ -172,11 +172,46 @@ GEMM_INLINE void gemm_load_transposed8(real8 r[8], const __global real *B, int l
 #endif
 
 /* op(B)[k0 .. k1 - 1][the first nv vectors of work-item column lx of the column tile starting
- * at n0] -> bp[k - kb]: contiguous rows, columns past N clamped to N - 1. */
-GEMM_INLINE void gemm_pack_b(realN bp[KB][NVEC], const __global real *B, int ldb, int N,
-                             int n0, int lx, int nv, int kb, int k0, int k1)
+ * at n0] -> bp[k - kb]: contiguous rows, columns past N clamped to N - 1.  With COL_IMAGES each
+ * vector's place (GEMM_COL_AT) is found once: one load a k where its columns lie in one image,
+ * two and a select where they lie in two. */
+GEMM_INLINE void gemm_pack_b(realN bp[KB][NVEC], const __global real *B, int ldb, int strideB,
+                             int N, int n0, int lx, int nv, int kb, int k0, int k1)
 {
     int k = k0;
+#if COL_IMAGES
+    /* a vector across images: where images hold VW columns or more, lanes < cut from one load
+     * at at[j] and the rest from one at next[j] (each load runs on past its image's row into
+     * rows the select drops, inside B); else each lane from its own image (lane) */
+    int at[NVEC], next[NVEC], cut[NVEC], lane[NVEC][VW];
+#pragma unroll
+    for (int j = 0; j < NVEC; ++j) {
+        const int n = n0 + GEMM_COL(j, lx);
+        at[j] = GEMM_COL_AT(min(n, N - 1), ldb, strideB);
+        cut[j] = n + VW <= N && n % ldb + VW <= ldb ? VW : ldb >= VW && n + VW <= N
+                 ? ldb - n % ldb : 0;
+        next[j] = (n / ldb + 1) * strideB - cut[j];
+        for (int l = 0; l < VW && !cut[j]; ++l)
+            lane[j][l] = GEMM_COL_AT(min(n + l, N - 1), ldb, strideB);
+    }
+    for (; k < k1; ++k)
+#pragma unroll
+        for (int j = 0; j < NVEC; ++j) {
+            if (j < nv && cut[j] == VW) {
+                bp[k - kb][j] = GEMM_VLOADN(B + k * ldb + at[j]);
+            } else if (j < nv && cut[j]) {
+                bp[k - kb][j] = select(GEMM_VLOADN(B + k * ldb + next[j]),
+                                       GEMM_VLOADN(B + k * ldb + at[j]),
+                                       GEMM_LANES < (GEMM_MASKN)cut[j]);
+            } else if (j < nv) {
+                real t[VW];
+#pragma unroll
+                for (int l = 0; l < VW; ++l)
+                    t[l] = B[k * ldb + lane[j][l]];
+                bp[k - kb][j] = GEMM_VLOADN(t);
+            }
+        }
+#endif
 #ifdef GEMM_TRANSPOSE8
     /* 8 x 8 blocks: 8 contiguous vectors along k (rows of B), transposed in registers; with
      * VW == 16 two blocks, columns n .. n + 7 and n + 8 .. n + 15, joined per k */
@@ -302,8 +337,12 @@ void gemm(GEMM_PARAMS)
     const int share = CS_DIV_UP(CS_DIV_UP(KB, live), 8) * 8; /* (whole 8 x 8 blocks, TRANS_B) */
     const int pf_n0 = n_wg0 + GEMM_COL(0, lx);
     const int pf_n1 = min(n_wg0 + (tiles - 1) * NTW + GEMM_COL(NVEC - 1, lx) + VW, N);
+    /* where those columns' prefetches start in B (COL_IMAGES: in their first one's image, the
+     * span running on into the next images' rows), and the next column tile's */
+    const int pf_b0 = GEMM_COL_AT(pf_n0, ldb, strideB);
+    const int pf_next = GEMM_COL_AT(min(pf_n0 + NWG, N - 1), ldb, strideB);
     for (int t = 0; t < tiles; ++t)
-        gemm_pack_b(bpack[0][t], B, ldb, N, n_wg0 + t * NTW, lx,
+        gemm_pack_b(bpack[0][t], B, ldb, strideB, N, n_wg0 + t * NTW, lx,
                     GEMM_NARROW(n_wg0 + t * NTW, N, lx) ? GEMM_HALF : NVEC, 0, 0, min(KB, K));
 #if TRANS_A
     gemm_pack_at(apack[0], A, lda, M, m_wg0, 0, 0, min(KB, K));
@@ -316,16 +355,18 @@ void gemm(GEMM_PARAMS)
              * pack this row block's share of the next k-block while the FMAs run */
             const int pf0 = min(kend + (r + 2) * share, K), pf1 = min(kend + (r + 3) * share, K);
             if (pf0 < pf1)
-                gemm_prefetch_b(B, ldb, pf0, pf1, pf_n0, pf_n1);
+                gemm_prefetch_b(B, ldb, pf0, pf1, pf_b0, pf_b0 + pf_n1 - pf_n0);
             if (kend == K) {
                 /* last k-block: PoCL runs the next column tile next, so prefetch its first
                  * k-block; and this row block's rows of C, stored when its FMAs are done */
                 const int nk0 = min(r * share, KB), nk1 = min((r + 1) * share, min(KB, K));
                 if (nk0 < nk1 && pf_n0 + NWG < N)
-                    gemm_prefetch_b(B, ldb, nk0, nk1, pf_n0 + NWG, min(pf_n1 + NWG, N));
+                    gemm_prefetch_b(B, ldb, nk0, nk1, pf_next,
+                                    pf_next + min(pf_n1 + NWG, N) - pf_n0 - NWG);
                 for (int i = 0; i < TM; ++i)
                     for (int t = 0; t < tiles; ++t) {
-                        const int at = min(m0 + GEMM_ROW(i, ly), M - 1) * ldc + pf_n0 + t * NTW;
+                        const int at = min(m0 + GEMM_ROW(i, ly), M - 1) * ldc +
+                                       GEMM_COL_AT(pf_n0 + t * NTW, ldc, strideC);
                         GEMM_PREFETCH(C + at);
 #if CS_EPI_RESIDUAL /* the epilogue's z, read with C: its whole row of the tile */
                         for (int l = 0; l < NVEC * VW; l += GEMM_LINE)
@@ -335,7 +376,7 @@ void gemm(GEMM_PARAMS)
             }
             const int k0 = min(kend + r * share, knext), k1 = min(kend + (r + 1) * share, knext);
             for (int t = 0; t < tiles; ++t)
-                gemm_pack_b(bpack[cur ^ 1][t], B, ldb, N, n_wg0 + t * NTW, lx,
+                gemm_pack_b(bpack[cur ^ 1][t], B, ldb, strideB, N, n_wg0 + t * NTW, lx,
                             GEMM_NARROW(n_wg0 + t * NTW, N, lx) ? GEMM_HALF : NVEC, kend, k0, k1);
 #if TRANS_A
             gemm_pack_at(apack[cur ^ 1], A, lda, M, m_wg0, kend, k0, k1);
