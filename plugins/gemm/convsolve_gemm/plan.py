@@ -179,8 +179,10 @@ def merges_images(problem, use_columns, config, handle):
     configs.FILL work-groups a compute unit of ``handle``'s device (with fewer, per image keeps
     more of the device busy), or on a register-tile (CPU) config that packs op(B) (MR > 1), in
     CPU_MERGED_DIRECTIONS, where per image CPU_IMAGE_WASTE of the columns would be computed in
-    vain.  On GPUs their default config is configs.smallest."""
-    if use_columns or problem.direction is Direction.BACKWARD_WEIGHTS:
+    vain; never with more groups than images (side by side takes a launch a group, per image
+    min(images, groups): 512 launches made a 512-group 1x1 layer 400x slower on an H100).  On
+    GPUs their default config is configs.smallest."""
+    if use_columns or problem.direction is Direction.BACKWARD_WEIGHTS or problem.groups > problem.n:
         return False
     if not config["USE_LOCAL"]:
         tile, pixels = config["TN"] * config["WGD_N"], out_pixels(problem)

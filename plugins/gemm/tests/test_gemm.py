@@ -82,6 +82,8 @@ def test_gpu_products_lay_images_side_by_side(handle, monkeypatch):
     strided = Problem.conv2d((3, 8, 7, 7), (12, 8, 1, 1), stride=2)
     assert not plan.merges_images(wrw, False, local, gpu)
     assert not plan.merges_images(strided, solver.uses_columns(strided), local, gpu)
+    many = Problem.conv2d((2, 8, 7, 7), (8, 1, 1, 1), groups=8)   # a launch a group: 8 > 2
+    assert not plan.merges_images(many, False, local, gpu)
     # the merged product: 12 x (3 * 49), one group
     assert plan.main_product(problems[0], False, merged=True) == (12, 147, 1)
 
@@ -104,6 +106,8 @@ def test_cpu_products_lay_images_side_by_side(handle, monkeypatch):
     wide = Problem.conv2d((2, 16, 16, 16), (8, 16, 1, 1))   # 256 pixels: whole tiles
     assert not plan.merges_images(wide, False, config, cpu)
     assert not plan.merges_images(problems[0], False, dict(config, MR=1), cpu)   # no pack
+    many = Problem.conv2d((2, 8, 7, 7), (8, 1, 1, 1), groups=8)   # a launch a group: 8 > 2
+    assert not plan.merges_images(many, False, config, cpu)
     monkeypatch.setattr(plan, "CPU_MERGED_DIRECTIONS", (Direction.FORWARD,
                                                         Direction.BACKWARD_DATA))
     assert all(plan.merges_images(p, False, solver.default_config(p, cpu), cpu)
