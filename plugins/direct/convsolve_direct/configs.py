@@ -173,10 +173,20 @@ STAGED_GPU_COLUMNS = 28
 #: configs timed on each, and 1.14-1.18x on the 7x7 ones, which keep UNSTAGED_GPU
 #: (`scripts/stage_profile.py --solvers direct.Depthwise --config ...`, NVIDIA H100, driver
 #: 580.159.04, 2026-12-06; BENCHMARKS.md "The H100 at session 58").
-#: Only 3x3 filters were measured: other sizes keep UNSTAGED_GPU.
+#: 3x3 and 7x7 filters take it (backward-data over ConvNeXt's 7x7 layers at 56x56 to 7x7: 0.66-1.06x
+#: the UNSTAGED_GPU time, 0.81x by geometric mean; EfficientNet's 5x5 ones 1.12-1.34x, so 5x5
+#: keeps UNSTAGED_GPU: BENCHMARKS.md "Session 59").
 WIDE_UNSTAGED_GPU = {"VW": 1, "WG": 64, "TH": 8, "TWV": 4, "TB": 9, "FIXED": 1, "STAGE": 0}
 WIDE_GPU_COLUMNS = 14
-WIDE_GPU_FILTERS = ((3, 3),)
+WIDE_GPU_FILTERS = ((3, 3), (7, 7))
+#: GPUs, forward, wherever the filter can be compiled in (DEPTHWISE_SPECIALISED_FILTERS):
+#: dw_fwd_regs, the window in registers, a tile of 4 rows x 2 outputs a work-item in groups of
+#: 128.  Of nine register tiles timed on twenty depthwise layers of MobileNet-v2 (3x3),
+#: EfficientNet (5x5) and ConvNeXt (7x7) at batch 32, 112x112 to 7x7, strides 1 and 2, it was
+#: within 10% of the best on 17 (worst 1.23x), and it took 0.20-0.64x the former defaults' time
+#: (staged or unstaged) on every one: 0.90-3.4x cuDNN's speed (`scripts/stage_profile.py
+#: --config STAGE=2,...`, NVIDIA H100, driver 580.159.04, 2026-12-07; BENCHMARKS.md "Session 59").
+REGISTERS_GPU = {"VW": 1, "WG": 128, "TH": 4, "TWV": 2, "TB": 9, "FIXED": 1, "STAGE": 2}
 #: Backward-weights' GPU entry by the narrowest image it serves (output columns): dw_wrw_rows in
 #: groups of 64 items, 4-wide vectors from 14 columns on, single floats below (7x7).  On the ten
 #: layers above (same command and card) these ran at 1.1-2.6x the staged entries they replace
@@ -191,9 +201,13 @@ DEPTHWISE_WRW_GPU = ((14, {"VW": 4, "WG": 64, "TH": 2, "TWV": 1, "TB": 9, "FIXED
 def depthwise_defaults(problem, problem_columns, forward_rows):
     """The default table of direct.Depthwise for ``problem``, whose tile rows span
     ``problem_columns`` output columns; ``forward_rows``: whether dw_fwd_rows serves it
-    unstaged (forward, or backward-data as a reversed forward pass)."""
+    unstaged (forward, or backward-data as a reversed forward pass).  GPUs: REGISTERS_GPU for
+    forward whose filter compiles in; the staged, wide or plain unstaged entries elsewhere."""
     if problem.direction is Direction.BACKWARD_WEIGHTS:
         gpu = next(entry for least, entry in DEPTHWISE_WRW_GPU if problem_columns >= least)
+    elif (problem.direction is Direction.FORWARD
+          and 1 in fixed_choices(problem, DEPTHWISE_SPECIALISED_FILTERS)):
+        gpu = REGISTERS_GPU
     elif (problem.direction is Direction.FORWARD and problem.conv.strides == (1, 1)
           and problem_columns >= STAGED_GPU_COLUMNS):
         gpu = DEPTHWISE_DEFAULT_CONFIGS["gpu"]

@@ -194,15 +194,19 @@ def test_applicability_and_defaults(handle, fake_handle):
                             direction=Direction.BACKWARD_WEIGHTS)
     strided = Problem.conv2d((8, 96, 112, 112), (96, 1, 3, 3), stride=2, padding=1, groups=96)
     small = Problem.conv2d((8, 960, 7, 7), (960, 1, 3, 3), padding=1, groups=960)
-    # (device, problem, VW, STAGE): CPUs read their inputs unstaged; GPUs stage them for
-    # forward at stride 1 on wide images, else a tile a work-item (backward-weights: a group),
-    # of single floats where dw_fwd_rows runs on rows of 14 columns or more
+    # (device, problem, VW, STAGE): CPUs read their inputs unstaged; GPUs hold forward's window
+    # in registers where the filter compiles in, else stage it at stride 1 on wide images; other
+    # directions a tile a work-item (backward-weights: a group), of single floats where
+    # dw_fwd_rows runs on rows of 14 columns or more (3x3 and 7x7 filters)
     strided_bwd = strided.with_direction("bwd")   # dw_bwd_rows
+    odd_wide = Problem.conv2d((8, 32, 112, 112), (32, 1, 3, 5), padding=1, groups=32)
+    seven = Problem.conv2d((8, 96, 56, 56), (96, 1, 7, 7), padding=3, groups=96, direction="bwd")
     for kind, case, width, stage in (
-            ("avx512", problem, 16, 0), ("avx2", problem, 8, 0), ("gpu", problem, 4, 1),
-            ("gpu", wrw, 4, 0), ("gpu", narrow, 1, 0), ("gpu", strided, 1, 0),
-            ("gpu", strided_bwd, 4, 0), ("gpu", small, 4, 0),
-            ("gpu", problem.with_direction("bwd"), 1, 0)):
+            ("avx512", problem, 16, 0), ("avx2", problem, 8, 0), ("gpu", problem, 1, 2),
+            ("gpu", wrw, 4, 0), ("gpu", narrow, 1, 0), ("gpu", strided, 1, 2),
+            ("gpu", strided_bwd, 4, 0), ("gpu", small, 1, 2), ("gpu", odd_wide, 4, 1),
+            ("gpu", problem.with_direction("bwd"), 1, 0), ("gpu", seven, 1, 0),
+            ("gpu", seven.with_direction("fwd"), 1, 2)):
         config = solver.default_config(case, fake_handle(kind))
         assert (config["VW"], config["STAGE"]) == (width, stage), (kind, case.key())
         assert solver.check_config(case, fake_handle(kind), config) == []
@@ -234,19 +238,21 @@ def test_applicability_and_defaults(handle, fake_handle):
         assert solver.config_space(odd, fake_handle(kind)).refusal(config) is None
     assert solver.default_config(odd, fake_handle("gpu"))["TH"] > 2
     # 5x5 with enough work: compiled in on CPUs, not by a GPU's default (only where dw_bwd_rows
-    # needs it, above), though its space offers it
+    # or dw_fwd_regs needs it: forward), though its space offers it
     layer = Problem.conv2d((32, 480, 14, 14), (480, 1, 5, 5), padding=2, groups=480)
-    for direction in ("fwd", "bwd"):
+    for direction, gpu_fixed in (("fwd", 1), ("bwd", 0)):
         case = layer.with_direction(direction)
         assert solver.default_config(case, fake_handle("avx2"))["FIXED"] == 1
-        assert solver.default_config(case, fake_handle("gpu"))["FIXED"] == 0
+        assert solver.default_config(case, fake_handle("gpu"))["FIXED"] == gpu_fixed
         assert 1 in solver.config_space(case, fake_handle("gpu")).params["FIXED"]
     # backward weights compiles its filter in on CPUs however little the work (a GPU keeps the
-    # work rule: not measured there); a filter of no compiled-in size stays at run time
+    # work rule: not measured there); a filter of no compiled-in size stays at run time; so does
+    # a little forward work but on GPUs (dw_fwd_regs)
     tiny = Problem.conv2d((1, 8, 7, 7), (8, 1, 3, 3), padding=1, groups=8, direction="wrw")
-    for kind, fixed in (("avx512", 1), ("avx2", 1), ("gpu", 0)):
+    for kind, fixed, forward in (("avx512", 1, 0), ("avx2", 1, 0), ("gpu", 0, 1)):
         assert solver.default_config(tiny, fake_handle(kind))["FIXED"] == fixed, kind
-        assert solver.default_config(tiny.with_direction("fwd"), fake_handle(kind))["FIXED"] == 0
+        assert solver.default_config(tiny.with_direction("fwd"),
+                                     fake_handle(kind))["FIXED"] == forward
     four = Problem.conv2d((1, 8, 7, 7), (8, 1, 4, 4), padding=1, groups=8, direction="wrw")
     assert solver.default_config(four, fake_handle("avx512"))["FIXED"] == 0
     assert solver.workspace(problem) == 0
