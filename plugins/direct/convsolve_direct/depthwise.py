@@ -1,8 +1,8 @@
 """direct.Depthwise: depthwise convolutions (groups = C, any multiplier), all three directions,
-from zero-padded windows a work-group stages in local memory (STAGE 1: GPUs on large images),
-read where they lie by each work-item (STAGE 0: CPUs, and GPUs elsewhere) or, forward on GPUs,
-held in a work-item's registers a row at a time (STAGE 2; kernels/depthwise.cl), the output's
-epilogue fused into its stores."""
+from zero-padded windows a work-group stages in local memory (STAGE 1), read where they lie by
+each work-item (STAGE 0: CPUs, and GPUs' backward passes) or, forward on GPUs, held in a
+work-item's registers a row at a time (STAGE 2; kernels/depthwise.cl), the output's epilogue
+fused into its stores."""
 import numpy as np
 from convsolve import ConfigSpace, Direction, ceil_div, hookimpl, round_up
 
