@@ -60,21 +60,30 @@ def test_unfolds_in_vectors_and_at_the_borders(handle, stride, rank):
     assert check_solver(solver, handle, problems, configs=0) == len(problems)
 
 
+#: 1x1 problems whose images' pixels are no multiple of a vector or tile, as (x, K, groups):
+#: 7x7, 5x3 and 9x11 images (vectors crossing one image boundary), 1x3 and 2x2 (narrower than a
+#: vector: several), groups, and a 14x14 one.
+SIDE_BY_SIDE_SHAPES = [((3, 8, 7, 7), 12, 1), ((5, 6, 5, 3), 9, 3), ((4, 4, 1, 3), 8, 2),
+                       ((3, 5, 2, 2), 7, 1), ((2, 16, 14, 14), 70, 1), ((3, 20, 9, 11), 36, 2)]
+
+
+def side_by_side_problems():
+    """SIDE_BY_SIDE_SHAPES' problems, forward and backward-data each."""
+    return [Problem.conv2d(x, (k, x[1] // g, 1, 1), groups=g, direction=direction)
+            for x, k, g in SIDE_BY_SIDE_SHAPES for direction in ("fwd", "bwd")]
+
+
 def test_gpu_products_lay_images_side_by_side(handle, monkeypatch):
     """On a GPU's local-memory configs Gemm1x1's plain forward and backward-data products take
     the images side by side as columns (one product per group) wherever that product fills the
     device (here every one: configs.FILL 0): right where an image's pixels are no multiple of
-    the vector width or the tile (7x7, 5x3, and 1x3 and 2x2, narrower than a vector, whose
-    vectors cross several images), with groups and row edges, the epilogue cases of check_solver
-    included; on a CPU the GPU configs run natively on the device typed as a GPU.
+    the vector width or the tile (SIDE_BY_SIDE_SHAPES), with groups and row edges, the epilogue
+    cases of check_solver included; on a CPU the GPU configs run natively on the device typed as a GPU.
     Backward-weights and strided problems keep their products."""
     monkeypatch.setattr(configs, "FILL", 0)
     gpu = handle if handle.is_gpu else retyped(Handle(), "GPU")
     solver = convsolve.registry().get("gemm.Gemm1x1")
-    shapes = [((3, 8, 7, 7), 12, 1), ((5, 6, 5, 3), 9, 3), ((4, 4, 1, 3), 8, 2),
-              ((3, 5, 2, 2), 7, 1), ((2, 16, 14, 14), 70, 1)]
-    problems = [Problem.conv2d(x, (k, x[1] // g, 1, 1), groups=g, direction=direction)
-                for x, k, g in shapes for direction in ("fwd", "bwd")]
+    problems = side_by_side_problems()
     local = solver.default_config(problems[0], gpu)
     assert local["USE_LOCAL"] and all(plan.merges_images(p, False, local, gpu) for p in problems)
     assert check_solver(solver, gpu, problems, configs=1) == len(problems)
@@ -91,15 +100,12 @@ def test_gpu_products_lay_images_side_by_side(handle, monkeypatch):
 def test_cpu_products_lay_images_side_by_side(handle, monkeypatch):
     """On a CPU's register tiles (MR > 1: op(B) packed) Gemm1x1's plain forward products take
     the images side by side where a product per image leaves CPU_IMAGE_WASTE of its tiles'
-    columns empty; packed vectors that cross one image boundary (7x7, 5x3, 9x11) or several (1x3
-    and 2x2 images, narrower than a vector) are right, with groups, row edges and check_solver's
-    epilogue cases, in backward-data too when CPU_MERGED_DIRECTIONS takes it."""
+    columns empty; packed vectors that cross one image boundary or several (SIDE_BY_SIDE_SHAPES)
+    are right, with groups, row edges and check_solver's epilogue cases, in backward-data too
+    when CPU_MERGED_DIRECTIONS takes it."""
     cpu = handle if handle.is_cpu else retyped(Handle(), "CPU")
     solver = convsolve.registry().get("gemm.Gemm1x1")
-    shapes = [((3, 8, 7, 7), 12, 1), ((5, 6, 5, 3), 9, 3), ((4, 4, 1, 3), 8, 2),
-              ((3, 5, 2, 2), 7, 1), ((3, 20, 9, 11), 36, 2)]
-    problems = [Problem.conv2d(x, (k, x[1] // g, 1, 1), groups=g, direction=direction)
-                for x, k, g in shapes for direction in ("fwd", "bwd")]
+    problems = side_by_side_problems()
     config = solver.default_config(problems[0], cpu)
     assert not config["USE_LOCAL"] and config["MR"] > 1
     assert [plan.merges_images(p, False, config, cpu) for p in problems[:2]] == [True, False]
