@@ -46,7 +46,8 @@ KERNEL = {Direction.FORWARD: "dw_fwd", Direction.BACKWARD_DATA: "dw_bwd",
 UNSTAGED = {Direction.FORWARD: "dw_fwd_rows", Direction.BACKWARD_DATA: "dw_bwd_rows",
             Direction.BACKWARD_WEIGHTS: "dw_wrw_rows"}
 #: The values of STAGE: read where they lie (UNSTAGED), staged in local memory (KERNEL), or the
-#: forward window in registers (dw_fwd_regs: a tile of TH rows x TWV single floats a work-item).
+#: forward window in registers (dw_fwd_regs: a tile of TH rows x TWV single floats a work-item;
+#: backward-data's reversed forward pass too).
 STAGE_LOCAL, STAGE_REGISTERS = 1, 2
 #: dw_fwd_regs' tile: outputs a work-item accumulates at most, and the widest window row it reads
 #: ((TWV - 1) * stride + the filter's dilated width), both held in registers.
@@ -168,12 +169,12 @@ class Depthwise(DirectSolver):
         constraints = [f"(TWV - 1) * VW < {columns(problem)}"]   # no wholly idle vector column
         if phased_backward(problem):
             constraints.append("STAGE == 1 or FIXED == 1")   # dw_bwd_rows
-        if handle.is_gpu and problem.direction is Direction.FORWARD:
+        if handle.is_gpu and (problem.direction is Direction.FORWARD or reversed_forward(problem)):
             tunables["STAGE"] += (STAGE_REGISTERS,)
             reach = (problem.fil_w - 1) * problem.conv.dilations[1] + 1
-            constraints.append(f"STAGE < {STAGE_REGISTERS} or (VW == 1 and FIXED == 1 and "
-                               f"TH * TWV <= {REGISTER_OUTPUTS} and "
-                               f"(TWV - 1) * {problem.conv.strides[1]} + {reach} <= {REGISTER_ROW})")
+            constraints.append(f"STAGE < {STAGE_REGISTERS} or (VW == 1 and FIXED == 1 and TH * "
+                               f"TWV <= {REGISTER_OUTPUTS} and (TWV - 1) * "
+                               f"{problem.conv.strides[1]} + {reach} <= {REGISTER_ROW})")
         return ConfigSpace(tunables, constraints + (configs.DEPTHWISE_GPU_CONSTRAINTS
                                                     if handle.is_gpu else []))
 
@@ -237,15 +238,15 @@ class Depthwise(DirectSolver):
                    "LDS": lds_floats(handle, config),
                    **filter_defines(problem, config)}
         wrw = problem.direction is Direction.BACKWARD_WEIGHTS   # its epilogue: the fold's
-        reversed_pass = not config["STAGE"] and reversed_forward(problem)
-        if not config["STAGE"]:
+        reversed_pass = config["STAGE"] != STAGE_LOCAL and reversed_forward(problem)
+        if config["STAGE"] != STAGE_LOCAL:
             defines["DW_BACKWARD"] = int(reversed_pass)
         if config["STAGE"] == STAGE_REGISTERS:
             (sh, sw), (dh, dw) = problem.conv.strides, problem.conv.dilations
             defines.update(RT_H=config["TH"], RT_W=config["TWV"], RS_H=sh, RS_W=sw, RD_H=dh,
                            RD_W=dw)
-        name = "dw_fwd_rows" if reversed_pass else "dw_fwd_regs" if config["STAGE"] == \
-            STAGE_REGISTERS else (KERNEL if config["STAGE"] else UNSTAGED)[problem.direction]
+        name = "dw_fwd_regs" if config["STAGE"] == STAGE_REGISTERS else "dw_fwd_rows" \
+            if reversed_pass else (KERNEL if config["STAGE"] else UNSTAGED)[problem.direction]
         kernel = handle.build(KERNELS / "depthwise.cl", name,
                               defines if wrw else {**defines, **problem.epilogue_defines()})
         th, twv, vw, wg = config["TH"], config["TWV"], config["VW"], config["WG"]

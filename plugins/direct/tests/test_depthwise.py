@@ -88,21 +88,24 @@ def gpu_typed(handle):
     return handle if handle.is_gpu else retyped(Handle(), "GPU")
 
 
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
 @pytest.mark.parametrize("tile", REGISTER_TILES, ids=lambda t: f"{t[0]}x{t[1]}")
 @pytest.mark.parametrize("shape", SHAPES, ids=[str(i) for i in range(len(SHAPES))])
-def test_forward_window_in_registers(handle, shape, tile):
-    """dw_fwd_regs (STAGE 2) in groups of 8 items agrees with the reference: strides 1-3,
-    dilation, asymmetric padding and windows wholly in it, multipliers; filters of no
-    compiled-in size (5x3) are refused by its space."""
-    problem = Problem.conv2d(*shape)
+def test_window_in_registers(handle, shape, tile, direction):
+    """dw_fwd_regs (STAGE 2) in groups of 8 items agrees with the reference: forward with
+    strides 1-3, dilation, asymmetric padding and windows wholly in it, multipliers;
+    backward-data as the reversed forward pass (stride 1, multiplier 1; its space refuses the
+    rest); filters of no compiled-in size (5x3) are refused."""
+    problem = Problem.conv2d(*shape, direction=direction)
     solver, gpu = registry().get("direct.Depthwise"), gpu_typed(handle)
     rows, columns = tile
-    while columns > problem.out_w:   # no wholly idle column of outputs
+    while columns > depthwise.columns(problem):   # no wholly idle column of outputs
         columns //= 2
     config = dict(solver.default_config(problem, gpu), STAGE=depthwise.STAGE_REGISTERS, VW=1,
                   FIXED=1, TH=rows, TWV=columns)
     refusal = solver.config_space(problem, gpu).refusal(config)
-    if (problem.fil_h, problem.fil_w) == (5, 3):
+    if (problem.fil_h, problem.fil_w) == (5, 3) or (
+            direction == "bwd" and not depthwise.reversed_forward(problem)):
         assert refusal is not None
         return
     assert refusal is None
@@ -145,13 +148,15 @@ def same_non_finite(handle, problem, stage, tensor, at, seed=1):
 
 
 @pytest.mark.parametrize("stride, multiplier, stage", [(2, 2, 1), (2, 2, 0), (1, 1, 0),
-                                                       (1, 1, 1)])
+                                                       (1, 1, 1), (1, 1, 2)])
 def test_non_finite_filters_in_backward_data(handle, stride, multiplier, stage):
     """A channel whose filter holds inf: dx is non-finite exactly where the reference's is
-    (positions outside dy are dropped, not multiplied by 0), staged (the masked path) or not."""
+    (positions outside dy are dropped, not multiplied by 0), staged (the masked path), unstaged
+    or in registers."""
     problem = Problem.conv2d((1, 2, 9, 10), (2 * multiplier, 1, 3, 3), stride=stride, padding=1,
                              groups=2, direction="bwd")
-    same_non_finite(handle, problem, stage, "w", (1, 0, 0, 0))
+    device = gpu_typed(handle) if stage == depthwise.STAGE_REGISTERS else handle
+    same_non_finite(device, problem, stage, "w", (1, 0, 0, 0))
 
 
 @pytest.mark.parametrize("stage", [0, 1, 2])
@@ -211,10 +216,12 @@ def test_applicability_and_defaults(handle, fake_handle):
         assert (config["VW"], config["STAGE"]) == (width, stage), (kind, case.key())
         assert solver.check_config(case, fake_handle(kind), config) == []
         assert solver.config_space(case, fake_handle(kind)).refusal(config) is None
-    # the window in registers (STAGE 2): offered for GPUs' forward problems only
+    # the window in registers (STAGE 2): offered for GPUs' forward problems and reversed passes
     registers = depthwise.STAGE_REGISTERS
     assert registers in solver.config_space(problem, fake_handle("gpu")).params["STAGE"]
-    for kind, case in (("gpu", problem.with_direction("bwd")), ("gpu", wrw), ("avx512", problem)):
+    assert registers in solver.config_space(problem.with_direction("bwd"),
+                                            fake_handle("gpu")).params["STAGE"]   # reversed
+    for kind, case in (("gpu", strided.with_direction("bwd")), ("gpu", wrw), ("avx512", problem)):
         assert registers not in solver.config_space(case, fake_handle(kind)).params["STAGE"]
     huge = dict(solver.default_config(problem, handle), TH=1024, TWV=256, STAGE=1)   # > 1 MiB
     assert solver.check_config(problem, handle, huge)

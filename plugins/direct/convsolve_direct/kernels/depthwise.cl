@@ -30,6 +30,7 @@
  *   VW 1, FIL_H, FIL_W, a tile of RT_H x RT_W outputs, stride RS_H, RS_W, dilation RD_H, RD_W:
  *   forward (GPUs), each window row read once into registers (the padding's zeros, 0 times a
  *   weight as in the reference) and added into every tile row it feeds: one load a tile, not a tap.
+ *   With DW_BACKWARD=1, dw_fwd_rows' reversed pass: rows and columns outside dy add nothing.
  * dw_bwd(dx, w, dy, CS_CONV_PARAMS, TH, TWV, PITCH, PG[, CS_EPILOGUE_PARAMS])
  *   Phase decomposition as in tiled.cl: a tile is TH x TWV vectors of each of the SH * SW phases
  *   of dx; the dy window of all M channels is staged (M * rows * PITCH floats).  Positions
@@ -302,6 +303,7 @@ __kernel void dw_fwd_regs(__global const real *x, __global const real *w, __glob
     const int oh0 = id / tiles_w * RT_H, ow0 = id % tiles_w * RT_W;
     const int ih0 = oh0 * RS_H - PAD_T, iw0 = ow0 * RS_W - PAD_L;
     const bool cols_in = iw0 >= 0 && iw0 + RW_W <= W;   /* no column of the window in padding */
+#define DW_COL_IN(u) (cols_in || (uint)(iw0 + (u)) < (uint)W)   /* window column u is in x */
     const int nc_end = min(N * C, nc_first + PG);
     for (int nc = nc_first; nc < nc_end; ++nc) {   /* PG planes per item */
         const int n = nc / C, c = nc % C;
@@ -317,18 +319,18 @@ __kernel void dw_fwd_regs(__global const real *x, __global const real *w, __glob
                 float row[RW_W];
                 _Pragma("unroll")
                 for (int u = 0; u < RW_W; ++u)   /* columns outside [0, W) are never read */
-                    row[u] = row_in && (cols_in || (uint)(iw0 + u) < (uint)W) ? (float)in[u] : 0.0f;
+                    row[u] = row_in && DW_COL_IN(u) ? (float)in[u] : 0.0f;
                 _Pragma("unroll")
-                for (int j = 0; j < RT_H; ++j) {
+                for (int j = 0; j < RT_H && (row_in || !DW_BACKWARD); ++j) {
                     const int dr = i - j * RS_H;   /* known at compile time once unrolled */
                     if (dr < 0 || dr % RD_H != 0 || dr / RD_H >= FIL_H)
                         continue;
                     _Pragma("unroll")
                     for (int o = 0; o < RT_W; ++o)
                         _Pragma("unroll")
-                        for (int s = 0; s < FIL_W; ++s)
-                            acc[j][o] = fma(row[o * RS_W + s * RD_W], wt[dr / RD_H * FIL_W + s],
-                                            acc[j][o]);
+                        for (int s = 0; s < FIL_W; ++s)   /* backward: outside dy, nothing */
+                            acc[j][o] = DW_BACKWARD && !DW_COL_IN(o * RS_W + s * RD_W) ? acc[j][o] :
+                                fma(row[o * RS_W + s * RD_W], wt[dr / RD_H * FIL_W + s], acc[j][o]);
                 }
             }
             _Pragma("unroll")
