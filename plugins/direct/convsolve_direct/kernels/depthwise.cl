@@ -321,9 +321,9 @@ __kernel void dw_fwd_regs(__global const real *x, __global const real *w, __glob
                 for (int u = 0; u < RW_W; ++u)   /* columns outside [0, W) are never read */
                     row[u] = row_in && DW_COL_IN(u) ? (float)in[u] : 0.0f;
                 _Pragma("unroll")
-                for (int j = 0; j < RT_H && (row_in || !DW_BACKWARD); ++j) {
+                for (int j = 0; j < RT_H; ++j) {   /* (backward: a row outside dy adds nothing) */
                     const int dr = i - j * RS_H;   /* known at compile time once unrolled */
-                    if (dr < 0 || dr % RD_H != 0 || dr / RD_H >= FIL_H)
+                    if (dr < 0 || dr % RD_H != 0 || dr / RD_H >= FIL_H || (DW_BACKWARD && !row_in))
                         continue;
                     _Pragma("unroll")
                     for (int o = 0; o < RT_W; ++o)
