@@ -5,8 +5,7 @@ registers, non-finite filters in every kernel, and its configs."""
 import numpy as np
 import pytest
 from convsolve import Direction, Handle, Problem, registry
-from convsolve.testing import check_solver, expected_output, random_tensors, relative_error
-from convsolve.testing.isolation import retyped
+from convsolve.testing import check_solver, expected_output, random_tensors, relative_error, retyped
 from convsolve_direct import configs, depthwise
 from direct_helpers import assert_matches_reference, equal_bits, run_config
 
