@@ -163,6 +163,9 @@ typedef GEMM_CAT(GEMM_MASK, VW) GEMM_MASKN;
 #else
 #define GEMM_COL_AT(n, ld, stride) (n)
 #endif
+/* Whether the VW columns from column n all lie in the N columns and, with COL_IMAGES, in n's
+ * image (one vector at GEMM_COL_AT(n, ld, stride) holds them). */
+#define GEMM_WHOLE(n, N, ld) ((n) + VW <= (N) && (!COL_IMAGES || (n) % (ld) + VW <= (ld)))
 
 /* op(A)[m][k] and op(B)[k][n] as lvalues, A and B stored with leading dimensions lda, ldb. */
 #if TRANS_A
@@ -272,7 +275,7 @@ GEMM_INLINE void gemm_store_tile(__global real *C, int ldc, int strideC, int M, 
     for (int j = 0; j < NVEC; ++j) {
         const int n = n0 + GEMM_COL(j, lx);
         col[j] = GEMM_COL_AT(n, ldc, strideC);
-        whole[j] = n + VW <= N && (!COL_IMAGES || n % ldc + VW <= ldc);
+        whole[j] = GEMM_WHOLE(n, N, ldc);
     }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {

@@ -188,8 +188,7 @@ GEMM_INLINE void gemm_pack_b(realN bp[KB][NVEC], const __global real *B, int ldb
     for (int j = 0; j < NVEC; ++j) {
         const int n = n0 + GEMM_COL(j, lx);
         at[j] = GEMM_COL_AT(min(n, N - 1), ldb, strideB);
-        cut[j] = n + VW <= N && n % ldb + VW <= ldb ? VW : ldb >= VW && n + VW <= N
-                 ? ldb - n % ldb : 0;
+        cut[j] = GEMM_WHOLE(n, N, ldb) ? VW : ldb >= VW && n + VW <= N ? ldb - n % ldb : 0;
         next[j] = (n / ldb + 1) * strideB - cut[j];
         for (int l = 0; l < VW && !cut[j]; ++l)
             lane[j][l] = GEMM_COL_AT(min(n + l, N - 1), ldb, strideB);
