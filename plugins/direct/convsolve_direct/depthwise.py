@@ -192,10 +192,9 @@ class Depthwise(DirectSolver):
         phased = phased_backward(problem)
 
         def fitted(key, entry):   # FIXED by the work; narrower vectors for narrow images
-            if entry["STAGE"] == STAGE_REGISTERS:   # dw_fwd_regs compiles the filter in
-                if 1 not in space.params["FIXED"]:
-                    return fitted(key, configs.UNSTAGED_GPU)
-                return dict(entry, FIXED=1)
+            if entry["STAGE"] == STAGE_REGISTERS:   # as given, where its space takes it
+                return entry if space.refusal(entry) is None else fitted(key,
+                                                                          configs.UNSTAGED_GPU)
             fixed, vw = fixed_default(problem, entry["FIXED"]), entry["VW"]
             if key == "gpu" and 1 not in fixed_choices(problem,
                                                        configs.DEPTHWISE_GPU_FIXED_FILTERS):

@@ -120,7 +120,7 @@ def test_window_in_registers(handle, shape, direction, tile):
 def test_window_in_registers_honours_the_contract(handle, monkeypatch):
     """check_solver (epilogues and non-finite inputs included) on dw_fwd_regs, made the GPU
     class's forward default, on the sweep's problems whose filter it compiles in."""
-    entry = {"VW": 1, "WG": 8, "TH": 4, "TWV": 2, "TB": 9, "FIXED": 1,
+    entry = {"VW": 1, "WG": 64, "TH": 4, "TWV": 2, "TB": 9, "FIXED": 1,
              "STAGE": depthwise.STAGE_REGISTERS}
     monkeypatch.setattr(configs, "depthwise_defaults",
                         lambda *_: {**configs.DEPTHWISE_DEFAULT_CONFIGS, "gpu": entry})
@@ -207,12 +207,14 @@ def test_applicability_and_defaults(handle, fake_handle):
     strided_bwd = strided.with_direction("bwd")   # dw_bwd_rows
     odd_wide = Problem.conv2d((8, 32, 112, 112), (32, 1, 3, 5), padding=1, groups=32)
     seven = Problem.conv2d((8, 96, 56, 56), (96, 1, 7, 7), padding=3, groups=96, direction="bwd")
+    # a window row too wide for registers (dilation 7: 43 floats > REGISTER_ROW): unstaged
+    dilated = Problem.conv2d((8, 32, 64, 64), (32, 1, 7, 7), padding=21, dilation=7, groups=32)
     for kind, case, width, stage in (
             ("avx512", problem, 16, 0), ("avx2", problem, 8, 0), ("gpu", problem, 1, 2),
             ("gpu", wrw, 4, 0), ("gpu", narrow, 1, 0), ("gpu", strided, 1, 2),
             ("gpu", strided_bwd, 4, 0), ("gpu", small, 1, 2), ("gpu", odd_wide, 4, 1),
             ("gpu", problem.with_direction("bwd"), 1, 0), ("gpu", seven, 1, 0),
-            ("gpu", seven.with_direction("fwd"), 1, 2)):
+            ("gpu", seven.with_direction("fwd"), 1, 2), ("gpu", dilated, 4, 0)):
         config = solver.default_config(case, fake_handle(kind))
         assert (config["VW"], config["STAGE"]) == (width, stage), (kind, case.key())
         assert solver.check_config(case, fake_handle(kind), config) == []
