@@ -165,20 +165,6 @@ DEPTHWISE_DEFAULT_CONFIGS = {
 #: time (1.05x: 384 channels at 14x14, forward).
 UNSTAGED_GPU = {"VW": 4, "WG": 128, "TH": 2, "TWV": 1, "TB": 9, "FIXED": 1, "STAGE": 0}
 STAGED_GPU_COLUMNS = 28
-#: ... but what dw_fwd_rows runs unstaged (forward, and backward-data as a reversed forward pass:
-#: stride 1, multiplier 1) on tile rows of at least WIDE_GPU_COLUMNS columns takes single floats
-#: in groups of 64 items, each item 8 rows x 4 columns: on MobileNet-v2's ten depthwise layers at
-#: batch 32 it took 0.66-0.97x the former default's time on each such case (five forward,
-#: strided or 14x14; five backward-data, 112x112 to 14x14), within 10% of the best of the seven
-#: configs timed on each, and 1.14-1.18x on the 7x7 ones, which keep UNSTAGED_GPU
-#: (`scripts/stage_profile.py --solvers direct.Depthwise --config ...`, NVIDIA H100, driver
-#: 580.159.04, 2026-12-06; BENCHMARKS.md "The H100 at session 58").
-#: 3x3 and 7x7 filters take it (backward-data over ConvNeXt's 7x7 layers at 56x56 to 7x7: 0.66-1.06x
-#: the UNSTAGED_GPU time, 0.81x by geometric mean; EfficientNet's 5x5 ones 1.12-1.34x, so 5x5
-#: keeps UNSTAGED_GPU: BENCHMARKS.md "Session 59").
-WIDE_UNSTAGED_GPU = {"VW": 1, "WG": 64, "TH": 8, "TWV": 4, "TB": 9, "FIXED": 1, "STAGE": 0}
-WIDE_GPU_COLUMNS = 14
-WIDE_GPU_FILTERS = ((3, 3), (7, 7))
 #: GPUs, forward, wherever the filter can be compiled in (DEPTHWISE_SPECIALISED_FILTERS):
 #: dw_fwd_regs, the window in registers, a tile of 4 rows x 2 outputs a work-item in groups of
 #: 128.  Of nine register tiles timed on twenty depthwise layers of MobileNet-v2 (3x3),
@@ -186,6 +172,11 @@ WIDE_GPU_FILTERS = ((3, 3), (7, 7))
 #: within 10% of the best on 17 (worst 1.23x), and it took 0.20-0.64x the former defaults' time
 #: (staged or unstaged) on every one: 0.90-3.4x cuDNN's speed (`scripts/stage_profile.py
 #: --config STAGE=2,...`, NVIDIA H100, driver 580.159.04, 2026-12-07; BENCHMARKS.md "Session 59").
+#: Backward-data's reversed pass (stride 1, multiplier 1) takes it too: on the same twenty
+#: layers' fourteen stride-1 ones it took 0.15-0.44x the former defaults' time (dw_fwd_rows in
+#: tiles of 8 x 4 or 2 x 1 single floats), within 25% of the best of six register tiles on each
+#: (NVIDIA H200, driver 580.159.04, 2026-12-07; BENCHMARKS.md "Session 60").  Its window row
+#: past REGISTER_ROW (wide dilations) falls back to UNSTAGED_GPU.
 REGISTERS_GPU = {"VW": 1, "WG": 128, "TH": 4, "TWV": 2, "TB": 9, "FIXED": 1, "STAGE": 2}
 #: Backward-weights' GPU entry by the narrowest image it serves (output columns): dw_wrw_rows in
 #: groups of 64 items, 4-wide vectors from 14 columns on, single floats below (7x7).  On the ten
@@ -201,19 +192,16 @@ DEPTHWISE_WRW_GPU = ((14, {"VW": 4, "WG": 64, "TH": 2, "TWV": 1, "TB": 9, "FIXED
 def depthwise_defaults(problem, problem_columns, forward_rows):
     """The default table of direct.Depthwise for ``problem``, whose tile rows span
     ``problem_columns`` output columns; ``forward_rows``: whether dw_fwd_rows serves it
-    unstaged (forward, or backward-data as a reversed forward pass).  GPUs: REGISTERS_GPU for
-    forward whose filter compiles in; the staged, wide or plain unstaged entries elsewhere."""
+    unstaged (forward, or backward-data as a reversed forward pass).  GPUs: REGISTERS_GPU where
+    dw_fwd_rows would serve and the filter compiles in; the staged or the unstaged entries
+    elsewhere."""
     if problem.direction is Direction.BACKWARD_WEIGHTS:
         gpu = next(entry for least, entry in DEPTHWISE_WRW_GPU if problem_columns >= least)
-    elif (problem.direction is Direction.FORWARD
-          and 1 in fixed_choices(problem, DEPTHWISE_SPECIALISED_FILTERS)):
+    elif forward_rows and 1 in fixed_choices(problem, DEPTHWISE_SPECIALISED_FILTERS):
         gpu = REGISTERS_GPU
     elif (problem.direction is Direction.FORWARD and problem.conv.strides == (1, 1)
           and problem_columns >= STAGED_GPU_COLUMNS):
         gpu = DEPTHWISE_DEFAULT_CONFIGS["gpu"]
-    elif (forward_rows and problem_columns >= WIDE_GPU_COLUMNS
-          and (problem.fil_h, problem.fil_w) in WIDE_GPU_FILTERS):
-        gpu = WIDE_UNSTAGED_GPU
     else:
         gpu = UNSTAGED_GPU
     return {**DEPTHWISE_DEFAULT_CONFIGS, "gpu": gpu}

@@ -117,15 +117,34 @@ def test_window_in_registers(handle, shape, direction, tile):
     assert error < 1e-5, f"{problem.key()} with {config}: relative error {error:.3g}"
 
 
+def test_window_in_registers_is_the_gpu_default_where_it_serves(handle):
+    """The GPU class's default runs dw_fwd_regs in forward and in backward-data's reversed pass
+    wherever the filter compiles in, and never in strided backward-data or backward-weights."""
+    solver, gpu = registry().get("direct.Depthwise"), gpu_typed(handle)
+    for shape in SHAPES:
+        for direction in Direction:
+            problem = Problem.conv2d(*shape, direction=direction)
+            serves = (direction is Direction.FORWARD or depthwise.reversed_forward(problem))
+            compiled_in = 1 in configs.fixed_choices(problem,
+                                                     configs.DEPTHWISE_SPECIALISED_FILTERS)
+            stage = solver.default_config(problem, gpu)["STAGE"]
+            assert (stage == depthwise.STAGE_REGISTERS) == (serves and compiled_in), \
+                f"{problem.key()}: STAGE {stage}"
+
+
 def test_window_in_registers_honours_the_contract(handle, monkeypatch):
     """check_solver (epilogues and non-finite inputs included) on dw_fwd_regs, made the GPU
-    class's forward default, on the sweep's problems whose filter it compiles in."""
+    class's default, on the sweep's problems whose filter it compiles in: forward, and
+    backward-data's reversed pass."""
     entry = {"VW": 1, "WG": 64, "TH": 4, "TWV": 2, "TB": 9, "FIXED": 1,
              "STAGE": depthwise.STAGE_REGISTERS}
     monkeypatch.setattr(configs, "depthwise_defaults",
                         lambda *_: {**configs.DEPTHWISE_DEFAULT_CONFIGS, "gpu": entry})
     solver, gpu = registry().get("direct.Depthwise"), gpu_typed(handle)
-    problems = [Problem.conv2d(*shape) for shape in SHAPES if shape[1][2:] != (5, 3)]
+    forward = [Problem.conv2d(*shape) for shape in SHAPES if shape[1][2:] != (5, 3)]
+    backward = [p for p in (Problem.conv2d(*shape, direction="bwd") for shape in SHAPES)
+                if depthwise.reversed_forward(p)]
+    problems = forward + backward
     assert all(solver.default_config(p, gpu)["STAGE"] == depthwise.STAGE_REGISTERS
                for p in problems)
     assert check_solver(solver, gpu, problems, configs=0) == len(problems)
@@ -200,10 +219,11 @@ def test_applicability_and_defaults(handle, fake_handle):
                             direction=Direction.BACKWARD_WEIGHTS)
     strided = Problem.conv2d((8, 96, 112, 112), (96, 1, 3, 3), stride=2, padding=1, groups=96)
     small = Problem.conv2d((8, 960, 7, 7), (960, 1, 3, 3), padding=1, groups=960)
-    # (device, problem, VW, STAGE): CPUs read their inputs unstaged; GPUs hold forward's window
-    # in registers where the filter compiles in, else stage it at stride 1 on wide images; other
-    # directions a tile a work-item (backward-weights: a group), of single floats where
-    # dw_fwd_rows runs on rows of 14 columns or more (3x3 and 7x7 filters)
+    # (device, problem, VW, STAGE): CPUs read their inputs unstaged; GPUs hold the window in
+    # registers where the filter compiles in (forward, backward-data's reversed pass), else stage
+    # it for forward at stride 1 on wide images; other cases a tile a work-item (backward-weights:
+    # a group), of single floats where dw_fwd_rows runs on rows of 14 columns or more (3x3 and
+    # 7x7 filters)
     strided_bwd = strided.with_direction("bwd")   # dw_bwd_rows
     odd_wide = Problem.conv2d((8, 32, 112, 112), (32, 1, 3, 5), padding=1, groups=32)
     seven = Problem.conv2d((8, 96, 56, 56), (96, 1, 7, 7), padding=3, groups=96, direction="bwd")
@@ -213,7 +233,7 @@ def test_applicability_and_defaults(handle, fake_handle):
             ("avx512", problem, 16, 0), ("avx2", problem, 8, 0), ("gpu", problem, 1, 2),
             ("gpu", wrw, 4, 0), ("gpu", narrow, 1, 0), ("gpu", strided, 1, 2),
             ("gpu", strided_bwd, 4, 0), ("gpu", small, 1, 2), ("gpu", odd_wide, 4, 1),
-            ("gpu", problem.with_direction("bwd"), 1, 0), ("gpu", seven, 1, 0),
+            ("gpu", problem.with_direction("bwd"), 1, 2), ("gpu", seven, 1, 2),
             ("gpu", seven.with_direction("fwd"), 1, 2), ("gpu", dilated, 4, 0)):
         config = solver.default_config(case, fake_handle(kind))
         assert (config["VW"], config["STAGE"]) == (width, stage), (kind, case.key())
@@ -247,10 +267,11 @@ def test_applicability_and_defaults(handle, fake_handle):
         assert config["STAGE"] == 1
         assert solver.config_space(odd, fake_handle(kind)).refusal(config) is None
     assert solver.default_config(odd, fake_handle("gpu"))["TH"] > 2
-    # 5x5 with enough work: compiled in on CPUs, not by a GPU's default (only where dw_bwd_rows
-    # or dw_fwd_regs needs it: forward), though its space offers it
+    # 5x5 with enough work: compiled in on CPUs, and by a GPU's default where dw_bwd_rows or
+    # dw_fwd_regs needs it (forward, backward-data's reversed pass); backward-weights' GPU
+    # default keeps it at run time, though its space offers it
     layer = Problem.conv2d((32, 480, 14, 14), (480, 1, 5, 5), padding=2, groups=480)
-    for direction, gpu_fixed in (("fwd", 1), ("bwd", 0)):
+    for direction, gpu_fixed in (("fwd", 1), ("bwd", 1), ("wrw", 0)):
         case = layer.with_direction(direction)
         assert solver.default_config(case, fake_handle("avx2"))["FIXED"] == 1
         assert solver.default_config(case, fake_handle("gpu"))["FIXED"] == gpu_fixed
