@@ -197,8 +197,12 @@ def collect(executor, handle, problems, path, repeat=5, include_naive=False, com
                       "convsolve": metadata.version("convsolve"), "repeat": repeat}
             out.write(json.dumps({"header": header}) + "\n")
 
+        timed = 0
+
         def write(job, result):
+            nonlocal timed
             if not result.error:
+                timed += 1
                 times, failed = result.value
                 out.write(json.dumps({"problem": job.problem, "times_ms": {
                     name: float(f"{ms:.4g}") for name, ms in times.items()}, "failed": failed})
@@ -211,7 +215,6 @@ def collect(executor, handle, problems, path, repeat=5, include_naive=False, com
             summary = scale.drive(executor, jobs, write, "collect", quiet, done="timed")
         except _OutOfTime:
             pass
-    timed = len(path.read_text().splitlines()) - 1 - len(done)
     print(f"collect: {timed} of {len(jobs)} problems timed ({len(done)} were already "
           f"in {path})", file=sys.stderr)
     if summary is not None and summary.failed:

@@ -1,4 +1,5 @@
-"""The heuristics collection's rounds: interleaved, rotating, a slow solver settled on two looks."""
+"""The heuristics collection: its rounds (interleaved, rotating, a slow solver settled on two
+looks) and a resumed collection's record file."""
 from convsolve.bench import collect
 
 
@@ -42,3 +43,25 @@ def test_rounds_rotate_and_stop_at_the_minimum_once_the_budget_is_spent():
     timed, calls = scripted({"a": [5.0, 4.0, 3.0, 6.0]})
     labels = collect.later_rounds(round_one(timed, ["a"]), timed, {"a": 1}, repeat=4)
     assert labels == {"a": 4.0}
+
+
+def test_a_resumed_collection_times_and_counts_only_what_its_file_lacks(handle, tmp_path,
+                                                                        monkeypatch, capsys):
+    """A resumed collect times the problems its record file lacks and counts only those (a
+    problem the file holds twice, as merged collections do, is one problem already there)."""
+    from convsolve import Problem
+    from convsolve.scale import connect
+    timed = []
+    monkeypatch.setattr(collect, "time_problem", lambda handle, problem, repeat, naive: (
+        timed.append(problem.key()) or ({"direct.NaiveFwd": 1.0}, {})))
+    problems = [Problem.conv2d((1, 2, 5, 5), (2, 2, 3, 3)), Problem.conv2d((1, 2, 6, 6),
+                                                                           (2, 2, 3, 3))]
+    path = tmp_path / "records.jsonl"
+    collect.collect(connect(None), handle, problems, path, quiet=True)
+    assert "2 of 2 problems timed (0 were already" in capsys.readouterr().err
+    header, first, _ = path.read_text().splitlines()
+    path.write_text(f"{header}\n{first}\n{first}\n")
+    collect.collect(connect(None), handle, problems, path, quiet=True)
+    assert "1 of 1 problems timed (1 were already" in capsys.readouterr().err
+    assert timed == [p.key() for p in problems] + [problems[1].key()]
+    assert len(path.read_text().splitlines()) == 4
