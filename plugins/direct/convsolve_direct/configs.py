@@ -173,10 +173,10 @@ STAGED_GPU_COLUMNS = 28
 #: (staged or unstaged) on every one: 0.90-3.4x cuDNN's speed (`scripts/stage_profile.py
 #: --config STAGE=2,...`, NVIDIA H100, driver 580.159.04, 2026-12-07; BENCHMARKS.md "Session 59").
 #: Backward-data's reversed pass (stride 1, multiplier 1) takes it too: on the same twenty
-#: layers' fourteen stride-1 ones it took 0.15-0.44x the former defaults' time (dw_fwd_rows in
-#: tiles of 8 x 4 or 2 x 1 single floats), within 25% of the best of six register tiles on each
-#: (NVIDIA H200, driver 580.159.04, 2026-12-07; BENCHMARKS.md "Session 60").  Its window row
-#: past REGISTER_ROW (wide dilations) falls back to UNSTAGED_GPU.
+#: layers' fourteen stride-1 ones it took 0.15-0.44x the former defaults' time (dw_fwd_rows, a
+#: work-item 8 x 4 single floats or 2 rows of a 4-wide vector), within 25% of the best of six
+#: register tiles on each (NVIDIA H200, driver 580.159.04, 2026-12-07; BENCHMARKS.md "Session
+#: 60").  A window row past REGISTER_ROW (wide dilations) falls back to UNSTAGED_GPU.
 REGISTERS_GPU = {"VW": 1, "WG": 128, "TH": 4, "TWV": 2, "TB": 9, "FIXED": 1, "STAGE": 2}
 #: Backward-weights' GPU entry by the narrowest image it serves (output columns): dw_wrw_rows in
 #: groups of 64 items, 4-wide vectors from 14 columns on, single floats below (7x7).  On the ten
