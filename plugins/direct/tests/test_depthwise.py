@@ -1,7 +1,7 @@
 """direct.Depthwise: the contract, a sweep over multipliers, strides, dilations, asymmetric
 padding (windows wholly in it too) and tiles that do not divide the image in all three
-directions, staged and unstaged (in groups of one item and of several), forward's window in
-registers, non-finite filters in every kernel, and its configs."""
+directions, staged and unstaged (in groups of one item and of several), the window in registers
+(forward, backward-data's reversed pass), non-finite filters in every kernel, and its configs."""
 import numpy as np
 import pytest
 from convsolve import Direction, Handle, Problem, registry
@@ -124,7 +124,7 @@ def test_window_in_registers_is_the_gpu_default_where_it_serves(handle):
     for shape in SHAPES:
         for direction in Direction:
             problem = Problem.conv2d(*shape, direction=direction)
-            serves = (direction is Direction.FORWARD or depthwise.reversed_forward(problem))
+            serves = direction is Direction.FORWARD or depthwise.reversed_forward(problem)
             compiled_in = 1 in configs.fixed_choices(problem,
                                                      configs.DEPTHWISE_SPECIALISED_FILTERS)
             stage = solver.default_config(problem, gpu)["STAGE"]
@@ -222,8 +222,7 @@ def test_applicability_and_defaults(handle, fake_handle):
     # (device, problem, VW, STAGE): CPUs read their inputs unstaged; GPUs hold the window in
     # registers where the filter compiles in (forward, backward-data's reversed pass), else stage
     # it for forward at stride 1 on wide images; other cases a tile a work-item (backward-weights:
-    # a group), of single floats where dw_fwd_rows runs on rows of 14 columns or more (3x3 and
-    # 7x7 filters)
+    # a group)
     strided_bwd = strided.with_direction("bwd")   # dw_bwd_rows
     odd_wide = Problem.conv2d((8, 32, 112, 112), (32, 1, 3, 5), padding=1, groups=32)
     seven = Problem.conv2d((8, 96, 56, 56), (96, 1, 7, 7), padding=3, groups=96, direction="bwd")
