@@ -11,46 +11,24 @@ will serve: its files' repeat records merged as fit merges them, and its device 
 record's features) and --also (another device's records, merged likewise, each a record of its
 own beside the first device's of the same problem).  With --folds K it scores instead: K-fold
 cross-validation grouped by geometry over --data's records, each fold's model fitted on the
-rest of --data and on --also less the test fold's geometries, beside --data alone and a --model
-file as it is (BENCHMARKS.md "Session 60").
+rest of --data and on --also less the test fold's geometries (heuristics.evaluate's
+``beside``), beside --data alone and a --model file as it is (BENCHMARKS.md "Session 60").
 """
 import argparse
 
-import numpy as np
 from convsolve.cli.heuristics import _datasets
 from convsolve.heuristics.data import Dataset
-from convsolve.heuristics.evaluate import _breakdown, _outcomes
+from convsolve.heuristics.evaluate import evaluate, score
 from convsolve.heuristics.model import RankingModel
-from convsolve.heuristics.split import geometry, grouped_folds
-
-
-def pooled(own, other):
-    """``own``'s records and ``other``'s, as one dataset with ``own``'s device facts."""
-    return Dataset(own.device, own.records + other.records, own.header)
 
 
 def cross_validate(own, other, folds, model_path):
     """Print each ranking's scores over ``own``'s records, each held out once."""
-    fold = grouped_folds([r.problem for r in own.records], folds, 0)
-    shipped = RankingModel.load(model_path) if model_path else None
-    outcomes = {"alone": np.empty((len(own), 5)), "pooled": np.empty((len(own), 5))}
-    if shipped:
-        outcomes["as is"] = np.empty((len(own), 5))
-    for f in range(folds):
-        test = np.flatnonzero(fold == f)
-        records = [own.records[i] for i in test]
-        seen = {geometry(r.problem) for r in records}
-        train = own.subset(np.flatnonzero(fold != f))
-        rest = Dataset(other.device, tuple(r for r in other.records
-                                           if geometry(r.problem) not in seen), other.header)
-        models = {"alone": RankingModel.fit(train), "pooled": RankingModel.fit(pooled(train, rest)),
-                  "as is": shipped}
-        for name, out in outcomes.items():
-            guesses = models[name].predict_batch([r.problem for r in records], own.device)
-            out[test] = _outcomes(records, guesses, models[name].auto_margin)
-        print(f"fold {f + 1} of {folds} done", flush=True)
-    for name, out in outcomes.items():
-        s = _breakdown(own.records, out, True).overall
+    reports = {"alone": evaluate(own, folds), "pooled": evaluate(own, folds, beside=other)}
+    if model_path:
+        reports["as is"] = score(RankingModel.load(model_path), own)
+    for name, report in reports.items():
+        s = report.model.overall
         print(f"{name:7s} {s.problems} problems: within 10% {s.within10:.1%}, 25% "
               f"{s.within25:.1%}, top 2 {s.top2:.1%}, auto {s.auto:.1%} "
               f"({s.auto_mean_count:.2f} timed), mean regret {s.mean_regret:.3f}, "
@@ -69,7 +47,7 @@ def main():
     if args.folds:
         cross_validate(own, other, args.folds, args.model)
     else:
-        model = RankingModel.fit(pooled(own, other))
+        model = RankingModel.fit(Dataset(own.device, own.records + other.records, own.header))
         model.save(args.out)
         print(f"fitted on {model.training['records']} records; saved {args.out}")
 

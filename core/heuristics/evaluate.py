@@ -17,7 +17,7 @@ from ..problem import Problem
 from .data import Dataset, Record
 from .gbdt import DEFAULT_PARAMS, Params
 from .model import WITHIN, RankingModel, auto_count, choose_margin, rank, top_regrets
-from .split import grouped_folds, held_out
+from .split import geometry, grouped_folds, held_out
 
 #: A ranking to compare with: problem -> {solver: score}, lower is better (e.g. 10 / WTI).
 Baseline = Callable[[Problem], Mapping[str, float]]
@@ -106,17 +106,22 @@ class Report:
 
 
 def evaluate(dataset: Dataset, folds: int = 5, baseline: Baseline | None = None,
-             params: Params = DEFAULT_PARAMS, seed: int = 0, margin_folds: int = 3) -> Report:
+             params: Params = DEFAULT_PARAMS, seed: int = 0, margin_folds: int = 3,
+             beside: Dataset | None = None) -> Report:
     """Geometry-grouped ``folds``-fold cross-validation of RankingModel.fit(params) on
-    ``dataset``'s timed records, with ``baseline`` (if given) scored on the same test folds."""
-    data = dataset.timed()
-    problems = [r.problem for r in data.records]
-    fold = grouped_folds(problems, folds, seed)
+    ``dataset``'s timed records, with ``baseline`` (if given) scored on the same test folds;
+    ``beside`` (another device's records) joins each fold's training records but for the test
+    fold's geometries."""
+    data, extra = dataset.timed(), () if beside is None else beside.timed().records
+    fold = grouped_folds([r.problem for r in data.records], folds, seed)
     model_out, base_out = np.empty((len(data), 5)), np.empty((len(data), 5))
     for f in range(folds):
         test = np.flatnonzero(fold == f)
-        model = RankingModel.fit(data.subset(fold != f), params, margin_folds)
         records = [data.records[i] for i in test]
+        seen = {geometry(r.problem) for r in records}
+        train = data.subset(fold != f).records + tuple(r for r in extra
+                                                      if geometry(r.problem) not in seen)
+        model = RankingModel.fit(replace(data, records=train), params, margin_folds)
         guesses = model.predict_batch([r.problem for r in records], data.device)
         model_out[test] = _outcomes(records, guesses, model.auto_margin)
         if baseline is not None:

@@ -14,6 +14,7 @@ from convsolve.heuristics import (
     refit,
 )
 from convsolve.heuristics.evaluate import _outcomes, evaluate
+from convsolve.heuristics.split import geometry
 from synthetic_corpus import DEVICE, corpus
 
 SMALL = Params(rounds=40, depth=4)
@@ -57,6 +58,28 @@ def test_evaluate_scores_the_model_and_the_baseline_on_the_same_folds():
     for part in (model.direction, model.family, base.direction):
         assert sum(s.problems for s in part.values()) == 300
     assert report.to_dict()["model"]["overall"]["within10"] == model.overall.within10
+
+
+def test_evaluate_trains_beside_records_but_none_of_a_test_folds_geometries(monkeypatch):
+    """Another device's records join each fold's training records, all but those of the test
+    fold's geometries; only ``dataset``'s records are scored."""
+    data, beside = corpus(60, 1), corpus(60, 1, fixed=2.0)   # the same problems, other times
+    fits, fit = [], RankingModel.fit
+
+    def spy(dataset, params, margin_folds=3, date=None):
+        if margin_folds:   # the folds' fits, not their margin folds' inner ones
+            fits.append(dataset)
+        return fit(dataset, params, margin_folds, date)
+    monkeypatch.setattr(RankingModel, "fit", spy)
+    report = evaluate(data, folds=3, params=SMALL, margin_folds=2, beside=beside)
+    assert report.records == 60 and len(fits) == 3
+    everything = {geometry(r.problem) for r in data.records}
+    for trained in fits:
+        own = [r for r in trained.records if any(r is d for d in data.records)]
+        test = everything - {geometry(r.problem) for r in own}
+        assert test and all(r in beside.records for r in trained.records if r not in own)
+        assert [r for r in trained.records if r not in own] == \
+            [r for r in beside.records if geometry(r.problem) not in test]
 
 
 OTHER = dataclasses.replace(DEVICE, compute_units=32)
