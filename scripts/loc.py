@@ -181,6 +181,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: now shared with scripts/random_sweep.py, which had its own copy; +1) raised the testing
 #: wing's from 790 to 791, and its re-export from convsolve.testing for plugins' tests (GPU
 #: configs run on a CPU device, gemm's merged products; +1) to 792.
+#: The direct plugin's OpenCL went from 1,500 to 1,520 (2026-12-07) for backward-weights tiles
+#: of several whole images in direct.Depthwise (issue 28: its GPU groups had one image's few
+#: rows each; the image loop of dw_wrw and the (image, row) pairs of dw_wrw_rows, +6 lines).
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
@@ -197,6 +200,7 @@ BUDGETS = {
     "core/bench": {"python": 1490, "opencl": 60},
     "core/scale": {"python": 415, "opencl": 0},
     "core/torch": {"python": 200, "opencl": 0},
+    "plugins/direct": {"python": 1200, "opencl": 1520},
 }
 PLUGIN_BUDGET = {"python": 1200, "opencl": 1500}   # each plugin
 MODULE_BUDGET = 400

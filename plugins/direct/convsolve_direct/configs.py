@@ -14,15 +14,19 @@ SPECIALISED_FILTERS = ((3, 3), (7, 7))
 #: lets dw_bwd_rows replace the staged kernel (EfficientNet-B0's 144 channels at 56x56: 2.19
 #: against 5.63 ms; 2-vCPU Intel Xeon, AVX-512, PoCL 3.1, 2026-12-06, BENCHMARKS.md).
 DEPTHWISE_SPECIALISED_FILTERS = (*SPECIALISED_FILTERS, (5, 5))
-#: On CPUs direct.Depthwise's backward weights compiles its filter in whatever the work (its
-#: output, the filter, never reaches FIXED_MIN_OUTPUTS, and MobileNet-v2's layers at batch 8 do
-#: 10-65 MFLOP): on seven of them (32 channels at 112x112 to 960 at 7x7, strided ones too) it
-#: took 0.35-0.92x the run-time-taps build's time (2.7 -> 1.1-2.0 ms at 112x112, 0.80 -> 0.55 at
-#: 14x14; `scripts/stage_profile.py --directions wrw --batch 8 --runs 15 --config FIXED=1`, two
-#: rounds, 2-vCPU Intel Xeon, AVX-512, PoCL 3.1, 2026-12-06, BENCHMARKS.md).  One build a filter
+#: direct.Depthwise's backward weights compiles its filter in whatever the work, wherever its
+#: space offers it (its output, the filter, never reaches FIXED_MIN_OUTPUTS, and MobileNet-v2's
+#: layers at batch 8 do 10-65 MFLOP).  CPUs: on seven of them (32 channels at 112x112 to 960 at
+#: 7x7, strided ones too) it took 0.35-0.92x the run-time-taps build's time (2.7 -> 1.1-2.0 ms
+#: at 112x112, 0.80 -> 0.55 at 14x14; `scripts/stage_profile.py --directions wrw --batch 8
+#: --runs 15 --config FIXED=1`, two rounds, 2-vCPU Intel Xeon, AVX-512, PoCL 3.1, 2026-12-06,
+#: BENCHMARKS.md).  GPUs: with it and DEPTHWISE_WRW_GPU's groups, fifteen depthwise layers of
+#: MobileNet-v2, EfficientNet-B0 (5x5) and ConvNeXt-T (7x7) at batch 32 took 0.41-1.00x the
+#: former entries' time, mostly run-time taps (NVIDIA H100, 2026-12-07).  One build a filter
 #: size serves every layer.
-DEPTHWISE_CPU_WRW_FIXED = True
-#: ... but a GPU's default compiles in only these (5x5 stays in its tuning space): on
+DEPTHWISE_WRW_FIXED = True
+#: ... but a GPU's default compiles in only these in its other directions (5x5 stays in its
+#: tuning space): on
 #: EfficientNet-B0's five 5x5 depthwise layers at batch 32, forward and backward-data, 5x5
 #: compiled in took 1.1-1.35x the time of the former default on 7 of the 10, 0.88x on one, the
 #: same on one, and 0.35x on the stride-2 backward-data layer at 14x14, where it lets
@@ -178,15 +182,16 @@ STAGED_GPU_COLUMNS = 28
 #: register tiles on each (NVIDIA H200, driver 580.159.04, 2026-12-07; BENCHMARKS.md "Session
 #: 60").  A window row past REGISTER_ROW (wide dilations) falls back to UNSTAGED_GPU.
 REGISTERS_GPU = {"VW": 1, "WG": 128, "TH": 4, "TWV": 2, "TB": 9, "FIXED": 1, "STAGE": 2}
-#: Backward-weights' GPU entry by the narrowest image it serves (output columns): dw_wrw_rows in
-#: groups of 64 items, 4-wide vectors from 14 columns on, single floats below (7x7).  On the ten
-#: layers above (same command and card) these ran at 1.1-2.6x the staged entries they replace
-#: (VW=1 WG=128 TH=8 TWV=32 from 28 columns on, VW=2 WG=64 TH=16 TWV=4 below), the best of six
-#: unstaged configs or within 10% of it on each layer but one (0.218 against 0.182 ms at 56x56).
-DEPTHWISE_WRW_GPU = ((14, {"VW": 4, "WG": 64, "TH": 2, "TWV": 1, "TB": 9, "FIXED": 1,
-                           "STAGE": 0}),
-                     (0, {"VW": 1, "WG": 64, "TH": 2, "TWV": 1, "TB": 9, "FIXED": 1,
-                          "STAGE": 0}))
+#: Backward-weights' GPU entry: dw_wrw_rows, 4-wide vectors (narrower on images under 4
+#: columns) in groups of 128 items, the filter compiled in (DEPTHWISE_WRW_FIXED).  Of six
+#: unstaged configs (1-, 2- and 4-wide vectors in groups of 64 and 128, the filter compiled in)
+#: timed on MobileNet-v2's ten depthwise layers, EfficientNet-B0's three 5x5 and ConvNeXt-T's two
+#: 7x7 at batch 32, it was within 10% of the best on 14 of 15 (1.21x at 28x28 stride 2, where
+#: 2-wide vectors won), and took 0.41-1.00x the time of the entries it replaces (groups of 64,
+#: single floats under 14 columns, run-time taps below fixed_default's work) on the same tiles
+#: (`scripts/stage_profile.py --directions wrw --batch 32 --runs 7 --config VW=..,WG=..,FIXED=1`,
+#: NVIDIA H100, driver 580.159.04, 2026-12-07; BENCHMARKS.md "Session 61").
+DEPTHWISE_WRW_GPU = {"VW": 4, "WG": 128, "TH": 2, "TWV": 1, "TB": 9, "FIXED": 1, "STAGE": 0}
 
 
 def depthwise_defaults(problem, problem_columns, forward_rows):
@@ -196,7 +201,7 @@ def depthwise_defaults(problem, problem_columns, forward_rows):
     dw_fwd_rows would serve and the filter compiles in; the staged or the unstaged entries
     elsewhere."""
     if problem.direction is Direction.BACKWARD_WEIGHTS:
-        gpu = next(entry for least, entry in DEPTHWISE_WRW_GPU if problem_columns >= least)
+        gpu = DEPTHWISE_WRW_GPU
     elif forward_rows and 1 in fixed_choices(problem, DEPTHWISE_SPECIALISED_FILTERS):
         gpu = REGISTERS_GPU
     elif (problem.direction is Direction.FORWARD and problem.conv.strides == (1, 1)

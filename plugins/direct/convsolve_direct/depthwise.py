@@ -35,6 +35,13 @@ GPU_GROUPS_PER_UNIT = 4
 UNSTAGED_GROUP_OUTPUTS = 256
 #: Rows per partial tile of backward-weights at least: each tile re-reads (R - 1) * DIL_H rows.
 MIN_PARTIAL_ROWS = 8
+#: Work units a channel's partial tile counts for: plan.Partials.plan wants TARGET_UNITS / (C *
+#: PARTIAL_UNITS) tiles (1,024 tiles x channels), across images where the batch has more images
+#: than that.  With 4, MobileNet-v2's backward weights at batch 32 took 3.72 ms (`convsolve
+#: bench`, the network) against 4.01-4.03 with 1; of the shares 1, 2, 4 and 8 on fifteen
+#: depthwise layers, 4 was the fastest on 7, 2 and 8 within 10% of it on 10 and 11, 1 on 3
+#: (NVIDIA H100, 2026-12-07; BENCHMARKS.md "Session 61").
+PARTIAL_UNITS = 4
 #: Estimated efficiency: the fraction of the device's copy bandwidth it reaches (it is
 #: bandwidth-bound), which puts it first among the solvers of a depthwise problem (README).
 WTI = 0.6
@@ -149,7 +156,8 @@ class Depthwise(DirectSolver):
         return self._partials(problem).workspace
 
     def _partials(self, problem):
-        return Partials.plan(problem, problem.c, MIN_PARTIAL_ROWS)
+        return Partials.plan(problem, problem.c * PARTIAL_UNITS, MIN_PARTIAL_ROWS,
+                             across_images=True)
 
     @hookimpl
     def fused_stages(self, problem):
@@ -196,13 +204,12 @@ class Depthwise(DirectSolver):
                 return entry if space.refusal(entry) is None else fitted(key,
                                                                           configs.UNSTAGED_GPU)
             fixed, vw = fixed_default(problem, entry["FIXED"]), entry["VW"]
-            if key == "gpu" and 1 not in fixed_choices(problem,
-                                                       configs.DEPTHWISE_GPU_FIXED_FILTERS):
-                fixed = 0
-            elif configs.DEPTHWISE_CPU_WRW_FIXED and key.startswith("cpu") \
-                    and problem.direction is Direction.BACKWARD_WEIGHTS \
+            if configs.DEPTHWISE_WRW_FIXED and problem.direction is Direction.BACKWARD_WEIGHTS \
                     and 1 in space.params["FIXED"]:
-                fixed = 1   # whatever the work (configs.DEPTHWISE_CPU_WRW_FIXED)
+                fixed = 1   # whatever the work, every device class (configs.DEPTHWISE_WRW_FIXED)
+            elif key == "gpu" and 1 not in fixed_choices(problem,
+                                                         configs.DEPTHWISE_GPU_FIXED_FILTERS):
+                fixed = 0
             if phased and not entry["STAGE"]:
                 if 1 not in space.params["FIXED"]:   # dw_bwd_rows cannot: the class's staged
                     return fitted(key, dict(configs.DEPTHWISE_DEFAULT_CONFIGS[key], STAGE=1))
@@ -253,19 +260,20 @@ class Depthwise(DirectSolver):
         (sh, _), n = problem.conv.strides, problem.n
         if wrw:
             partials = self._partials(problem)
-            set_sizes(kernel, 3, problem, th, twv, pitch, partials.rows, partials.tiles_per_image)
+            first_at = set_sizes(kernel, 3, problem, th, twv, pitch, partials.rows,
+                                 partials.tiles_per_image, partials.images)
             fold = partials.reducer(handle, problem)
 
             def invoker(buffers, scratch):
                 events = []
                 for first, images in partials.chunks(n):
-                    kernel.set_arg(3 + 16 + 5, np.int32(first))
-                    size = (wg * partials.tiles_per_image, images * problem.c)
+                    kernel.set_arg(first_at, np.int32(first))
+                    size = (wg * partials.tiles_per_image,
+                            ceil_div(images, partials.images) * problem.c)
                     events.append(enqueue(handle, kernel, size, (wg, 1), buffers.x, buffers.y,
                                           scratch))
-                    events.append(fold(buffers.w, scratch, images * partials.tiles_per_image,
-                                       first == 0, buffers.epilogue_args if first + images == n
-                                       else None))
+                    events.append(fold(buffers.w, scratch, partials.tiles(images), first == 0,
+                                       buffers.epilogue_args if first + images == n else None))
                 return events
             return invoker
         rows = problem.out_h if problem.direction is Direction.FORWARD else ceil_div(

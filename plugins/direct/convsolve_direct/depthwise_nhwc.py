@@ -152,7 +152,7 @@ class DepthwiseNhwc(DirectSolver):
             events = []
             for first, images in partials.chunks(n):
                 kernel.set_arg(at, np.int32(first))
-                tiles = images * partials.tiles_per_image
+                tiles = partials.tiles(images)
                 events.append(enqueue(handle, kernel, (items, tiles), (wg, 1), buffers.x,
                                       buffers.y, scratch))
                 events.append(fold(buffers.w, scratch, tiles, first == 0))

@@ -72,38 +72,49 @@ def enqueue(handle, kernel, global_size, local_size, *buffers, values=None, at=0
 
 
 # {{{ backward-weights in two stages: the reduction over N * OH * OW is cut into tiles of TR
-# output rows (output_rows: (od, oh) pairs in 3-D) of one image (tiles_per_image of them);
-# stage 1 (the solver's kernel) writes one partial dW per tile into the workspace, stage 2
-# (convsolve.SplitSum) adds them up in tile order, chunk after chunk of images, so the result is
-# bitwise the same for any chunking.  The tiling reads the problem only (never the config or the
-# device), so the workspace is exact and config-independent.
+# output rows (output_rows: (od, oh) pairs in 3-D) of one image (tiles_per_image of them), or,
+# where a solver allows it and the batch offers more images than tiles are wanted, of every row
+# of ``images`` consecutive images; stage 1 (the solver's kernel) writes one partial dW per tile
+# into the workspace, stage 2 (convsolve.SplitSum) adds them up in tile order, chunk after chunk
+# of images (a whole number of tiles each), so the result is bitwise the same for any chunking.
+# The tiling reads the problem only (never the config or the device), so the workspace is exact
+# and config-independent.
 
 @dataclass(frozen=True)
 class Partials:
     """How a backward-weights reduction is tiled: TR output rows per tile, tiles_per_image tiles
-    per image, images per chunk, and ``count`` partial sums (the size of dW) per tile."""
+    per image (or a tile every ``images`` images), images per chunk, and ``count`` partial sums
+    (the size of dW) per tile."""
 
     rows: int
     tiles_per_image: int
     chunk: int
     count: int
+    images: int = 1
 
     @classmethod
-    def plan(cls, problem, units_per_tile, min_rows=1):
+    def plan(cls, problem, units_per_tile, min_rows=1, across_images=False):
         """The tiling of ``problem``: at least TARGET_UNITS / ``units_per_tile`` tiles (each
-        >= ``min_rows`` rows where the image allows), chunks within BUDGET_BYTES."""
+        >= ``min_rows`` rows where the image allows; with ``across_images``, of several whole
+        images where the batch has more images than that), chunks within BUDGET_BYTES."""
         count = problem.w.size
         wanted = ceil_div(TARGET_UNITS, max(1, units_per_tile))
+        images = max(1, problem.n // wanted) if across_images else 1
         out_rows = output_rows(problem)
         per_image = min(ceil_div(wanted, problem.n), ceil_div(out_rows, min_rows))
         rows = ceil_div(out_rows, max(1, per_image))
         per_image = ceil_div(out_rows, rows)
-        chunk = max(1, min(problem.n, BUDGET_BYTES // (4 * count * per_image)))
-        return cls(rows, per_image, chunk, count)
+        tiles = max(1, BUDGET_BYTES // (4 * count * per_image))   # a chunk's, at most
+        chunk = min(problem.n, tiles * images)
+        return cls(rows, per_image, chunk, count, images)
+
+    def tiles(self, images):
+        """The tiles (partial dWs) of a chunk of ``images`` images."""
+        return ceil_div(images, self.images) * self.tiles_per_image
 
     @property
     def workspace(self):
-        return 4 * self.count * self.tiles_per_image * self.chunk
+        return 4 * self.count * self.tiles(self.chunk)
 
     def chunks(self, n):
         """(first image, images) of each chunk."""

@@ -93,7 +93,7 @@ class Wrw(DirectSolver):
         def invoker(buffers, scratch):
             events = []
             for first, images in partials.chunks(problem.n):
-                tiles = images * partials.tiles_per_image
+                tiles = partials.tiles(images)
                 kernel.set_arg(3 + 16 + 2, np.int32(first * partials.tiles_per_image))
                 events.append(enqueue(handle, kernel, (across, channels, tiles), local,
                                       buffers.x, buffers.y, scratch))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from convsolve import Direction, Handle, Problem, registry
 from convsolve.testing import check_solver, expected_output, random_tensors, relative_error, retyped
-from convsolve_direct import configs, depthwise
+from convsolve_direct import configs, depthwise, plan
 from direct_helpers import assert_matches_reference, equal_bits, run_config
 
 # (x_shape, w_shape, stride, padding, dilation, groups): groups = C, K = C * multiplier
@@ -208,6 +208,30 @@ def test_backward_weights_deterministic(handle):
                       run_config(handle, solver, problem, config, host))
 
 
+@pytest.mark.parametrize("stage, group", [(0, 1), (0, 8), (1, 8)],
+                         ids=["unstaged", "unstaged-grouped", "staged"])
+def test_backward_weights_tiles_across_images(handle, monkeypatch, stage, group):
+    """Where the batch has more images than tiles are wanted, a backward-weights tile spans
+    whole images: the result agrees with the reference, staged and unstaged, in groups of one
+    item and of several, and is bitwise the same whether the batch is one chunk or chunks of
+    two tiles (the last tile of each holding fewer images)."""
+    solver = registry().get("direct.Depthwise")
+    problem = Problem.conv2d((5, 3, 9, 10), (3, 1, 3, 3), padding=1, groups=3, direction="wrw")
+    monkeypatch.setattr(plan, "TARGET_UNITS", 2 * 3 * depthwise.PARTIAL_UNITS)   # 2 tiles wanted:
+    # 2 images a tile
+    partials = solver._partials(problem)
+    assert (partials.images, partials.tiles(problem.n), partials.chunk) == (2, 3, 5)
+    config = dict(solver.default_config(problem, handle), STAGE=stage, WG=group, FIXED=1,
+                  TH=2, TWV=1, VW=4, TB=4)
+    host = random_tensors(problem, 1)
+    whole = run_config(handle, solver, problem, config, host)
+    assert relative_error(whole, expected_output(problem, host)) < 1e-5
+    monkeypatch.setattr(plan, "BUDGET_BYTES", 2 * 4 * problem.w.size)   # chunks of 2 tiles
+    assert solver._partials(problem).chunks(problem.n) == [(0, 4), (4, 1)]
+    assert solver.workspace(problem) == 2 * 4 * problem.w.size
+    assert equal_bits(run_config(handle, solver, problem, config, host), whole)
+
+
 def test_applicability_and_defaults(handle, fake_handle):
     """Only groups = C; the defaults fit each device class's space and local memory; a tile
     too large for local memory is refused by check_config where its window is staged."""
@@ -230,7 +254,7 @@ def test_applicability_and_defaults(handle, fake_handle):
     dilated = Problem.conv2d((8, 32, 64, 64), (32, 1, 7, 7), padding=21, dilation=7, groups=32)
     for kind, case, width, stage in (
             ("avx512", problem, 16, 0), ("avx2", problem, 8, 0), ("gpu", problem, 1, 2),
-            ("gpu", wrw, 4, 0), ("gpu", narrow, 1, 0), ("gpu", strided, 1, 2),
+            ("gpu", wrw, 4, 0), ("gpu", narrow, 4, 0), ("gpu", strided, 1, 2),
             ("gpu", strided_bwd, 4, 0), ("gpu", small, 1, 2), ("gpu", odd_wide, 4, 1),
             ("gpu", problem.with_direction("bwd"), 1, 2), ("gpu", seven, 1, 2),
             ("gpu", seven.with_direction("fwd"), 1, 2), ("gpu", dilated, 4, 0)):
@@ -267,19 +291,19 @@ def test_applicability_and_defaults(handle, fake_handle):
         assert solver.config_space(odd, fake_handle(kind)).refusal(config) is None
     assert solver.default_config(odd, fake_handle("gpu"))["TH"] > 2
     # 5x5 with enough work: compiled in on CPUs, and by a GPU's default where dw_bwd_rows or
-    # dw_fwd_regs needs it (forward, backward-data's reversed pass); backward-weights' GPU
-    # default keeps it at run time, though its space offers it
+    # dw_fwd_regs needs it (forward, backward-data's reversed pass) and for backward-weights
+    # (configs.DEPTHWISE_WRW_FIXED: every device class, whatever the work)
     layer = Problem.conv2d((32, 480, 14, 14), (480, 1, 5, 5), padding=2, groups=480)
-    for direction, gpu_fixed in (("fwd", 1), ("bwd", 1), ("wrw", 0)):
+    for direction, gpu_fixed in (("fwd", 1), ("bwd", 1), ("wrw", 1)):
         case = layer.with_direction(direction)
         assert solver.default_config(case, fake_handle("avx2"))["FIXED"] == 1
         assert solver.default_config(case, fake_handle("gpu"))["FIXED"] == gpu_fixed
         assert 1 in solver.config_space(case, fake_handle("gpu")).params["FIXED"]
-    # backward weights compiles its filter in on CPUs however little the work (a GPU keeps the
-    # work rule: not measured there); a filter of no compiled-in size stays at run time; so does
-    # a little forward work but on GPUs (dw_fwd_regs)
+    # backward weights compiles its filter in however little the work, on every device class; a
+    # filter of no compiled-in size stays at run time; so does a little forward work but on GPUs
+    # (dw_fwd_regs)
     tiny = Problem.conv2d((1, 8, 7, 7), (8, 1, 3, 3), padding=1, groups=8, direction="wrw")
-    for kind, fixed, forward in (("avx512", 1, 0), ("avx2", 1, 0), ("gpu", 0, 1)):
+    for kind, fixed, forward in (("avx512", 1, 0), ("avx2", 1, 0), ("gpu", 1, 1)):
         assert solver.default_config(tiny, fake_handle(kind))["FIXED"] == fixed, kind
         assert solver.default_config(tiny.with_direction("fwd"),
                                      fake_handle(kind))["FIXED"] == forward

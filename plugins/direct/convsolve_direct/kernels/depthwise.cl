@@ -38,12 +38,13 @@
  *   whose filter holds inf or NaN takes a masked path that drops those products.
  *   global (WG * tiles, ceil(N * C / PG)); tiles = ceil(ceil(H / SH) / TH) *
  *   ceil(ceil(W / SW) / (TWV * VW)).
- * dw_wrw(x, dy, partial, CS_CONV_PARAMS, TH, TWV, PITCH, PR, TPI, n_first)
- *   Stage 1 of wrw.cl's two-stage reduction: work-group (p, image, channel) reduces output rows
- *   [p * PR, p * PR + PR) of one image for the channel's M * R * S taps, TB at a time (sub-tiles
- *   of TH x TWV vectors staged as in dw_fwd; each work-item sums its cells, then the group sums
- *   the work-items in order), into partial[slot][k][0][r][s], slot = (n - n_first) * TPI + p.
- *   The core's split sum adds the slots up in order.  global (WG * TPI, images * C).
+ * dw_wrw(x, dy, partial, CS_CONV_PARAMS, TH, TWV, PITCH, PR, TPI, IPT, n_first)
+ *   Stage 1 of wrw.cl's two-stage reduction: work-group (p, t, channel) reduces output rows
+ *   [p * PR, p * PR + PR) of the IPT images from n_first + t * IPT (TPI = 1 where IPT > 1) for
+ *   the channel's M * R * S taps, TB at a time (sub-tiles of TH x TWV vectors staged as in dw_fwd;
+ *   each work-item sums its cells, then the group sums the work-items in order), into
+ *   partial[slot][k][0][r][s], slot = t * TPI + p.  The core's split sum adds the slots up in
+ *   order.  global (WG * TPI, ceil(images / IPT) * C).
  * dw_bwd_rows(the arguments of dw_bwd; PITCH unused), launched as dw_fwd_rows, built with FIL_H
  *   and FIL_W: dw_bwd unstaged, on what dw_fwd_rows does not take (stride past 1, multiplier
  *   past 1).  The same tiles of each phase of dx; a phase's taps and their dy offsets are found once
@@ -54,7 +55,8 @@
  * dw_wrw_rows(the same arguments; TH, TWV, PITCH unused), launched as dw_wrw: dw_wrw unstaged.
  *   A work-item walks its share of the partial tile's rows one dy vector at a time (CPUs: one
  *   item a group, the whole tile; GPUs: WG items, neighbouring ones on neighbouring vectors of
- *   a row), TB taps of one output channel at a time, each tap's x vector read where it lies
+ *   a row; the tile's rows of all its images one after another), TB taps of one output channel
+ *   at a time, each tap's x vector read where it lies
  *   (one load inside the plane, dc_load and a select at the borders), one accumulator per tap;
  *   lanes past a row's end are dropped in both dy and x, so only real products (padding's
  *   zeros included) sum.  A group of several items then sums its items' accumulators pairwise
@@ -415,16 +417,14 @@ __kernel void dw_bwd(__global real *dx, __global const real *w, __global const r
 
 __kernel void dw_wrw(__global const real *x, __global const real *dy, __global float *partial,
                      CS_CONV_PARAMS, const int TH, const int TWV, const int PITCH, const int PR,
-                     const int TPI, const int n_first)
+                     const int TPI, const int IPT, const int n_first)
 {
     __local float tile[LDS];
     __local float sums[WG * TB];
     const int M = K / C, taps = FR * FS, all = M * taps;
-    const int p = get_group_id(0), lid = get_local_id(0);
-    const int images = get_global_id(1) / C, c = get_global_id(1) % C, n = n_first + images;
-    const int slot = images * TPI + p;
-    const int oh_end = min(OH, (p + 1) * PR);
-    const size_t plane = CS_NCHW(n, c, 0, 0, C, H, W);
+    const int p = get_group_id(0), lid = get_local_id(0), c = get_global_id(1) % C;
+    const int slot = get_global_id(1) / C * TPI + p, oh_end = min(OH, (p + 1) * PR);
+    const int n_begin = n_first + get_global_id(1) / C * IPT, n_end = min(N, n_begin + IPT);
     const size_t dysize = (size_t)N * K * OH * OW;
     for (int t0 = 0; t0 < all; t0 += TB) {
         int offset[TB], channel[TB];   /* tap t0 + t: window offset and dy channel */
@@ -438,27 +438,30 @@ __kernel void dw_wrw(__global const real *x, __global const real *dy, __global f
 #pragma unroll
         for (int t = 0; t < TB; ++t)
             acc[t] = (vec)0.0f;
-        for (int oh0 = p * PR; oh0 < oh_end; oh0 += TH) {
-            const int th = min(TH, oh_end - oh0);
-            for (int ow0 = 0; ow0 < OW; ow0 += TWV * VW) {
-                barrier(CLK_LOCAL_MEM_FENCE);
-                tile_fill(tile, x, (size_t)N * C * H * W, plane, oh0 * STRIDE_H - PAD_T,
-                          ow0 * STRIDE_W - PAD_L, (th - 1) * STRIDE_H + (FR - 1) * DIL_H + 1,
-                          PITCH, H, W);
-                barrier(CLK_LOCAL_MEM_FENCE);
-                for (int cell = lid; cell < th * TWV; cell += WG) {
-                    const int j = cell / TWV, v = cell % TWV, ow = ow0 + v * VW;
-                    if (ow >= OW)
-                        continue;
-                    const int lanes = min(VW, OW - ow);
-                    const ivec live = DC_LANE_MASK(0, lanes);
-                    __local const float *base = tile + j * STRIDE_H * PITCH + v * VW * STRIDE_W;
+        for (int n = n_begin; n < n_end; ++n) {
+            const size_t plane = CS_NCHW(n, c, 0, 0, C, H, W);
+            for (int oh0 = p * PR; oh0 < oh_end; oh0 += TH) {
+                const int th = min(TH, oh_end - oh0);
+                for (int ow0 = 0; ow0 < OW; ow0 += TWV * VW) {
+                    barrier(CLK_LOCAL_MEM_FENCE);
+                    tile_fill(tile, x, (size_t)N * C * H * W, plane, oh0 * STRIDE_H - PAD_T,
+                              ow0 * STRIDE_W - PAD_L, (th - 1) * STRIDE_H + (FR - 1) * DIL_H + 1,
+                              PITCH, H, W);
+                    barrier(CLK_LOCAL_MEM_FENCE);
+                    for (int cell = lid; cell < th * TWV; cell += WG) {
+                        const int j = cell / TWV, v = cell % TWV, ow = ow0 + v * VW;
+                        if (ow >= OW)
+                            continue;
+                        const int lanes = min(VW, OW - ow);
+                        const ivec live = DC_LANE_MASK(0, lanes);
+                        __local const float *base = tile + j * STRIDE_H * PITCH + v * VW * STRIDE_W;
 #pragma unroll
-                    for (int t = 0; t < TB; ++t) {
-                        const vec d = dc_load(dy, dysize, CS_NCHW(n, channel[t], oh0 + j, 0, K,
-                                                                  OH, OW), ow, 1, OW, lanes);
-                        const vec in = dc_local_load(base + offset[t], STRIDE_W);
-                        acc[t] = fma(d, select((vec)0.0f, in, live), acc[t]);
+                        for (int t = 0; t < TB; ++t) {
+                            const vec d = dc_load(dy, dysize, CS_NCHW(n, channel[t], oh0 + j, 0, K,
+                                                                      OH, OW), ow, 1, OW, lanes);
+                            const vec in = dc_local_load(base + offset[t], STRIDE_W);
+                            acc[t] = fma(d, select((vec)0.0f, in, live), acc[t]);
+                        }
                     }
                 }
             }
@@ -478,26 +481,29 @@ __kernel void dw_wrw(__global const real *x, __global const real *dy, __global f
 
 __kernel void dw_wrw_rows(__global const real *x, __global const real *dy,
                           __global float *partial, CS_CONV_PARAMS, const int TH, const int TWV,
-                          const int PITCH, const int PR, const int TPI, const int n_first)
+                          const int PITCH, const int PR, const int TPI, const int IPT,
+                          const int n_first)
 {
 #if WG > 1
     __local float sums[TB * WG];
 #endif
     const int M = K / C, taps = FR * FS, p = get_group_id(0), lid = get_local_id(0);
-    const int images = get_global_id(1) / C, c = get_global_id(1) % C, n = n_first + images;
-    const int slot = images * TPI + p, oh_end = min(OH, (p + 1) * PR);
-    const size_t plane = CS_NCHW(n, c, 0, 0, C, H, W), total = (size_t)N * C * H * W;
+    const int c = get_global_id(1) % C, slot = get_global_id(1) / C * TPI + p;
+    const int n_begin = n_first + get_global_id(1) / C * IPT;
+    const int rows = min(OH, (p + 1) * PR) - p * PR;   /* the tile's, in each of its images */
+    const int spans = (min(N, n_begin + IPT) - n_begin) * rows;   /* (image, row) pairs */
+    const size_t total = (size_t)N * C * H * W;
     const size_t dysize = (size_t)N * K * OH * OW;
     const int span_h = (FR - 1) * DIL_H, span_w = (FS - 1) * DIL_W + VW * STRIDE_W;
     /* the group's items as a grid of across x down: neighbouring items take neighbouring
-     * vectors of a row, each its rows `down` apart (one item: the whole tile in row order, the
-     * steps compiled in) */
+     * vectors of a row, each its (image, row) pairs `down` apart (one item: the whole tile in
+     * row order, the steps compiled in) */
 #if WG > 1
     const int across = min(WG, CS_DIV_UP(OW, VW)), down = WG / across;
 #else
     const int across = 1, down = 1;
 #endif
-    const int first_oh = lid < across * down ? p * PR + lid / across : oh_end;   /* or idle */
+    const int first = lid < across * down ? lid / across : spans;   /* or idle */
     const int first_ow = lid % across * VW;
     for (int m = 0; m < M; ++m)
         for (int t0 = 0; t0 < taps; t0 += TB) {
@@ -511,8 +517,10 @@ __kernel void dw_wrw_rows(__global const real *x, __global const real *dy,
                 col[t] = tap % FS * DIL_W;
                 acc[t] = (vec)0.0f;
             }
-            for (int oh = first_oh; oh < oh_end; oh += down) {
+            for (int u = first; u < spans; u += down) {
+                const int n = n_begin + u / rows, oh = p * PR + u % rows;
                 const int ih = oh * STRIDE_H - PAD_T;
+                const size_t plane = CS_NCHW(n, c, 0, 0, C, H, W);
                 const size_t dy_row = CS_NCHW(n, c * M + m, oh, 0, K, OH, OW);
                 const bool rows_in = ih >= 0 && ih + span_h < H;
                 for (int ow = first_ow; ow < OW; ow += across * VW) {
