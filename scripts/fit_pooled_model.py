@@ -4,7 +4,7 @@
     .venv/bin/python scripts/fit_pooled_model.py \
         --data data/heuristics/cpu-epyc-avx512-*.jsonl.gz \
         --also data/heuristics/cpu-xeon-avx512-2026-12-06*.jsonl.gz \
-        --out core/heuristics/models/cpu-epyc-avx512.json.gz
+        --out pooled.json.gz
 
 `convsolve heuristics fit` takes one device's files; this fits on --data (the device the model
 will serve: its files' repeat records merged as fit merges them, and its device facts for every
@@ -13,6 +13,9 @@ own beside the first device's of the same problem).  With --folds K it scores in
 cross-validation grouped by geometry over --data's records, each fold's model fitted on the
 rest of --data and on --also less the test fold's geometries (heuristics.evaluate's
 ``beside``), beside --data alone and a --model file as it is (BENCHMARKS.md "Session 60").
+The Zen 4's shipped model was pooled so in session 60; with 11,652 records of its own the pooled
+fit no longer beat them alone (BENCHMARKS.md "Session 61"), and it is now `convsolve heuristics
+fit` on the Zen 4's records.
 """
 import argparse
 

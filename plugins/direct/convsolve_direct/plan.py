@@ -104,8 +104,8 @@ class Partials:
         per_image = min(ceil_div(wanted, problem.n), ceil_div(out_rows, min_rows))
         rows = ceil_div(out_rows, max(1, per_image))
         per_image = ceil_div(out_rows, rows)
-        tiles = max(1, BUDGET_BYTES // (4 * count * per_image))   # a chunk's, at most
-        chunk = min(problem.n, tiles * images)
+        sets = max(1, BUDGET_BYTES // (4 * count * per_image))   # of per_image tiles, a chunk's
+        chunk = min(problem.n, sets * images)
         return cls(rows, per_image, chunk, count, images)
 
     def tiles(self, images):
