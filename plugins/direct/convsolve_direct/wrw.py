@@ -82,7 +82,7 @@ class Wrw(DirectSolver):
         defines = {name: config[name] for name in ("VW", "KB", "SB")}
         taps = config["TAPS"]
         kernel = handle.build(KERNELS / "wrw.cl", "wrw_taps" if taps else "wrw_partial", defines)
-        set_sizes(kernel, 3, problem, partials.rows, partials.tiles_per_image)
+        first_at = set_sizes(kernel, 3, problem, partials.rows, partials.tiles_per_image)
         fold = partials.reducer(handle, problem)
         cpg, kpg = problem.c // problem.groups, problem.k // problem.groups
         local = (config["WGX"], 1, 1)
@@ -94,7 +94,7 @@ class Wrw(DirectSolver):
             events = []
             for first, images in partials.chunks(problem.n):
                 tiles = partials.tiles(images)
-                kernel.set_arg(3 + 16 + 2, np.int32(first * partials.tiles_per_image))
+                kernel.set_arg(first_at, np.int32(first * partials.tiles_per_image))
                 events.append(enqueue(handle, kernel, (across, channels, tiles), local,
                                       buffers.x, buffers.y, scratch))
                 events.append(fold(buffers.w, scratch, tiles, first == 0, buffers.epilogue_args
