@@ -119,6 +119,16 @@ def staged_planes(handle, planes, tiles, outputs):
     return max(1, min(planes, most))
 
 
+def tap_block(problem, config):
+    """TB as built: the config's, or the kernel's taps where they are fewer (dw_wrw walks a
+    channel's M * R * S taps, dw_wrw_rows R * S a pass), so that no accumulator repeats the last
+    tap: with 9, a 1x1 filter did 9 multiply-adds for each one it needs."""
+    taps = problem.fil_h * problem.fil_w
+    if config["STAGE"] == STAGE_LOCAL:
+        taps *= problem.k // problem.c
+    return min(config["TB"], taps)
+
+
 def sums_floats(config):
     """Floats of local memory the work-group's sums take, counted twice: depthwise.cl's dw_wrw
     and dw_wrw_rows each declare sums[TB * WG], and Oclgrind 21.10 counted both against a
@@ -240,7 +250,7 @@ class Depthwise(DirectSolver):
 
     @hookimpl
     def build_invoker(self, problem, handle, config):
-        defines = {"VW": config["VW"], "WG": config["WG"], "TB": config["TB"],
+        defines = {"VW": config["VW"], "WG": config["WG"], "TB": tap_block(problem, config),
                    "LDS": lds_floats(handle, config),
                    **filter_defines(problem, config)}
         wrw = problem.direction is Direction.BACKWARD_WEIGHTS   # its epilogue: the fold's

@@ -232,6 +232,27 @@ def test_backward_weights_tiles_across_images(handle, monkeypatch, stage, group)
     assert equal_bits(run_config(handle, solver, problem, config, host), whole)
 
 
+@pytest.mark.parametrize("w_shape, stride, padding, taps", [
+    ((8, 1, 1, 1), 1, 0, (1, 4)),                      # 1x1, multiplier 4
+    ((2, 1, 1, 3), 2, ((0, 1), (2, 0)), (3, 3)),       # 1x3, stride 2, asymmetric padding
+    ((4, 1, 2, 2), 1, 1, (4, 8))],                     # 2x2, multiplier 2
+    ids=["1x1", "1x3", "2x2"])
+@pytest.mark.parametrize("stage", [0, 1])
+def test_backward_weights_with_fewer_taps_than_a_block(handle, w_shape, stride, padding, taps,
+                                                        stage):
+    """A filter of fewer taps than the config's TB builds with TB cut to the kernel's taps (a
+    pass's R * S unstaged, a channel's M * R * S staged), so no accumulator repeats the last tap,
+    and the result agrees with the reference."""
+    solver = registry().get("direct.Depthwise")
+    problem = Problem.conv2d((2, 2, 9, 13), w_shape, stride, padding, groups=2, direction="wrw")
+    config = dict(solver.default_config(problem, handle), STAGE=stage, TB=16, TH=2, TWV=1)
+    assert depthwise.tap_block(problem, config) == taps[stage]
+    host = random_tensors(problem, 4)
+    error = relative_error(run_config(handle, solver, problem, config, host),
+                           expected_output(problem, host))
+    assert error < 1e-5, f"{problem.key()} with {config}: relative error {error:.3g}"
+
+
 def test_applicability_and_defaults(handle, fake_handle):
     """Only groups = C; the defaults fit each device class's space and local memory; a tile
     too large for local memory is refused by check_config where its window is staged."""
