@@ -88,12 +88,17 @@ def _set(assignment):
     setattr(importlib.import_module(module), name, eval(value, {}))
 
 
-def profile(invoker, buffers, scratch, runs):
-    """{kernel: (median ms, launches)} and the median span of a call, after one warm-up."""
+def profile(invoker, buffers, scratch, runs, back_to_back=False):
+    """{kernel: (median ms, launches)} and the median span of a call, after one warm-up; with
+    ``back_to_back`` the runs are enqueued together and waited for once (as a framework runs
+    them: on a CPU a wait between calls lets PoCL's threads sleep)."""
     cl.wait_for_events(invoker(buffers, scratch))
+    calls = [invoker(buffers, scratch) for _ in range(runs)] if back_to_back else None
+    if calls:
+        cl.wait_for_events(calls[-1])
     per_call, spans = [], []
-    for _ in range(runs):
-        events = invoker(buffers, scratch)
+    for run in range(runs):
+        events = calls[run] if calls else invoker(buffers, scratch)
         cl.wait_for_events(events)
         sums, counts = defaultdict(float), defaultdict(int)
         for event in events:
@@ -117,7 +122,8 @@ def sweep(solver, problem, handle, buffers, scratch, args, default):
     timed = []
     for config in configs[:args.sweep + 1]:
         invoker = build_invoker(solver, problem, handle, config)
-        timed.append((profile(invoker, buffers, scratch, args.runs)[1], config))
+        timed.append((profile(invoker, buffers, scratch, args.runs, args.back_to_back)[1],
+                      config))
     best = sorted(timed, key=lambda pair: pair[0])
     print(f"  {solver.name} sweep of {len(timed)}: default {timed[0][0]:.3f} ms; best " +
           "; ".join(f"{ms:.3f} {config}" for ms, config in best[:3]), flush=True)
@@ -152,6 +158,8 @@ def main():
                         help="configs to time besides the default (keys merged into it)")
     parser.add_argument("--sweep", type=int, default=0, metavar="N",
                         help="also time N configs drawn from the config space, report the best")
+    parser.add_argument("--back-to-back", action="store_true",
+                        help="enqueue the runs of a config together, one wait (CPUs)")
     parser.add_argument("--json", help="write the records here")
     args = parser.parse_args()
     for assignment in args.set:
@@ -189,7 +197,8 @@ def main():
                         print(f"  {name} [{label}] refused: {refusal}")
                         continue
                     invoker = build_invoker(solver, problem, handle, config)
-                    stages, span = profile(invoker, Buffers(**buffers), scratch, args.runs)
+                    stages, span = profile(invoker, Buffers(**buffers), scratch, args.runs,
+                                           args.back_to_back)
                     print(f"  {name} [{label}] span {span:.3f} ms, workspace "
                           f"{size / 2**20:.1f} MiB")
                     for kernel, (ms, count) in stages.items():

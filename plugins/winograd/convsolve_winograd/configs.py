@@ -13,9 +13,13 @@ DEFAULT_CONFIGS = {
     "cpu/vector16": {"TM": 8, "VW": 16, "NV": 2, "MR": 16, "TT": 16, "WG": 16},
     # AVX2: 4 x 16 tiles of float8 (8 ymm accumulators, 6 loads per 8 FMAs), 8-lane transforms
     "cpu": {"TM": 4, "VW": 8, "NV": 2, "MR": 16, "TT": 8, "WG": 16},
-    # GPUs: the local-memory GEMM (GPU_BLOCKS: 64 x 64 blocks, BK 16, 4 x 4 per work-item,
-    # unless the grid would be thin), scalar transforms in groups of 64 (not tuned)
-    "gpu": {"GEMM": "local", "BM": 64, "BN": 64, "BK": 16, "RM": 4, "RN": 4,
+    # GPUs: the local-memory GEMM (GPU_BLOCKS: 64 x 64 blocks, BK 8, 4 x 4 per work-item,
+    # unless the grid would be thin), scalar transforms in groups of 64 (not tuned).  BK 8: on
+    # VGG-16's and ResNet-50's 3x3 layers in every direction (F4x3, F6x3, batch 32), 64 x 64
+    # blocks with BK 8 took 0.70-1.03x the former default's time (BK 16) and were the fastest of
+    # six blocks on 32 of the 36, 128 x 128, 128 x 64, 64 x 128 and 8 x 8 a work-item among the
+    # slower (NVIDIA H100, 2026-12-07; BENCHMARKS.md "Session 62")
+    "gpu": {"GEMM": "local", "BM": 64, "BN": 64, "BK": 8, "RM": 4, "RN": 4,
             "TM": 4, "VW": 1, "NV": 4, "MR": 1, "TT": 1, "WG": 64},
 }
 DEFAULT_CONFIGS["*"] = DEFAULT_CONFIGS["cpu"]
@@ -41,7 +45,7 @@ CONFIG_CONSTRAINTS = ["32 % (VW * NV) == 0", "(VW * NV) % TT == 0", "TM * NV <= 
 GPU_CONSTRAINTS = [
     # the other kernel's tunables pinned, so that each config is one distinct build (VW is also
     # the filter transforms' lanes: 1 beside the local kernel)
-    "GEMM == 'local' or (BM, BN, BK, RM, RN) == (64, 64, 16, 4, 4)",
+    "GEMM == 'local' or (BM, BN, BK, RM, RN) == (64, 64, 8, 4, 4)",
     "GEMM == 'vector' or (TM, VW, NV, MR) == (4, 1, 4, 1)",
     # work-groups of 64 to 256 work-items (2 to 8 NVIDIA warps), each staging at least one
     # element of either slice (wino_gemm_local.cl #error)

@@ -117,7 +117,7 @@ def test_gpu_default_takes_the_local_gemm_with_a_block_that_fills_the_device():
     space = configs.space(H200)
     layer = Problem.conv2d((32, 128, 28, 28), (128, 128, 3, 3), padding=1)
     config = configs.default(layer, H200, 4)
-    assert (config["GEMM"], config["BM"], config["BN"], config["BK"]) == ("local", 64, 64, 16)
+    assert (config["GEMM"], config["BM"], config["BN"], config["BK"]) == ("local", 64, 64, 8)
     thin = Problem.conv2d((32, 64, 56, 56), (64, 64, 3, 3), padding=1, direction="wrw")
     assert (configs.default(thin, H200, 4)["BM"], configs.default(thin, H200, 4)["BN"]) == (32, 32)
     for problem in (layer, thin):
@@ -125,17 +125,17 @@ def test_gpu_default_takes_the_local_gemm_with_a_block_that_fills_the_device():
         assert not configs.refusals(H200, configs.default(problem, H200, 4))
     assert all("GEMM" not in table for key, table in configs.DEFAULT_CONFIGS.items()
                if not key.startswith("gpu"))
-    assert configs.local_bytes(config) == 2 * 16 * (64 + 4 + 64) * 4
+    assert configs.local_bytes(config) == 2 * 8 * (64 + 4 + 64) * 4
 
 
 def test_local_gemm_configs_beyond_the_device_are_refused():
     """A device with 16 KiB of local memory and work-groups of at most 128 refuses the local
-    GEMM's 128 x 128 blocks (33,280 bytes) and 256-item groups, naming each limit, and its
+    GEMM's 128 x 128 blocks of BK 16 (33,280 bytes) and 256-item groups, naming each limit, and its
     default takes a block it holds; one with 4 KiB and groups of 32 refuses every local block
     and its default is the vector GEMM, which it accepts."""
     small = fake_handle("gpu", name="small", local_mem_size=16 << 10, max_work_group_size=128)
     base = configs.DEFAULT_CONFIGS["gpu"]
-    big = {**base, "BM": 128, "BN": 128, "RM": 8, "RN": 8}
+    big = {**base, "BM": 128, "BN": 128, "BK": 16, "RM": 8, "RN": 8}
     assert configs.local_bytes(big) == 33280
     assert any("33280 bytes of local memory > the device's 16384" in r
                for r in configs.refusals(small, big))

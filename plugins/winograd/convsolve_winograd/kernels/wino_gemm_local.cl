@@ -47,7 +47,7 @@
 #define BN 64 /* columns of the product per work-group */
 #endif
 #ifndef BK
-#define BK 16 /* reduction slice staged in local memory at a time */
+#define BK 8  /* reduction slice staged in local memory at a time */
 #endif
 #ifndef RM
 #define RM 4 /* rows per work-item */
