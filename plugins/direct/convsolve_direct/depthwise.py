@@ -122,7 +122,8 @@ def staged_planes(handle, planes, tiles, outputs):
 def tap_block(problem, config):
     """TB as built: the config's, or the kernel's taps where they are fewer (dw_wrw walks a
     channel's M * R * S taps, dw_wrw_rows R * S a pass), so that no accumulator repeats the last
-    tap: with 9, a 1x1 filter did 9 multiply-adds for each one it needs."""
+    tap: with 9, a 1x1 filter did 9 multiply-adds for each one it needs.  Configs whose TB both
+    exceed the taps build alike (a tune times them twice; the kernel cache builds once)."""
     taps = problem.fil_h * problem.fil_w
     if config["STAGE"] == STAGE_LOCAL:
         taps *= problem.k // problem.c
