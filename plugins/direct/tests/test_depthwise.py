@@ -238,18 +238,25 @@ def test_backward_weights_tiles_across_images(handle, monkeypatch, stage, group)
     ((4, 1, 2, 2), 1, 1, (4, 8))],                     # 2x2, multiplier 2
     ids=["1x1", "1x3", "2x2"])
 @pytest.mark.parametrize("stage", [0, 1])
-def test_backward_weights_with_fewer_taps_than_a_block(handle, w_shape, stride, padding, taps,
-                                                        stage):
+def test_backward_weights_with_fewer_taps_than_a_block(handle, monkeypatch, w_shape, stride,
+                                                        padding, taps, stage):
     """A filter of fewer taps than the config's TB builds with TB cut to the kernel's taps (a
     pass's R * S unstaged, a channel's M * R * S staged), so no accumulator repeats the last tap,
     and the result agrees with the reference."""
     solver = registry().get("direct.Depthwise")
     problem = Problem.conv2d((2, 2, 9, 13), w_shape, stride, padding, groups=2, direction="wrw")
     config = dict(solver.default_config(problem, handle), STAGE=stage, TB=16, TH=2, TWV=1)
-    assert depthwise.tap_block(problem, config) == taps[stage]
+    built, real_build = [], handle.build
+
+    def build(file, kernel, defines=None):   # the TB of depthwise.cl's builds (not the fold's)
+        if file.name == "depthwise.cl":
+            built.append(defines["TB"])
+        return real_build(file, kernel, defines)
+    monkeypatch.setattr(handle, "build", build)
     host = random_tensors(problem, 4)
     error = relative_error(run_config(handle, solver, problem, config, host),
                            expected_output(problem, host))
+    assert built == [taps[stage]] and depthwise.tap_block(problem, config) == taps[stage]
     assert error < 1e-5, f"{problem.key()} with {config}: relative error {error:.3g}"
 
 
