@@ -94,8 +94,6 @@ def profile(invoker, buffers, scratch, runs, back_to_back=False):
     them: on a CPU a wait between calls lets PoCL's threads sleep)."""
     cl.wait_for_events(invoker(buffers, scratch))
     calls = [invoker(buffers, scratch) for _ in range(runs)] if back_to_back else None
-    if calls:
-        cl.wait_for_events(calls[-1])
     per_call, spans = [], []
     for run in range(runs):
         events = calls[run] if calls else invoker(buffers, scratch)
