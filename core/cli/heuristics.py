@@ -12,7 +12,7 @@ from ..db.find_db import FindDb
 from ..device.handle import Handle
 from ..engine.solutions import wti_times
 from ..errors import ValidationError
-from ..heuristics import ranking
+from ..heuristics import gbdt, ranking
 from ..heuristics.data import Dataset, Record, read_dataset
 from ..heuristics.evaluate import evaluate, refit, score
 from ..heuristics.features import DeviceFacts
@@ -105,6 +105,11 @@ def add_parser(subparsers):
     evaluate_.add_argument("--model", help="score this model file as it is (no refit)")
     evaluate_.add_argument("--json", action="store_true", help="the report as JSON")
     evaluate_.set_defaults(func=cmd_eval)
+    for action in (fit, evaluate_):
+        action.add_argument("--rounds", type=int, default=gbdt.DEFAULT_PARAMS.rounds,
+                            help="trees per ensemble of a fit on --data (150; a large corpus may "
+                            "rank better with more, each tree adding to the model's file and to "
+                            "a prediction's time)")
 
 
 def find_db_dataset(handle):
@@ -159,7 +164,7 @@ def _install(model, handle, path):
 def cmd_fit(args):
     handle = Handle()
     if args.data:
-        model = RankingModel.fit(_datasets(args.data))
+        model = RankingModel.fit(_datasets(args.data), gbdt.Params(rounds=args.rounds))
         print(f"fitted on {model.training['records']} records")
     else:   # a refit of the model in use on the user's find-db
         chosen = ranking.model_for(handle.device)
@@ -187,7 +192,7 @@ def cmd_fit(args):
 def cmd_eval(args):
     data = _datasets(args.data)
     report = (score(RankingModel.load(args.model), data, _wti_baseline) if args.model
-              else evaluate(data, args.folds, _wti_baseline))
+              else evaluate(data, args.folds, _wti_baseline, gbdt.Params(rounds=args.rounds)))
     if args.json:
         print(json.dumps(report.to_dict(), indent=1))
         return 0

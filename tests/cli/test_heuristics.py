@@ -2,6 +2,7 @@
 import math
 
 from convsolve import Problem
+from convsolve.cli import heuristics as heuristics_cli
 from convsolve.cli import main
 from convsolve.heuristics import (
     Dataset,
@@ -11,6 +12,7 @@ from convsolve.heuristics import (
     read_dataset,
     write_dataset,
 )
+from convsolve.heuristics.evaluate import evaluate
 
 DEVICE = DeviceFacts(compute_units=2, vector_width=8, is_gpu=False, local_mem_bytes=65536,
                      max_work_group_size=4096, global_mem_bytes=8 << 30)
@@ -78,3 +80,19 @@ def test_a_problem_in_several_record_files_counts_once(tmp_path, capsys):
     data = str(_records(tmp_path))
     assert main(["heuristics", "fit", "--data", data, data]) == 0
     assert "fitted on 48 records" in capsys.readouterr().out
+
+
+def test_rounds_reach_the_fitted_ensembles_and_eval(tmp_path, monkeypatch, capsys):
+    """fit --rounds saves a model of that many trees an ensemble; eval --rounds cross-validates
+    with it; a count out of range is refused by name."""
+    data, out = str(_records(tmp_path)), tmp_path / "model.json.gz"
+    assert main(["heuristics", "fit", "--data", data, "--out", str(out), "--rounds", "7"]) == 0
+    model = RankingModel.load(out)
+    assert model.params.rounds == 7 and len(model.solvers["fake.Wide"].leaf) == 7
+    seen = []
+    monkeypatch.setattr(heuristics_cli, "evaluate",
+                        lambda *args, **kw: seen.append(args[3].rounds) or evaluate(*args, **kw))
+    assert main(["heuristics", "eval", "--data", data, "--folds", "2", "--rounds", "9"]) == 0
+    assert seen == [9]
+    assert main(["heuristics", "fit", "--data", data, "--rounds", "0"]) != 0
+    assert "invalid params.rounds=0" in capsys.readouterr().err
