@@ -107,9 +107,9 @@ def add_parser(subparsers):
     evaluate_.set_defaults(func=cmd_eval)
     for action in (fit, evaluate_):
         action.add_argument("--rounds", type=int, default=gbdt.DEFAULT_PARAMS.rounds,
-                            help="trees per ensemble of a fit on --data (150; a large corpus may "
-                            "rank better with more, each tree adding to the model's file and to "
-                            "a prediction's time)")
+                            help=f"trees per ensemble of a fit on --data "
+                            f"({gbdt.DEFAULT_PARAMS.rounds}; a large corpus may rank better with "
+                            "more, each tree adding to the model's file and to a prediction's time)")
 
 
 def find_db_dataset(handle):
