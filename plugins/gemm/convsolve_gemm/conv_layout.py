@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pyopencl as cl
-from convsolve import Problem, ceil_div, round_up
+from convsolve import Direction, Problem, ceil_div, round_up
 
 from .configs import device_kind
 from .gemm import epilogue_kernel
@@ -80,7 +80,9 @@ class Columns:
     """im2col, col2im and the output-gradient gather of one channels-first problem of any
     spatial rank, into or out of Views: 2-D through im2col.cl and col2im.cl, ranks 1 and 3
     through unfold_nd.cl; col2im stores ``epilogue`` (backward data's, or None; 2-D only:
-    unfold_nd.cl has none, so the solvers fuse none there) into dx."""
+    unfold_nd.cl has none, so the solvers fuse none there) into dx.  col2im is built for
+    backward-data problems only: a program load less for the others (30 ms a process on PoCL,
+    whose cache hits each preprocess the OpenCL headers)."""
 
     def __init__(self, handle, problem, epilogue=None):
         self.queue = handle.queue
@@ -105,8 +107,10 @@ class Columns:
         (im2col_file, im2col, im2col_defines), (col2im_file, col2im, col2im_defines) = builds
         self.im2col_kernel = handle.build(KERNELS / im2col_file, im2col, im2col_defines)
         self.im2col_kernel.set_scalar_arg_dtypes(scalars)
-        self.col2im_kernel = epilogue_kernel(handle, col2im_file, col2im, col2im_defines,
-                                             scalars, epilogue)
+        self.col2im_kernel = None
+        if p.direction is Direction.BACKWARD_DATA:
+            self.col2im_kernel = epilogue_kernel(handle, col2im_file, col2im, col2im_defines,
+                                                 scalars, epilogue)
 
     def im2col(self, x, image0, count, col):
         """Unfold images [image0, image0 + count) of x into the column matrices ``col``."""
