@@ -225,13 +225,6 @@ def _i32(*values):
     return [np.int32(v) for v in values]
 
 
-def _data_kernel(handle, name, m, lanes, **epilogue):
-    """The filter transform ``name`` (kernels/<name>.cl: wino_filter, or backward-weights'
-    wino_filter_out) for F(m, 3) with ``lanes`` filters per work-item; wino_filter_out with the
-    problem's epilogue_defines() fused."""
-    return handle.build(KERNELS / f"{name}.cl", name, {"WINO_M": m, "TT": lanes, **epilogue})
-
-
 #: The tunables the GEMMs read (the transforms read TT): the vector kernels' (wino_gemm.cl,
 #: wino_gemm_wrw.cl) and the local-memory kernel's (wino_gemm_local.cl; config GEMM = "local").
 GEMM_TUNABLES = ("TM", "VW", "NV", "MR")
@@ -239,19 +232,23 @@ LOCAL_TUNABLES = ("BM", "BN", "BK", "RM", "RN")
 
 
 def _program(handle, problem, m, config, splits=1):
-    """The kernels of F(m, 3) with ``config`` that read TT, in ``problem``'s direction, as one
-    program (wino_forward.cl, or wino_backward_weights.cl for backward-weights: its banner says
-    why), with the problem's epilogue_defines() for wino_output; returns a function giving a
-    fresh Kernel by name."""
+    """The kernels of F(m, 3) with ``config`` in ``problem``'s direction as one program
+    (wino_forward.cl, or wino_backward_weights.cl for backward-weights: its banner says why),
+    with the problem's epilogue_defines() for the kernel that stores the output; returns a
+    function giving a fresh Kernel by name.  The transforms take TT tiles a work-item, the
+    filter transforms FL = VW filters (the GEMM's vector width)."""
     wrw = problem.direction is Direction.BACKWARD_WEIGHTS
     local = config.get("GEMM", "vector") == "local"
-    defines = {"WINO_M": m, "TT": config["TT"], "WINO_GEMM_LOCAL": int(local),
+    defines = {"WINO_M": m, "TT": config["TT"], "FL": config["VW"],
+               "WINO_GEMM_LOCAL": int(local),
                **{k: config[k] for k in (LOCAL_TUNABLES if local else GEMM_TUNABLES)},
-               **({} if wrw else problem.epilogue_defines())}
+               **problem.epilogue_defines()}
     if local:
         defines["WRW"] = int(wrw)
     if splits > 1:
         defines["SPLIT"] = splits
+    if not wrw:   # wino_filter.cl: a work-item per panel of U on CPUs
+        defines["PANEL_ITEMS"] = int(not handle.is_gpu)
     file = KERNELS / ("wino_backward_weights.cl" if wrw else "wino_forward.cl")
     return lambda name: handle.build(file, name, defines)
 
@@ -323,9 +320,8 @@ def _stages(problem, geo, handle, m, config):
     gemm_local = local if handle.is_gpu else CPU_GEMM_GROUP
     lanes = config["VW"]     # filters per work-item: the GEMM's vector width
     panel_items = not handle.is_gpu   # wino_filter.cl: a work-item per panel of U on CPUs
-    filt = _data_kernel(handle, "wino_filter", m, lanes, PANEL_ITEMS=int(panel_items))
     kernel_of = _program(handle, problem, m, config)
-    inp, out = kernel_of("wino_input"), kernel_of("wino_output")
+    filt, inp, out = (kernel_of(name) for name in ("wino_filter", "wino_input", "wino_output"))
     gemm, gemm_launch = _gemm(kernel_of, config, False, gemm_local)
     tt = config["TT"]
     (ci, hi, wi), (co, ho, wo) = geo.in_shape, geo.out_shape
@@ -368,11 +364,9 @@ def _build_wrw(problem, geo, handle, config, local, gemm_local):
     one (its workspace then holds copies it does not use)."""
     splits = geo.splits if config.get("GEMM") == "local" else 1
     kernel_of = _program(handle, problem, geo.m, config, splits)
-    grad, inp = kernel_of("wino_grad"), kernel_of("wino_input")
+    grad, inp, final = (kernel_of(name) for name in ("wino_grad", "wino_input", "wino_filter_out"))
     gemm, gemm_launch = _gemm(kernel_of, config, True, gemm_local, splits)
     lanes = config["VW"]     # filters per work-item: the GEMM's vector width
-    final = _data_kernel(handle, "wino_filter_out", geo.m, lanes, **problem.epilogue_defines(),
-                         **({"SPLIT": splits} if splits > 1 else {}))
     (c, h, w), (k, oh, ow) = geo.in_shape, geo.out_shape
     chunk = geo.chunk_rows * geo.tiles_w
     xt, et = geo.fixed_floats, geo.fixed_floats + geo.positions * chunk * geo.x_row

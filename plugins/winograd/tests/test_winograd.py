@@ -228,28 +228,26 @@ def test_avx512_defaults_equal_the_kernels_defaults():
 
 
 @pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
-def test_a_direction_builds_two_programs(handle, monkeypatch, direction):
-    """The kernels that read TT come from one program (wino_forward.cl, or for backward-weights
-    wino_backward_weights.cl) built with the config's defines and the epilogue's; the filter
-    transform, whose lanes are VW, from its own: two program loads a config, not four."""
+def test_a_direction_builds_one_program(handle, monkeypatch, direction):
+    """A direction's kernels come from one program (wino_forward.cl, or for backward-weights
+    wino_backward_weights.cl) built with the config's defines and the epilogue's: one program
+    load a config, not four; the filter transforms' lanes are the config's VW, the other
+    transforms' its TT."""
     builds = []
     build = handle.build
     monkeypatch.setattr(handle, "build", lambda file, kernel, defines=None: (
         builds.append((file.name, kernel, dict(defines))), build(file, kernel, defines))[1])
     problem = Problem.conv2d((1, 8, 10, 10), (8, 8, 3, 3), padding=1, direction=direction)
-    if direction is Direction.FORWARD:
-        problem = problem.with_epilogue(convsolve.Epilogue(bias=True, activation="relu"))
-    config = F4x3().default_config(problem, handle)
+    problem = problem.with_epilogue(convsolve.Epilogue(blend=True))
+    config = {**F4x3().default_config(problem, handle), "TT": 2}
     F4x3().build_invoker(problem, handle, config)
     wrw = direction is Direction.BACKWARD_WEIGHTS
-    bundle = "wino_backward_weights.cl" if wrw else "wino_forward.cl"
-    filters = "wino_filter_out.cl" if wrw else "wino_filter.cl"
-    assert {file for file, _, _ in builds} == {bundle, filters}
-    shared = [defines for file, _, defines in builds if file == bundle]
-    assert len(shared) == 3 and all(d == shared[0] for d in shared)   # one program
-    assert shared[0]["TT"] == config["TT"] and shared[0]["WINO_M"] == 4
-    assert ("CS_EPI" in shared[0]) == (direction is Direction.FORWARD)
-    assert [d["TT"] for file, _, d in builds if file == filters] == [config["VW"]]
+    assert {file for file, _, _ in builds} == {
+        "wino_backward_weights.cl" if wrw else "wino_forward.cl"}
+    assert len(builds) == 4 and all(d == builds[0][2] for _, _, d in builds)   # one program
+    defines = builds[0][2]
+    assert (defines["TT"], defines["FL"], defines["WINO_M"]) == (2, config["VW"], 4)
+    assert defines["CS_EPI"] == 1
 
 
 def test_config_space_is_modest_and_consistent(handle):
