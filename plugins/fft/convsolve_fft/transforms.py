@@ -93,6 +93,22 @@ def frequency_order(fh, fw, lanes):
     return np.array(order + [(-1, -1)] * (fp - len(order)), np.int32)
 
 
+#: The complex products' tunables (cgemm.cl), built into the same program as the transforms.
+CGEMM_TUNABLES = ("GV", "TM", "TN", "GL")
+
+
+def program(handle, fh, fw, config):
+    """(the defines, a function giving a fresh Kernel by name) of the one program (fft.cl) of
+    ``config``'s kernels for fh x fw transforms: the fft2d pair, the dft_small pair where fh / 2
+    + 1 <= SMALL_KH, and cgemm."""
+    small = fh // 2 + 1 <= SMALL_KH
+    defines = {"LANES": config["LANES"], "WG": config["WG"], "STREAM": config["STREAM"],
+               "USE_LOCAL": int(in_local_memory(fh, fw, config["LANES"], handle.device)),
+               "FFT_SMALL": int(small), **({"MAXTAPS": SMALL_TAPS} if small else {}),
+               **{k: config[k] for k in CGEMM_TUNABLES}}
+    return defines, lambda name: handle.build(KERNELS / "fft.cl", name, defines)
+
+
 def local_bytes(fh, fw, lanes):
     """Local memory the fft2d kernels take for an fh x fw plane (their `tmp`)."""
     kb, wb = ceil_div(fh // 2 + 1, lanes), ceil_div(fw, lanes)
@@ -122,16 +138,15 @@ class Transform:
         self.twiddles = cl.Buffer(handle.context, flags, hostbuf=pairs)
         self.fp = spectrum_size(fh, fw)[1]
         self.scale = np.float32(1.0 / (fh * fw))
-        use_local = in_local_memory(fh, fw, self.lanes, handle.device)
+        defines, kernel_of = program(handle, fh, fw, config)
+        use_local = defines["USE_LOCAL"]
         self.local = (cl.LocalMemory(local_bytes(fh, fw, self.lanes)),) if use_local else ()
-        defines = {"LANES": self.lanes, "WG": self.group, "STREAM": config["STREAM"],
-                   "USE_LOCAL": int(use_local)}
-        self.forward_kernel = handle.build(KERNELS / "fft2d_forward.cl", "fft2d_forward", defines)
-        self.inverse_kernel = handle.build(KERNELS / "fft2d_inverse.cl", "fft2d_inverse", defines)
-        if fh // 2 + 1 <= SMALL_KH:
-            self._build_small(handle, flags, config["STREAM"])
+        self.forward_kernel = kernel_of("fft2d_forward")
+        self.inverse_kernel = kernel_of("fft2d_inverse")
+        if defines["FFT_SMALL"]:
+            self._build_small(handle, flags, kernel_of)
 
-    def _build_small(self, handle, flags, stream):
+    def _build_small(self, handle, flags, kernel_of):
         """The dft_small kernels and their tables: exp(-2 pi i k t / n) for t < SMALL_TAPS."""
         def table(n, count):
             k, t = np.meshgrid(np.arange(count), np.arange(SMALL_TAPS), indexing="ij")
@@ -141,9 +156,8 @@ class Transform:
         self.eh, self.ew = table(self.fh, self.fh // 2 + 1), table(self.fw, self.fw)
         self.order = cl.Buffer(handle.context, flags,
                                hostbuf=frequency_order(self.fh, self.fw, self.lanes))
-        defines = {"LANES": self.lanes, "WG": self.group, "STREAM": stream, "MAXTAPS": SMALL_TAPS}
-        self.small_kernels = [handle.build(KERNELS / f"{name}.cl", name, defines)
-                              for name in ("dft_small_forward", "dft_small_inverse")]
+        self.small_kernels = [kernel_of(name) for name in ("dft_small_forward",
+                                                           "dft_small_inverse")]
 
     def _launch_small(self, kernel, planes, args):
         kernel.set_args(*args)

@@ -63,6 +63,27 @@ def test_chunks(handle, monkeypatch, direction):
         fft2d._whole_image.cache_clear()
 
 
+@pytest.mark.parametrize("height, small", [(12, True), (100, False)], ids=["dft-small", "tall"])
+def test_a_config_builds_one_program(handle, monkeypatch, height, small):
+    """The transforms, the dft_small pair (where the weights' transform is short enough) and the
+    products come from one program (fft.cl), built with the config's defines."""
+    builds = []
+    build = handle.build
+    monkeypatch.setattr(handle, "build", lambda file, kernel, defines=None: (
+        builds.append((file.name, kernel, dict(defines))), build(file, kernel, defines))[1])
+    problem = Problem.conv2d((1, 4, height, 8), (4, 4, 3, 3), padding=1)
+    solver = Fft2d()
+    config = solver.default_config(problem, handle)
+    solver.build_invoker(problem, handle, config)
+    assert {file for file, _, _ in builds} == {"fft.cl"}
+    assert all(d == builds[0][2] for _, _, d in builds)
+    kernels = {kernel for _, kernel, _ in builds}
+    assert builds[0][2]["FFT_SMALL"] == int(small)   # the pair only where FH / 2 + 1 <= 48
+    assert kernels == {"fft2d_forward", "fft2d_inverse", "cgemm",
+                       *(("dft_small_forward", "dft_small_inverse") if small else ())}
+    assert all(builds[0][2][k] == config[k] for k in ("LANES", "GV", "TM", "TN", "GL"))
+
+
 def test_images_too_large_are_declined():
     """A transform longer than the kernels' buffers (256 points) is TiledFft's, not Fft2d's."""
     assert Fft2d().is_applicable(Problem.conv2d((1, 1, 200, 250), (1, 1, 5, 5), padding=2))
