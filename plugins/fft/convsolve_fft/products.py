@@ -5,23 +5,25 @@ With W[k][c'], X[c'][n'] and DY[k][n'] the spectra of layout.Layout, per group a
   backward-data:    DX[c'][n'] = sum_k conj(W[k][c']) DY[k][n']      (W of the flipped filter)
   backward-weights: DW[k][c'] = sum_n' conj(DY[k][n']) X[c'][n']    (over every chunk)
 """
+from importlib import resources
+
 import numpy as np
 import pyopencl as cl
 from convsolve import ceil_div, round_up
 
 from .layout import BWD, FWD
-from .transforms import program
+
+KERNELS = resources.files(__package__) / "kernels"
 
 
 class ComplexGemm:
-    """cgemm.cl's kernel for one config (from the program of the config's transforms,
-    transforms.program); a call enqueues the product of one chunk."""
+    """cgemm.cl built for one config; a call enqueues the product of one chunk."""
 
     def __init__(self, handle, layout, config):
         self.queue, self.layout = handle.queue, layout
         self.tm, self.tn, self.gv, self.gl = (config[k] for k in ("TM", "TN", "GV", "GL"))
-        _, kernel_of = program(handle, layout.h.length, layout.w.length, config)
-        self.kernel = kernel_of("cgemm")   # from the transforms' program
+        self.kernel = handle.build(KERNELS / "cgemm.cl", "cgemm",
+                                   {"GV": self.gv, "TM": self.tm, "TN": self.tn, "GL": self.gl})
 
     def __call__(self, scratch, columns, accumulate=False):
         """The product of a chunk whose spectra have ``columns`` columns n' (of layout.nprime)."""

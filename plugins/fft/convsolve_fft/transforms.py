@@ -93,19 +93,14 @@ def frequency_order(fh, fw, lanes):
     return np.array(order + [(-1, -1)] * (fp - len(order)), np.int32)
 
 
-#: The complex products' tunables (cgemm.cl), built into the same program as the transforms.
-CGEMM_TUNABLES = ("GV", "TM", "TN", "GL")
-
-
 def program(handle, fh, fw, config):
     """(the defines, a function giving a fresh Kernel by name) of the one program (fft.cl) of
-    ``config``'s kernels for fh x fw transforms: the fft2d pair, the dft_small pair where fh / 2
-    + 1 <= SMALL_KH, and cgemm."""
+    ``config``'s transforms for fh x fw planes: the fft2d pair, and the dft_small pair where
+    fh / 2 + 1 <= SMALL_KH."""
     small = fh // 2 + 1 <= SMALL_KH
     defines = {"LANES": config["LANES"], "WG": config["WG"], "STREAM": config["STREAM"],
                "USE_LOCAL": int(in_local_memory(fh, fw, config["LANES"], handle.device)),
-               "FFT_SMALL": int(small), **({"MAXTAPS": SMALL_TAPS} if small else {}),
-               **{k: config[k] for k in CGEMM_TUNABLES}}
+               "FFT_SMALL": int(small), **({"MAXTAPS": SMALL_TAPS} if small else {})}
     return defines, lambda name: handle.build(KERNELS / "fft.cl", name, defines)
 
 

@@ -64,9 +64,10 @@ def test_chunks(handle, monkeypatch, direction):
 
 
 @pytest.mark.parametrize("height, small", [(12, True), (100, False)], ids=["dft-small", "tall"])
-def test_a_config_builds_one_program(handle, monkeypatch, height, small):
-    """The transforms, the dft_small pair (where the weights' transform is short enough) and the
-    products come from one program (fft.cl), built with the config's defines."""
+def test_a_config_builds_two_programs(handle, monkeypatch, height, small):
+    """The transforms and the dft_small pair (where the weights' transform is short enough) come
+    from one program (fft.cl) built with the transforms' defines, the products from cgemm.cl
+    with theirs."""
     builds = []
     build = handle.build
     monkeypatch.setattr(handle, "build", lambda file, kernel, defines=None: (
@@ -75,13 +76,14 @@ def test_a_config_builds_one_program(handle, monkeypatch, height, small):
     solver = Fft2d()
     config = solver.default_config(problem, handle)
     solver.build_invoker(problem, handle, config)
-    assert {file for file, _, _ in builds} == {"fft.cl"}
-    assert all(d == builds[0][2] for _, _, d in builds)
-    kernels = {kernel for _, kernel, _ in builds}
-    assert builds[0][2]["FFT_SMALL"] == int(small)   # the pair only where FH / 2 + 1 <= 48
-    assert kernels == {"fft2d_forward", "fft2d_inverse", "cgemm",
-                       *(("dft_small_forward", "dft_small_inverse") if small else ())}
-    assert all(builds[0][2][k] == config[k] for k in ("LANES", "GV", "TM", "TN", "GL"))
+    transforms = [(kernel, d) for file, kernel, d in builds if file == "fft.cl"]
+    assert {file for file, _, _ in builds} == {"fft.cl", "cgemm.cl"}
+    assert all(d == transforms[0][1] for _, d in transforms)
+    assert transforms[0][1]["FFT_SMALL"] == int(small)   # the pair only where FH / 2 + 1 <= 48
+    assert {kernel for kernel, _ in transforms} == {
+        "fft2d_forward", "fft2d_inverse",
+        *(("dft_small_forward", "dft_small_inverse") if small else ())}
+    assert transforms[0][1]["LANES"] == config["LANES"] and "TM" not in transforms[0][1]
 
 
 def test_images_too_large_are_declined():

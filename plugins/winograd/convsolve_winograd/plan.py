@@ -225,49 +225,36 @@ def _i32(*values):
     return [np.int32(v) for v in values]
 
 
+def _data_kernel(handle, name, m, lanes, **epilogue):
+    """The transform kernel ``name`` (kernels/<name>.cl) for F(m, 3) with ``lanes`` tiles (or
+    filters) per work-item; the output's kernels with the problem's epilogue_defines() fused."""
+    return handle.build(KERNELS / f"{name}.cl", name, {"WINO_M": m, "TT": lanes, **epilogue})
+
+
 #: The tunables the GEMMs read (the transforms read TT): the vector kernels' (wino_gemm.cl,
 #: wino_gemm_wrw.cl) and the local-memory kernel's (wino_gemm_local.cl; config GEMM = "local").
 GEMM_TUNABLES = ("TM", "VW", "NV", "MR")
 LOCAL_TUNABLES = ("BM", "BN", "BK", "RM", "RN")
 
 
-def _program(handle, problem, m, config, splits=1):
-    """The kernels of F(m, 3) with ``config`` in ``problem``'s direction as one program
-    (wino_forward.cl, or wino_backward_weights.cl for backward-weights: its banner says why),
-    with the problem's epilogue_defines() for the kernel that stores the output; returns a
-    function giving a fresh Kernel by name.  The transforms take TT tiles a work-item, the
-    filter transforms FL = VW filters (the GEMM's vector width)."""
-    wrw = problem.direction is Direction.BACKWARD_WEIGHTS
-    local = config.get("GEMM", "vector") == "local"
-    defines = {"WINO_M": m, "TT": config["TT"], "FL": config["VW"],
-               "WINO_GEMM_LOCAL": int(local),
-               **{k: config[k] for k in (LOCAL_TUNABLES if local else GEMM_TUNABLES)},
-               **problem.epilogue_defines()}
-    if local:
-        defines["WRW"] = int(wrw)
-    if splits > 1:
-        defines["SPLIT"] = splits
-    if not wrw:   # wino_filter.cl: a work-item per panel of U on CPUs
-        defines["PANEL_ITEMS"] = int(not handle.is_gpu)
-    file = KERNELS / ("wino_backward_weights.cl" if wrw else "wino_forward.cl")
-    return lambda name: handle.build(file, name, defines)
-
-
-def _gemm(kernel_of, config, wrw, vector_group, splits=1):
-    """The GEMM of ``config`` from ``kernel_of`` (_program's; wino_gemm or wino_gemm_wrw: the
-    vector kernel, or with GEMM = "local" its local-memory form, backward-weights' in
-    ``splits`` parts; configs without GEMM, the CPU's, take the vector kernel), and how to
-    enqueue it over ``rows`` x ``cols`` of each of ``batches`` products."""
+def _gemm(handle, config, wrw, vector_group, splits=1):
+    """The GEMM of ``config`` (wino_gemm or wino_gemm_wrw: the vector kernel, or with GEMM =
+    "local" its local-memory form, backward-weights' in ``splits`` parts; configs without GEMM,
+    the CPU's, take the vector kernel), and how to enqueue it over ``rows`` x ``cols`` of each
+    of ``batches`` products."""
     name = "wino_gemm_wrw" if wrw else "wino_gemm"
     if config.get("GEMM", "vector") == "vector":
-        kernel = kernel_of(name)
+        kernel = handle.build(KERNELS / f"{name}.cl", name,
+                              {k: config[k] for k in GEMM_TUNABLES})
         tn, tm = config["VW"] * config["NV"], config["TM"] * config["MR"]
 
         def launch(queue, rows, cols, batches):
             return _launch(queue, kernel, ceil_div(cols, tn) * ceil_div(rows, tm) * batches,
                            vector_group)
         return kernel, launch
-    kernel = kernel_of(f"{name}_local")
+    kernel = handle.build(KERNELS / "wino_gemm_local.cl", f"{name}_local",
+                          {"WRW": int(wrw), **{k: config[k] for k in LOCAL_TUNABLES},
+                           **({"SPLIT": splits} if splits > 1 else {})})
     group = (config["BN"] // config["RN"], config["BM"] // config["RM"], 1)
 
     def launch(queue, rows, cols, batches):
@@ -320,9 +307,10 @@ def _stages(problem, geo, handle, m, config):
     gemm_local = local if handle.is_gpu else CPU_GEMM_GROUP
     lanes = config["VW"]     # filters per work-item: the GEMM's vector width
     panel_items = not handle.is_gpu   # wino_filter.cl: a work-item per panel of U on CPUs
-    kernel_of = _program(handle, problem, m, config)
-    filt, inp, out = (kernel_of(name) for name in ("wino_filter", "wino_input", "wino_output"))
-    gemm, gemm_launch = _gemm(kernel_of, config, False, gemm_local)
+    filt = _data_kernel(handle, "wino_filter", m, lanes, PANEL_ITEMS=int(panel_items))
+    inp = _data_kernel(handle, "wino_input", m, config["TT"])
+    out = _data_kernel(handle, "wino_output", m, config["TT"], **problem.epilogue_defines())
+    gemm, gemm_launch = _gemm(handle, config, False, gemm_local)
     tt = config["TT"]
     (ci, hi, wi), (co, ho, wo) = geo.in_shape, geo.out_shape
     v, mm = 0, geo.positions * ci * geo.pitch
@@ -362,11 +350,13 @@ def _build_wrw(problem, geo, handle, config, local, gemm_local):
     the epilogue, in the one kernel that writes dw).  The local GEMM sums parts of each chunk's
     tiles into geo.splits copies of S, which the last kernel adds up; the vector GEMM writes
     one (its workspace then holds copies it does not use)."""
+    grad = _data_kernel(handle, "wino_grad", geo.m, config["TT"])
+    inp = _data_kernel(handle, "wino_input", geo.m, config["TT"])
     splits = geo.splits if config.get("GEMM") == "local" else 1
-    kernel_of = _program(handle, problem, geo.m, config, splits)
-    grad, inp, final = (kernel_of(name) for name in ("wino_grad", "wino_input", "wino_filter_out"))
-    gemm, gemm_launch = _gemm(kernel_of, config, True, gemm_local, splits)
+    gemm, gemm_launch = _gemm(handle, config, True, gemm_local, splits)
     lanes = config["VW"]     # filters per work-item: the GEMM's vector width
+    final = _data_kernel(handle, "wino_filter_out", geo.m, lanes, **problem.epilogue_defines(),
+                         **({"SPLIT": splits} if splits > 1 else {}))
     (c, h, w), (k, oh, ow) = geo.in_shape, geo.out_shape
     chunk = geo.chunk_rows * geo.tiles_w
     xt, et = geo.fixed_floats, geo.fixed_floats + geo.positions * chunk * geo.x_row

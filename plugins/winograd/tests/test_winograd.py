@@ -227,29 +227,6 @@ def test_avx512_defaults_equal_the_kernels_defaults():
             assert int(found[name]) == value, name
 
 
-@pytest.mark.parametrize("direction", list(Direction), ids=lambda d: d.value)
-def test_a_direction_builds_one_program(handle, monkeypatch, direction):
-    """A direction's kernels come from one program (wino_forward.cl, or for backward-weights
-    wino_backward_weights.cl) built with the config's defines and the epilogue's: one program
-    load a config, not four; the filter transforms' lanes are the config's VW, the other
-    transforms' its TT."""
-    builds = []
-    build = handle.build
-    monkeypatch.setattr(handle, "build", lambda file, kernel, defines=None: (
-        builds.append((file.name, kernel, dict(defines))), build(file, kernel, defines))[1])
-    problem = Problem.conv2d((1, 8, 10, 10), (8, 8, 3, 3), padding=1, direction=direction)
-    problem = problem.with_epilogue(convsolve.Epilogue(blend=True))
-    config = {**F4x3().default_config(problem, handle), "TT": 2}
-    F4x3().build_invoker(problem, handle, config)
-    wrw = direction is Direction.BACKWARD_WEIGHTS
-    assert {file for file, _, _ in builds} == {
-        "wino_backward_weights.cl" if wrw else "wino_forward.cl"}
-    assert len(builds) == 4 and all(d == builds[0][2] for _, _, d in builds)   # one program
-    defines = builds[0][2]
-    assert (defines["TT"], defines["FL"], defines["WINO_M"]) == (2, config["VW"], 4)
-    assert defines["CS_EPI"] == 1
-
-
 def test_config_space_is_modest_and_consistent(handle):
     """Tens to hundreds of configs, each within the register, lane and panel limits."""
     problem = Problem.conv2d((1, 4, 8, 8), (4, 4, 3, 3))

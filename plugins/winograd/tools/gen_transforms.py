@@ -197,8 +197,7 @@ def emit(name, matrix, doc, by_columns=False):
     steps = program(matrix, by_columns)
     assert evaluate(steps, len(matrix[0])) == [[Fraction(v) for v in row] for row in matrix]
     lines = [f"/* {doc} */",
-             (f"WINO_INLINE void WINO_FN({name})(const WINO_T *x, const int xs, WINO_T *o,"
-              " const int os)"),
+             f"WINO_INLINE void {name}(const WINO_T *x, const int xs, WINO_T *o, const int os)",
              "{"]
     for target, terms in steps:
         text = _lincomb([(c, n.replace("]", " * xs]") if n.startswith("x[") else n)
@@ -225,9 +224,7 @@ def generate():
            " * what the script writes and that the matrices are exact.",
            " *",
            " * Defines read: WINO_M (2, 4 or 6: the output tile), WINO_T (the element type the",
-           " * functions work on, e.g. float16), WINO_INLINE (function qualifiers), WINO_FN (the",
-           " * functions' names: WINO_FN(wino_g); by default the name itself).  No include guard:",
-           " * a kernel may include it again over another WINO_T under other names.",
+           " * functions work on, e.g. float16), WINO_INLINE (function qualifiers).",
            " * Each function computes o[i * os] = sum_j M[i][j] * x[j * xs]:",
            " *   wino_bt   B^T (alpha x alpha)  input tile -> transformed input",
            " *   wino_g    G   (alpha x 3)      filter row -> transformed filter",
@@ -236,7 +233,7 @@ def generate():
            " *   wino_gt   G^T (3 x alpha)      transformed weight gradient -> 3 taps",
            " */",
            "#ifndef WINO_M", "#define WINO_M 4 /* output tile size m of F(m x m, 3 x 3) */",
-           "#endif", "#ifndef WINO_FN", "#define WINO_FN(name) name", "#endif"]
+           "#endif"]
     for index, m in enumerate(sorted(POINTS)):
         at, g, bt = matrices(m)
         a = [list(col) for col in zip(*at)]

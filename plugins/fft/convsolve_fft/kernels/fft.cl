@@ -1,9 +1,11 @@
-/* fft.cl: an FFT solver config's kernels as one program: the plane transforms (fft2d_forward,
- * fft2d_inverse), with FFT_SMALL the weights' separable DFTs (dft_small_forward,
- * dft_small_inverse), and the per-frequency products (cgemm).  One program a config, not one a
+/* fft.cl: an FFT solver config's transforms as one program: the plane transforms
+ * (fft2d_forward, fft2d_inverse) and, with FFT_SMALL, the weights' separable DFTs
+ * (dft_small_forward, dft_small_inverse), which read the same defines.  One program, not one a
  * kernel: on PoCL every program load, a cache hit included, costs a fixed 25-30 ms (it
- * preprocesses the OpenCL headers to find the entry), so a config's first use paid it three to
- * five times (BENCHMARKS.md "Session 65").  The kernels' banners give their arguments.
+ * preprocesses the OpenCL headers to find the entry; BENCHMARKS.md "Session 65").  The products
+ * (cgemm.cl) stay a program of their own: tuning varies their tunables apart from these, and in
+ * one program the transforms would be compiled again for each.  The kernels' banners give their
+ * arguments.
  *
  * Defines read: FFT_SMALL, and those of the files included.
  */
@@ -13,4 +15,3 @@
 #include "dft_small_forward.cl"
 #include "dft_small_inverse.cl"
 #endif
-#include "cgemm.cl"

@@ -27,10 +27,8 @@
  *
  * Defines read: WINO_M (winograd_transforms.cl), TT (the transforms' lanes), VW, NV, TM, MR (the
  * GEMMs' register tile), CS_PRECISION (convsolve.h), CS_EPI and the epilogue's structure
- * (convsolve_epilogue.h).  A direction's kernels are built as one program (wino_forward.cl,
- * wino_backward_weights.cl; the filter transforms' FL lanes: winograd_filter_lanes.cl); an
- * earlier form of the transforms took PoCL 15-23 s to build all five of m = 6 at once, these
- * build in about a second.
+ * (convsolve_epilogue.h).  Each kernel is built alone, from its own file: PoCL took 15-23 s to
+ * build all five transforms of m = 6 at once.
  */
 #ifndef WINOGRAD_COMMON_CL
 #define WINOGRAD_COMMON_CL

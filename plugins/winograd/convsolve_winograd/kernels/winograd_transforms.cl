@@ -5,9 +5,7 @@
  * what the script writes and that the matrices are exact.
  *
  * Defines read: WINO_M (2, 4 or 6: the output tile), WINO_T (the element type the
- * functions work on, e.g. float16), WINO_INLINE (function qualifiers), WINO_FN (the
- * functions' names: WINO_FN(wino_g); by default the name itself).  No include guard:
- * a kernel may include it again over another WINO_T under other names.
+ * functions work on, e.g. float16), WINO_INLINE (function qualifiers).
  * Each function computes o[i * os] = sum_j M[i][j] * x[j * xs]:
  *   wino_bt   B^T (alpha x alpha)  input tile -> transformed input
  *   wino_g    G   (alpha x 3)      filter row -> transformed filter
@@ -17,9 +15,6 @@
  */
 #ifndef WINO_M
 #define WINO_M 4 /* output tile size m of F(m x m, 3 x 3) */
-#endif
-#ifndef WINO_FN
-#define WINO_FN(name) name
 #endif
 
 #if WINO_M == 2
@@ -37,7 +32,7 @@
  */
 #define WINO_ALPHA 4
 /* o = B^T x */
-WINO_INLINE void WINO_FN(wino_bt)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_bt(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     const WINO_T e1 = x[2 * xs];
     const WINO_T q1 = x[1 * xs];
@@ -47,7 +42,7 @@ WINO_INLINE void WINO_FN(wino_bt)(const WINO_T *x, const int xs, WINO_T *o, cons
     o[3 * os] = x[1 * xs] - x[3 * xs];
 }
 /* o = G x */
-WINO_INLINE void WINO_FN(wino_g)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_g(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     const WINO_T e1 = 0.5f * x[0 * xs] + 0.5f * x[2 * xs];
     const WINO_T q1 = 0.5f * x[1 * xs];
@@ -57,7 +52,7 @@ WINO_INLINE void WINO_FN(wino_g)(const WINO_T *x, const int xs, WINO_T *o, const
     o[3 * os] = -x[2 * xs];
 }
 /* o = A^T x */
-WINO_INLINE void WINO_FN(wino_at)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_at(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     const WINO_T s1 = x[1 * xs] + x[2 * xs];
     const WINO_T d1 = x[1 * xs] - x[2 * xs];
@@ -65,7 +60,7 @@ WINO_INLINE void WINO_FN(wino_at)(const WINO_T *x, const int xs, WINO_T *o, cons
     o[1 * os] = d1 + x[3 * xs];
 }
 /* o = A x */
-WINO_INLINE void WINO_FN(wino_a)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_a(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     const WINO_T e1 = x[0 * xs];
     const WINO_T q1 = x[1 * xs];
@@ -75,7 +70,7 @@ WINO_INLINE void WINO_FN(wino_a)(const WINO_T *x, const int xs, WINO_T *o, const
     o[3 * os] = x[1 * xs];
 }
 /* o = G^T x */
-WINO_INLINE void WINO_FN(wino_gt)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_gt(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     const WINO_T s1 = x[1 * xs] - x[2 * xs];
     const WINO_T d1 = x[1 * xs] + x[2 * xs];
@@ -105,7 +100,7 @@ WINO_INLINE void WINO_FN(wino_gt)(const WINO_T *x, const int xs, WINO_T *o, cons
  */
 #define WINO_ALPHA 6
 /* o = B^T x */
-WINO_INLINE void WINO_FN(wino_bt)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_bt(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     o[0 * os] = 2.0f * x[0 * xs] + 3.0f * x[1 * xs] - 4.0f * x[2 * xs] - 3.0f * x[3 * xs] + 2.0f * x[4 * xs];
     o[1 * os] = 2.0f * x[1 * xs] + 5.0f * x[2 * xs] + x[3 * xs] - 2.0f * x[4 * xs];
@@ -115,7 +110,7 @@ WINO_INLINE void WINO_FN(wino_bt)(const WINO_T *x, const int xs, WINO_T *o, cons
     o[5 * os] = 2.0f * x[1 * xs] + 3.0f * x[2 * xs] - 4.0f * x[3 * xs] - 3.0f * x[4 * xs] + 2.0f * x[5 * xs];
 }
 /* o = G x */
-WINO_INLINE void WINO_FN(wino_g)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_g(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     const WINO_T e1 = 0.16666667f * x[0 * xs] + 0.16666667f * x[2 * xs];
     const WINO_T q1 = 0.16666667f * x[1 * xs];
@@ -127,7 +122,7 @@ WINO_INLINE void WINO_FN(wino_g)(const WINO_T *x, const int xs, WINO_T *o, const
     o[5 * os] = 0.5f * x[2 * xs];
 }
 /* o = A^T x */
-WINO_INLINE void WINO_FN(wino_at)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_at(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     const WINO_T s1 = x[1 * xs] + x[2 * xs];
     const WINO_T d1 = x[1 * xs] - x[2 * xs];
@@ -137,7 +132,7 @@ WINO_INLINE void WINO_FN(wino_at)(const WINO_T *x, const int xs, WINO_T *o, cons
     o[3 * os] = d1 + 8.0f * x[3 * xs] - 0.125f * x[4 * xs] + x[5 * xs];
 }
 /* o = A x */
-WINO_INLINE void WINO_FN(wino_a)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_a(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     const WINO_T e1 = x[0 * xs] + x[2 * xs];
     const WINO_T q1 = x[1 * xs] + x[3 * xs];
@@ -149,7 +144,7 @@ WINO_INLINE void WINO_FN(wino_a)(const WINO_T *x, const int xs, WINO_T *o, const
     o[5 * os] = x[3 * xs];
 }
 /* o = G^T x */
-WINO_INLINE void WINO_FN(wino_gt)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_gt(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     const WINO_T s1 = x[1 * xs] + x[2 * xs];
     const WINO_T d1 = x[1 * xs] - x[2 * xs];
@@ -185,7 +180,7 @@ WINO_INLINE void WINO_FN(wino_gt)(const WINO_T *x, const int xs, WINO_T *o, cons
  */
 #define WINO_ALPHA 8
 /* o = B^T x */
-WINO_INLINE void WINO_FN(wino_bt)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_bt(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     const WINO_T e1 = 4.0f * x[2 * xs] - 17.0f * x[4 * xs] + 4.0f * x[6 * xs];
     const WINO_T q1 = 4.0f * x[1 * xs] - 17.0f * x[3 * xs] + 4.0f * x[5 * xs];
@@ -203,7 +198,7 @@ WINO_INLINE void WINO_FN(wino_bt)(const WINO_T *x, const int xs, WINO_T *o, cons
     o[7 * os] = 4.0f * x[1 * xs] - 21.0f * x[3 * xs] + 21.0f * x[5 * xs] - 4.0f * x[7 * xs];
 }
 /* o = G x */
-WINO_INLINE void WINO_FN(wino_g)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_g(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     const WINO_T e1 = -0.055555556f * x[0 * xs] - 0.055555556f * x[2 * xs];
     const WINO_T q1 = -0.055555556f * x[1 * xs];
@@ -221,7 +216,7 @@ WINO_INLINE void WINO_FN(wino_g)(const WINO_T *x, const int xs, WINO_T *o, const
     o[7 * os] = -0.25f * x[2 * xs];
 }
 /* o = A^T x */
-WINO_INLINE void WINO_FN(wino_at)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_at(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     const WINO_T s1 = x[1 * xs] + x[2 * xs];
     const WINO_T d1 = x[1 * xs] - x[2 * xs];
@@ -237,7 +232,7 @@ WINO_INLINE void WINO_FN(wino_at)(const WINO_T *x, const int xs, WINO_T *o, cons
     o[5 * os] = d1 + 32.0f * d3 + 0.03125f * d5 + x[7 * xs];
 }
 /* o = A x */
-WINO_INLINE void WINO_FN(wino_a)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_a(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     const WINO_T e1 = x[0 * xs] + x[2 * xs] + x[4 * xs];
     const WINO_T q1 = x[1 * xs] + x[3 * xs] + x[5 * xs];
@@ -255,7 +250,7 @@ WINO_INLINE void WINO_FN(wino_a)(const WINO_T *x, const int xs, WINO_T *o, const
     o[7 * os] = x[5 * xs];
 }
 /* o = G^T x */
-WINO_INLINE void WINO_FN(wino_gt)(const WINO_T *x, const int xs, WINO_T *o, const int os)
+WINO_INLINE void wino_gt(const WINO_T *x, const int xs, WINO_T *o, const int os)
 {
     const WINO_T s1 = x[1 * xs] - x[2 * xs];
     const WINO_T d1 = x[1 * xs] + x[2 * xs];
