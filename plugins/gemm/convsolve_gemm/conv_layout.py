@@ -124,7 +124,9 @@ class Columns:
     def _unfold(self, problem, src, image0, count, dst):
         """im2col of images [image0, image0 + count) of ``problem``'s input ``src`` into ``dst``."""
         p = problem
-        size = (_runs(p.out_sizes, self.im2col_tw), p.c // p.groups * taps(p), count * p.groups)
+        runs = (_row_blocks(p.out_sizes, self.im2col_tw) if p.spatial_dims == 2
+                else _runs(p.out_sizes, self.im2col_tw))
+        size = (runs, p.c // p.groups * taps(p), count * p.groups)
         self.im2col_kernel.set_args(src, dst.buffer, *unfold_args(p),
                                     image0 * p.c * in_pixels(p), dst.offset, dst.ld, dst.image,
                                     dst.group)
@@ -154,6 +156,13 @@ def _runs(sizes, width):
     elements of a row each: an unfold launch's first dimension."""
     *outer, last = sizes
     return math.prod(outer) * ceil_div(last, width)
+
+
+def _row_blocks(sizes, width):
+    """Work-items of im2col.cl over an (OH, OW) output: ``width`` consecutive columns of
+    max(1, width // OW) consecutive rows each."""
+    oh, ow = sizes
+    return ceil_div(oh, max(1, width // ow)) * ceil_div(ow, width)
 
 
 def padded_pitch(count):

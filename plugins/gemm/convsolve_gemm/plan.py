@@ -18,7 +18,9 @@ instead (``merges_images``; gemm.cl's COL_IMAGES) on GPUs (local-memory configs)
 product still fills the device, and on CPUs (register tiles packing op(B)) where a product per
 image would leave CPU_IMAGE_WASTE of its tiles' columns empty: one product per group covers
 every image, so a 14x14 or 7x7 layer's 196 or 49 pixels an image no longer leave a part of each
-image's last column tile empty (7x7 in 32-column tiles: 15 of 64).
+image's last column tile empty (7x7 in 32-column tiles: 15 of 64). On CPUs forward's products
+over column matrices do the same: the stacked matrices of a chunk are op(B)'s images, one
+matrix apart (their pitch is then the image's pixels, as C's).
 
 With ``side_by_side`` (backward-weights only) a chunk's images lie side by side instead: col[g]
 is (Cg*R*S) x (images*OH*OW), and dy is gathered the same way, so dW[g] is one product whose
@@ -167,7 +169,10 @@ SIDE_BY_SIDE_COLUMNS = 64
 #: image) from which they do.  Zen 4 EPYC (AVX-512, PoCL 3.1), batch 8, best of three rounds
 #: (TUNING.md, "1x1 products side by side on CPUs"): forward 0.84-0.92x the per-image time at
 #: 7x7, 0.90-1.00x at 14x14; backward-data 0.90-0.93x at 7x7 but 1.02-1.07x at 14x14 and on
-#: MobileNet-v2's products, so it keeps a product per image.
+#: MobileNet-v2's products, so it keeps a product per image.  Forward over column matrices
+#: (Im2ColGemm, strided Gemm1x1), same machine, three rounds interleaved: the GEMM of ResNet-50's
+#: 3x3/2 layer to 7x7 0.80-0.84x, of a 2048 -> 512 7x7 1x1 0.77-0.82x (TUNING.md, "Column
+#: matrices side by side on CPUs, and im2col's short rows").
 CPU_MERGED_DIRECTIONS = (Direction.FORWARD,)
 CPU_IMAGE_WASTE = 0.05
 
@@ -179,16 +184,18 @@ def merges_images(problem, use_columns, config, handle):
     configs.FILL work-groups a compute unit of ``handle``'s device (with fewer, per image keeps
     more of the device busy), or on a register-tile (CPU) config that packs op(B) (MR > 1), in
     CPU_MERGED_DIRECTIONS, where per image CPU_IMAGE_WASTE of the columns would be computed in
-    vain; never with more groups than images (side by side takes a launch a group, per image
-    min(images, groups): 512 launches made a 512-group 1x1 layer 400x slower on an H100).  On
-    GPUs their default config is configs.smallest."""
-    if use_columns or problem.direction is Direction.BACKWARD_WEIGHTS or problem.groups > problem.n:
+    vain, through column matrices too when their pitch is the image's pixels (COL_IMAGES reads
+    op(B) and C with one pitch); never with more groups than images (side by side takes a launch
+    a group, per image min(images, groups): 512 launches made a 512-group 1x1 layer 400x slower
+    on an H100).  On GPUs their default config is configs.smallest."""
+    if problem.direction is Direction.BACKWARD_WEIGHTS or problem.groups > problem.n:
         return False
     if not config["USE_LOCAL"]:
         tile, pixels = config["TN"] * config["WGD_N"], out_pixels(problem)
         return (config["MR"] > 1 and problem.direction in CPU_MERGED_DIRECTIONS
+                and (not use_columns or padded_pitch(pixels) == pixels)
                 and ceil_div(pixels, tile) * tile / pixels - 1 >= CPU_IMAGE_WASTE)
-    if configs.tile_shape(config)[1] > SIDE_BY_SIDE_COLUMNS:
+    if use_columns or configs.tile_shape(config)[1] > SIDE_BY_SIDE_COLUMNS:
         return False
     m, n, groups = main_product(problem, use_columns, merged=True)
     return configs.work_groups(config, m, n, groups) >= configs.filled(handle)

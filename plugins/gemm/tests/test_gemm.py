@@ -121,6 +121,34 @@ def test_cpu_products_lay_images_side_by_side(handle, monkeypatch):
     assert check_solver(solver, cpu, problems, configs=1) == len(problems)
 
 
+def test_cpu_column_products_lay_images_side_by_side(handle):
+    """On a CPU's register tiles Im2ColGemm's forward products over the stacked column matrices
+    take the images side by side where per image CPU_IMAGE_WASTE of the tiles' columns would be
+    empty: right with stride, dilation, asymmetric padding, groups, images in several chunks and
+    check_solver's epilogue cases; backward-data keeps a product per image."""
+    cpu = handle if handle.is_cpu else retyped(Handle(), "CPU")
+    solver = convsolve.registry().get("gemm.Im2ColGemm")
+    problems = [Problem.conv2d((3, 6, 9, 11), (8, 6, 3, 3), stride=2, padding=((1, 0), (2, 1))),
+                Problem.conv2d((4, 8, 7, 5), (6, 4, 3, 2), dilation=(2, 1), groups=2),
+                Problem.conv2d((5, 3, 6, 6), (4, 3, 1, 1), stride=(2, 1))]
+    assert all(plan.merges_images(p, True, solver.default_config(p, cpu), cpu) for p in problems)
+    bwd = problems[0].with_direction("bwd")
+    assert not plan.merges_images(bwd, True, solver.default_config(bwd, cpu), cpu)
+    assert check_solver(solver, cpu, problems, configs=1) == len(problems)
+
+
+def test_cpu_column_products_in_chunks(handle, monkeypatch):
+    """Side by side over column matrices when a chunk holds fewer images than the batch: each
+    chunk's product covers its own images."""
+    cpu = handle if handle.is_cpu else retyped(Handle(), "CPU")
+    solver = convsolve.registry().get("gemm.Im2ColGemm")
+    problem = Problem.conv2d((5, 6, 9, 11), (8, 6, 3, 3), stride=2, padding=((1, 0), (2, 1)))
+    monkeypatch.setattr(conv_layout, "COLUMN_BUDGET_BYTES", 2 * plan.bytes_per_image(problem))
+    assert plan.layout(problem).chunk == 2   # chunks of 2, 2 and 1 images
+    assert plan.merges_images(problem, True, solver.default_config(problem, cpu), cpu)
+    assert check_solver(solver, cpu, [problem], configs=0) == 1
+
+
 @pytest.mark.parametrize("x, k, direction, merged", [
     ((32, 1024, 14, 14), 256, "fwd", True),    # 4 x 98 tiles of 64: 392 work-groups
     ((32, 256, 14, 14), 1024, "bwd", True),    # the same product
