@@ -172,7 +172,7 @@ SIDE_BY_SIDE_COLUMNS = 64
 #: MobileNet-v2's products, so it keeps a product per image.  Forward over column matrices
 #: (Im2ColGemm, strided Gemm1x1), same machine, three rounds interleaved: the GEMM of ResNet-50's
 #: 3x3/2 layer to 7x7 0.80-0.84x, of a 2048 -> 512 7x7 1x1 0.77-0.82x (TUNING.md, "Column
-#: matrices side by side on CPUs, and im2col's short rows").
+#: matrices side by side on CPUs, im2col's short rows, col2im's strided columns").
 CPU_MERGED_DIRECTIONS = (Direction.FORWARD,)
 CPU_IMAGE_WASTE = 0.05
 

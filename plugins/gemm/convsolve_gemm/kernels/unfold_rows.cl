@@ -52,7 +52,8 @@ static inline void col2im_blocks(const int iw0, const int nw, const int pad, con
 
 /* col2im, one tap, the columns t in [t0, t1) one at a time: sum[t] += crow[ow] where
  * ow * stride == tw0 + t, 0 <= ow < OW (tw0: the work-item's first column plus the padding,
- * less the tap's offset). */
+ * less the tap's offset).  At a stride past 1 the loop runs over the ow that reach the
+ * columns, so no column pays a division (a test a column made stride-2 col2im 3.5 GB/s). */
 static inline void col2im_lanes(real *sum, const __global real *crow, const int tw0,
                                 const int stride, const int OW, const int t0, const int t1)
 {
@@ -61,11 +62,12 @@ static inline void col2im_lanes(real *sum, const __global real *crow, const int 
             sum[t] += crow[tw0 + t];
         return;
     }
-    for (int t = t0; t < t1; ++t) {
-        const int tw = tw0 + t;
-        if (tw >= 0 && tw % stride == 0 && tw / stride < OW)
-            sum[t] += crow[tw / stride];
-    }
+    const int first = tw0 + t0, last = tw0 + t1 - 1;   /* the columns' tw */
+    if (last < 0)
+        return;
+    const int ow_end = min(OW, last / stride + 1);
+    for (int ow = first <= 0 ? 0 : (first + stride - 1) / stride; ow < ow_end; ++ow)
+        sum[ow * stride - tw0] += crow[ow];
 }
 
 /* col2im, one tap, every column of the work-item that col2im_block_tap does not sum. */
