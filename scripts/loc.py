@@ -186,6 +186,11 @@ ROOT = Path(__file__).resolve().parents[1]
 #: rows each; the image loop of dw_wrw and the (image, row) pairs of dw_wrw_rows, +6 lines).
 #: The cli's went from 1,320 to 1,325 (2026-12-07) for `heuristics fit|eval --rounds` (issue 26:
 #: the Zen 4's 23,220 noisy records rank better with 300 trees than the default 150; +5).
+#: find's confirmation round (its three fastest candidates timed again, each keeping the smaller
+#: time: a shared host's slow seconds made one find in three pick another winner; engine/
+#: benchmark.py's _confirmed and its two callers, +25) and benchmark.py split out of find.py, which
+#: had passed the 400-line module budget (its imports, +12), raised the engine's from 2,070 to
+#: 2,110 (2026-12-07).
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
@@ -196,7 +201,7 @@ BUDGETS = {
     "core/device": {"python": 770, "opencl": 0},
     "core/db": {"python": 775, "opencl": 0},
     "core/heuristics": {"python": 870, "opencl": 0},
-    "core/engine": {"python": 2070, "opencl": 0},
+    "core/engine": {"python": 2110, "opencl": 0},
     "core/testing": {"python": 792, "opencl": 0},
     "core/cli": {"python": 1325, "opencl": 0},
     "core/bench": {"python": 1490, "opencl": 60},

@@ -30,7 +30,7 @@ from ..db.journal import Journal
 from ..device.tensors import device_buffers
 from ..device.timing import CUTOFF_LOOKS, held, settled, time_batch, warm_up
 from ..engine import fusion
-from ..engine.find import CUTOFF_FACTOR
+from ..engine.benchmark import CUTOFF_FACTOR
 from ..engine.run import check_buffers
 from ..engine.search import tuned_invoker
 from ..errors import ConvsolveError, ValidationError

@@ -12,7 +12,7 @@ from ..problem import Problem
 from ..solvers.policy import Policy
 from ..solvers.registry import registry
 from . import fusion
-from .find import QueueBlocked, benchmark
+from .benchmark import QueueBlocked, benchmark
 from .parallel import exit_with_parent
 from .run import check_buffers
 

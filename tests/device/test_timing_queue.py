@@ -8,7 +8,7 @@ import pyopencl as cl
 import pytest
 from convsolve import ValidationError
 from convsolve.device.tensors import device_buffers, random_tensors
-from convsolve.engine import find as find_module
+from convsolve.engine import benchmark as benchmark_module
 from convsolve.testing import FLOAT32_TOLERANCE, expected_output, read_output, relative_error
 
 SOLVER = "direct.NaiveFwd"
@@ -97,12 +97,12 @@ def test_find_times_on_the_twin_and_a_db_hit_enqueues_nothing(handle, monkeypatc
         sections.append(self)
         return original(self)
     monkeypatch.setattr(type(handle), "timing_section", counted)
-    time_invoker = find_module.time_invoker
+    time_invoker = benchmark_module.time_invoker
 
     def recorded(invoker, buffers, *args, **kwargs):
         timed_on.append(_profiled(invoker(buffers, args[0])[-1]))
         return time_invoker(invoker, buffers, *args, **kwargs)
-    monkeypatch.setattr(find_module, "time_invoker", recorded)
+    monkeypatch.setattr(benchmark_module, "time_invoker", recorded)
     bufs = device_buffers(handle, random_tensors(PROBLEM))
     assert convsolve.find(handle, PROBLEM, **bufs)[0].source == "benchmark"
     assert sections == [handle] and timed_on and all(timed_on)

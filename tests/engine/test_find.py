@@ -6,9 +6,11 @@ import sys
 from pathlib import Path
 
 import convsolve
+import pyopencl as cl
 import pytest
 from convsolve import FindError, FindMode, Problem, ValidationError, find, run
 from convsolve.db.find_db import FindDb
+from convsolve.engine import benchmark as benchmark_module
 from convsolve.reference import relative_error
 from convsolve.testing import (
     device_buffers,
@@ -46,6 +48,53 @@ def test_find_ranks_records_and_logs_every_skip(handle, fake, buffers, caplog):
     stored = FindDb().lookup(handle.db_key, PROBLEM.key())
     assert [r.solver for r in stored if not r.failure] == names
     assert sorted(r.solver for r in stored if r.failure) == ["fake.BadBuild", "fake.RunFails"]
+
+
+def test_find_confirms_its_fastest_candidates(handle, fake, buffers, monkeypatch):
+    """After the first pass the fastest candidates within CONFIRM_FACTOR of the best are timed
+    again and keep the smaller time, so one timed in a slow moment of the host can still win;
+    a candidate past the factor is timed once."""
+    script = [[3.0, 1.0], [2.0, 2.0], [50.0, 50.0]]   # by the order of first timing
+    seen = []
+
+    def scripted(invoker, buffers, scratch, budget_ms, cutoff_ms=None, limit_s=None):
+        cl.wait_for_events(invoker(buffers, scratch))
+        if invoker not in seen:
+            seen.append(invoker)
+        index = seen.index(invoker)
+        return script[index].pop(0)
+    monkeypatch.setattr(benchmark_module, "time_invoker", scripted)
+    results = find(handle, PROBLEM, **buffers, mode="NORMAL")
+    assert [r.time_ms for r in results] == [1.0, 2.0, 50.0]
+    assert [len(times) for times in script] == [0, 0, 1]   # the slow one timed once
+    stored = {r.solver: r.time_ms for r in FindDb().lookup(handle.db_key, PROBLEM.key())}
+    assert stored[results[0].solver] == 1.0
+
+
+def test_isolated_find_confirms_in_the_worker(handle, fake, buffers, monkeypatch):
+    """Under CONVSOLVE_FIND_ISOLATION=process the confirmation round asks the worker to time
+    each contender alone; one the worker cannot time again keeps its first time (the worker
+    stands in: its first pass times three of the fake plugins' candidates)."""
+    from convsolve.engine import solutions, worker
+
+    def timed(name, ms):
+        return solutions.Solution(name, name.split(".")[0], ms, 0, "benchmark")
+
+    def scripted(handle, problem, solvers, available, skipped, failed, verify, values=None):
+        names = [s.name for s in solvers]
+        if len(names) > 1:   # the first pass
+            first = {"fake.Good": 2.0, "fake.NoWti": 3.0, "direct.NaiveFwd": 50.0}
+            return sorted((timed(n, first[n]) for n in names if n in first),
+                          key=lambda s: s.time_ms)
+        again.append(names[0])
+        return [timed(names[0], 1.0)] if names[0] == "fake.NoWti" else []
+    again = []
+    monkeypatch.setattr(worker, "benchmark", scripted)
+    monkeypatch.setenv("CONVSOLVE_FIND_ISOLATION", "process")
+    results = find(handle, PROBLEM, **buffers, mode="NORMAL")
+    assert [(r.solver, r.time_ms) for r in results] == [
+        ("fake.NoWti", 1.0), ("fake.Good", 2.0), ("direct.NaiveFwd", 50.0)]
+    assert sorted(again) == ["fake.Good", "fake.NoWti"]
 
 
 def test_find_request_count_and_argument_errors(handle, buffers):

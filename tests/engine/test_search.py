@@ -11,6 +11,7 @@ import tqdm
 from convsolve import Problem
 from convsolve.db.find_db import FindDb, Record
 from convsolve.db.perf_db import PerfDb
+from convsolve.engine import benchmark as benchmark_module
 from convsolve.engine import find as find_module
 from convsolve.engine import search as search_module
 from convsolve.engine.search import Budget, search
@@ -39,7 +40,7 @@ def known_costs(monkeypatch, fake_plugins_importable):
     def known_cost(invoker, buffers, scratch, budget_ms, cutoff_ms=None, limit_s=None):
         cl.wait_for_events(invoker(buffers, scratch))
         return 1.0 + cs_tunable.LAST_RUN["config"]["SPIN"] / 10000
-    for module in (search_module, find_module):
+    for module in (search_module, find_module, benchmark_module):
         monkeypatch.setattr(module, "time_invoker", known_cost)
 
 
