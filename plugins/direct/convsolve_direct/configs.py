@@ -40,13 +40,20 @@ DEPTHWISE_GPU_FIXED_FILTERS = SPECIALISED_FILTERS
 #: it saves.
 FIXED_MIN_FLOPS = 100e6
 FIXED_MIN_OUTPUTS = 1 << 18
+#: direct.Depthwise on CPUs from this many outputs on: the filter compiled in took 0.57-0.72x
+#: the time of run-time taps on every 3x3 layer measured below FIXED_MIN_OUTPUTS (MobileNet-v2's
+#: at batch 1, 47K-150K outputs, forward and backward-data; its 14x14 -> 7x7 stride-2 layer at
+#: batch 8, 226K: 0.64x; a 5x5 at batch 1 0.89x), interleaved in one process (2-vCPU Zen 4,
+#: AVX-512, PoCL 3.1, 2026-12-07; BENCHMARKS.md "Session 66"); the build (one a filter size and
+#: vector width) is paid once a machine, in PoCL's cache.
+DEPTHWISE_CPU_FIXED_MIN_OUTPUTS = 1 << 15
 
 
-def fixed_default(problem, wanted):
-    """The default FIXED: the device class's wish, for problems with enough work."""
+def fixed_default(problem, wanted, min_outputs=FIXED_MIN_OUTPUTS):
+    """The default FIXED: the device class's wish, for problems with enough work (FLOPs, or
+    ``min_outputs`` output elements)."""
     output = getattr(problem, problem.direction.output).size
-    return int(bool(wanted) and (problem.flops >= FIXED_MIN_FLOPS
-                                 or output >= FIXED_MIN_OUTPUTS))
+    return int(bool(wanted) and (problem.flops >= FIXED_MIN_FLOPS or output >= min_outputs))
 
 
 def fixed_choices(problem, filters=SPECIALISED_FILTERS):

@@ -214,7 +214,9 @@ class Depthwise(DirectSolver):
             if entry["STAGE"] == STAGE_REGISTERS:   # as given, where its space takes it
                 return entry if space.refusal(entry) is None else fitted(key,
                                                                           configs.UNSTAGED_GPU)
-            fixed, vw = fixed_default(problem, entry["FIXED"]), entry["VW"]
+            fixed = fixed_default(problem, entry["FIXED"], configs.DEPTHWISE_CPU_FIXED_MIN_OUTPUTS
+                                  if key.startswith("cpu") else configs.FIXED_MIN_OUTPUTS)
+            vw = entry["VW"]
             if configs.DEPTHWISE_WRW_FIXED and problem.direction is Direction.BACKWARD_WEIGHTS \
                     and 1 in space.params["FIXED"]:
                 fixed = 1   # whatever the work, every device class (configs.DEPTHWISE_WRW_FIXED)
