@@ -12,7 +12,7 @@ from dataclasses import replace
 import pyopencl as cl
 
 from .. import env
-from ..device.timing import RunTimeout, time_invoker
+from ..device.timing import RunTimeout, batch_runs, held, time_batch, time_invoker
 from ..errors import ContractError, FindError, ValidationError
 from ..solvers.calls import workspace_of, wti_of
 from ..solvers.registry import solver_attribute
@@ -29,9 +29,9 @@ log = logging.getLogger("convsolve")
 #: no further.
 CUTOFF_FACTOR = 10.0
 #: After every candidate is timed, the CONFIRM_TOP fastest within CONFIRM_FACTOR of the best
-#: are timed once more, in reverse order, and keep the smaller of their two times: a host busy
-#: elsewhere for a few seconds slows every sample of the candidate timed then, and noise only
-#: adds time.  On a shared 2-vCPU Zen 4 (PoCL) one find timed winograd.F4x3 at 1.69 ms on
+#: are timed once more (one batch of back-to-back runs: a sample), in reverse order, and keep the
+#: smaller of their two times: a host busy elsewhere for a few seconds slows every sample of the
+#: candidate timed then, and noise only adds time.  On a shared 2-vCPU Zen 4 (PoCL) one find timed winograd.F4x3 at 1.69 ms on
 #: ResNet-50's 56x56 3x3 layer at batch 1 and picked implicit_gemm.Fwd (1.31 ms), where five
 #: later runs measured 0.99-1.08 and 1.29-2.51 ms (BENCHMARKS.md, "Session 66").
 CONFIRM_TOP = 3
@@ -125,9 +125,9 @@ def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, 
     if isolated:
         values, by_name = worker.epilogue_scalars(problem, buffers), {s.name: s for s in fitting}
 
-        def again(name):   # a failure here leaves the first time standing, recorded nowhere
-            timed = worker.benchmark(handle, problem, [by_name[name]], available, {}, {},
-                                     verify, values)
+        def again(result):   # a failure here leaves the first time standing, recorded nowhere
+            timed = worker.benchmark(handle, problem, [by_name[result.solver]], available, {},
+                                     {}, verify, values)
             return timed[0].time_ms if timed else None
         return _confirmed(worker.benchmark(handle, problem, fitting, available, skipped, failed,
                                            verify, values), again)
@@ -175,11 +175,15 @@ def _time_all(handle, problem, built, needs, buffers, scratch, skipped, failed, 
     by_name = {solver.name: solver for solver in built}
     results = []
 
-    def timed(solver, cutoff_ms):
-        """``solver``'s time; a run past the limit ends find (QueueBlocked)."""
+    def timed(solver, cutoff_ms, sample_of=None):
+        """``solver``'s time, or with ``sample_of`` (ms) one sample of a run that took that
+        long; a run past the limit ends find (QueueBlocked)."""
+        given = scratch if needs[solver] else None
         try:
-            return time_invoker(built[solver], buffers, scratch if needs[solver] else None,
-                                budget, cutoff_ms, limit_s)
+            if sample_of is None:
+                return time_invoker(built[solver], buffers, given, budget, cutoff_ms, limit_s)
+            with held():
+                return time_batch(built[solver], buffers, given, batch_runs(sample_of), limit_s)
         except RunTimeout as exc:
             failed[solver.name] = f"failed to run: {exc}"
             raise QueueBlocked(f"{solver.name!r} on {problem.key()}: {exc}; the device queue of "
@@ -206,26 +210,27 @@ def _time_all(handle, problem, built, needs, buffers, scratch, skipped, failed, 
             continue
         log.info("timed %r: %.4f ms", solver.name, time_ms)
         results.append(Solution(solver.name, solver.family, time_ms, needs[solver], "benchmark"))
-    def again(name):
+
+    def again(result):
         try:
-            return timed(by_name[name], None)
+            return timed(by_name[result.solver], None, sample_of=result.time_ms)
         except QueueBlocked:
             raise
         except Exception as exc:  # noqa: BLE001 (it ran before: its first time stands)
-            log.info("confirming %r: %s", name, getattr(exc, "reason", exc))
+            log.info("confirming %r: %s", result.solver, getattr(exc, "reason", exc))
             return None
     return _confirmed(sorted(results, key=lambda s: s.time_ms), again)
 
 
 def _confirmed(results, time_again):
     """``results`` (Solutions, fastest first) after the confirmation round (CONFIRM_TOP):
-    ``time_again(name)`` times a contender once more (None: it could not, its time stands)."""
+    ``time_again(solution)`` times a contender once more (None: it could not, its time stands)."""
     contenders = [r for r in results[:CONFIRM_TOP]
                   if r.time_ms <= results[0].time_ms * CONFIRM_FACTOR]
     if len(contenders) < 2:
         return results
     for result in reversed(contenders):
-        again = time_again(result.solver)
+        again = time_again(result)
         if again is not None:
             log.info("timed %r again: %.4f ms", result.solver, again)
             results[results.index(result)] = replace(result, time_ms=min(result.time_ms, again))

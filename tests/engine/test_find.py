@@ -52,21 +52,26 @@ def test_find_ranks_records_and_logs_every_skip(handle, fake, buffers, caplog):
 
 def test_find_confirms_its_fastest_candidates(handle, fake, buffers, monkeypatch):
     """After the first pass the fastest candidates within CONFIRM_FACTOR of the best are timed
-    again and keep the smaller time, so one timed in a slow moment of the host can still win;
-    a candidate past the factor is timed once."""
+    again (one sample, as many runs as a sample of their first time holds) and keep the smaller
+    time, so one timed in a slow moment of the host can still win; a candidate past the factor
+    is timed once."""
     script = [[3.0, 1.0], [2.0, 2.0], [50.0, 50.0]]   # by the order of first timing
-    seen = []
+    seen, batches = [], []
 
-    def scripted(invoker, buffers, scratch, budget_ms, cutoff_ms=None, limit_s=None):
+    def first(invoker, buffers, scratch, budget_ms, cutoff_ms=None, limit_s=None):
         cl.wait_for_events(invoker(buffers, scratch))
-        if invoker not in seen:
-            seen.append(invoker)
-        index = seen.index(invoker)
-        return script[index].pop(0)
-    monkeypatch.setattr(benchmark_module, "time_invoker", scripted)
+        seen.append(invoker)
+        return script[len(seen) - 1].pop(0)
+
+    def sample(invoker, buffers, scratch, runs, limit_s=None):
+        batches.append(runs)
+        return script[seen.index(invoker)].pop(0)
+    monkeypatch.setattr(benchmark_module, "time_invoker", first)
+    monkeypatch.setattr(benchmark_module, "time_batch", sample)
     results = find(handle, PROBLEM, **buffers, mode="NORMAL")
     assert [r.time_ms for r in results] == [1.0, 2.0, 50.0]
     assert [len(times) for times in script] == [0, 0, 1]   # the slow one timed once
+    assert batches == [1, 1]   # 2-3 ms runs: a run a sample
     stored = {r.solver: r.time_ms for r in FindDb().lookup(handle.db_key, PROBLEM.key())}
     assert stored[results[0].solver] == 1.0
 
