@@ -159,9 +159,13 @@ DEPTHWISE_GPU_CONSTRAINTS = ["STAGE != 1 or TH * TWV >= WG // 2",   # staged: a 
 DEPTHWISE_TAP_BLOCKS = (4, 9, 16)
 #: The staged GPU entry comes from `scripts/stage_profile.py --solvers direct.Depthwise --sweep
 #: 24` on six of MobileNet-v2's depthwise layers at batch 32 (NVIDIA H200, 2026-12-05): 4-wide
-#: vectors on 32-row tiles, 1.6-4.3x the former VW=1, TH=8, TWV=32 entry.
+#: vectors on 32-row tiles, 1.6-4.3x the former VW=1, TH=8, TWV=32 entry.  The AVX-512 entry's
+#: 16-row tiles: MobileNet-v2's 3x3 depthwise layers at batch 8 in 0.82-0.97x the time of 8-row
+#: ones (14x14 to 112x112, strides 1 and 2, every direction; 1.02-1.03x on the 112x112 stride-1
+#: layer, the same at 7x7), interleaved in one process (2-vCPU Zen 4, PoCL 3.1, 2026-12-07;
+#: BENCHMARKS.md "Session 66").
 DEPTHWISE_DEFAULT_CONFIGS = {
-    "cpu/vector16": {"VW": 16, "WG": 1, "TH": 8, "TWV": 8, "TB": 9, "FIXED": 1, "STAGE": 0},
+    "cpu/vector16": {"VW": 16, "WG": 1, "TH": 16, "TWV": 8, "TB": 9, "FIXED": 1, "STAGE": 0},
     "cpu": {"VW": 8, "WG": 1, "TH": 8, "TWV": 16, "TB": 9, "FIXED": 1, "STAGE": 0},
     "gpu": {"VW": 4, "WG": 128, "TH": 32, "TWV": 4, "TB": 9, "FIXED": 1, "STAGE": 1},
     "*": {"VW": 4, "WG": 64, "TH": 4, "TWV": 16, "TB": 9, "FIXED": 1, "STAGE": 1}}
