@@ -31,9 +31,11 @@ CUTOFF_FACTOR = 10.0
 #: After every candidate is timed, the CONFIRM_TOP fastest within CONFIRM_FACTOR of the best
 #: are timed once more (one batch of back-to-back runs: a sample), in reverse order, and keep the
 #: smaller of their two times: a host busy elsewhere for a few seconds slows every sample of the
-#: candidate timed then, and noise only adds time.  On a shared 2-vCPU Zen 4 (PoCL) one find timed winograd.F4x3 at 1.69 ms on
-#: ResNet-50's 56x56 3x3 layer at batch 1 and picked implicit_gemm.Fwd (1.31 ms), where five
-#: later runs measured 0.99-1.08 and 1.29-2.51 ms (BENCHMARKS.md, "Session 66").
+#: candidate timed then, and noise only adds time.  On a shared 2-vCPU Zen 4 (PoCL) one find
+#: timed winograd.F4x3 at 1.69 ms on ResNet-50's 56x56 3x3 layer at batch 1 and picked
+#: implicit_gemm.Fwd (1.31 ms), where five later runs measured 0.99-1.08 and 1.29-2.51 ms; with
+#: the round, three finds of ResNet-50's 23 layers agreed on 18 winners, against 14 without
+#: (BENCHMARKS.md, "Session 66").
 CONFIRM_TOP = 3
 CONFIRM_FACTOR = 2.0
 
@@ -44,8 +46,6 @@ class QueueBlocked(FindError):
     def __init__(self, message, timed):
         super().__init__(message)
         self.timed = timed   # the Solutions measured before it
-
-
 
 
 def scratch_for(handle, scratch, needs, allocate=True):
@@ -105,7 +105,8 @@ def _build_all(handle, problem, solvers, skipped, weights=None):
 
 def benchmark(handle, problem, solvers, buffers, scratch, skipped, failed=None, verify=None,
               best_ms=None, constant_weights=False):
-    """Build and time ``solvers``; returns their Solutions, fastest first, and fills ``skipped``.
+    """Build and time ``solvers`` (the fastest timed again: CONFIRM_TOP); returns their
+    Solutions, fastest first, and fills ``skipped``.
 
     ``failed`` (a dict, if given) also receives the solvers that failed to build or run or wrote
     a wrong output: the skips that belong to the solver, not to this call.  ``verify`` (None:
@@ -167,8 +168,9 @@ def _fitting(handle, problem, solvers, scratch, skipped, failed, allocate):
 
 
 def _time_all(handle, problem, built, needs, buffers, scratch, skipped, failed, verify, best_ms):
-    """The built candidates timed in order, each output checked (benchmark's last step): their
-    Solutions, fastest first.  A run past CONVSOLVE_FIND_RUN_TIMEOUT_S raises QueueBlocked."""
+    """The built candidates timed in order, each output checked, then the confirmation round
+    (benchmark's last step): their Solutions, fastest first.  A run past
+    CONVSOLVE_FIND_RUN_TIMEOUT_S raises QueueBlocked."""
     budget = env.positive_number(env.FIND_SOLVER_BUDGET_MS)
     limit_s = env.positive_number(env.FIND_RUN_TIMEOUT_S)
     check = fusion.output_check(handle, problem, buffers, verify)
