@@ -124,8 +124,8 @@ def test_cpu_products_lay_images_side_by_side(handle, monkeypatch):
 def test_cpu_column_products_lay_images_side_by_side(handle):
     """On a CPU's register tiles Im2ColGemm's forward products over the stacked column matrices
     take the images side by side where per image CPU_IMAGE_WASTE of the tiles' columns would be
-    empty: right with stride, dilation, asymmetric padding, groups, images in several chunks and
-    check_solver's epilogue cases; backward-data keeps a product per image."""
+    empty: right with stride, dilation, asymmetric padding, groups and check_solver's epilogue
+    cases; backward-data keeps a product per image."""
     cpu = handle if handle.is_cpu else retyped(Handle(), "CPU")
     solver = convsolve.registry().get("gemm.Im2ColGemm")
     problems = [Problem.conv2d((3, 6, 9, 11), (8, 6, 3, 3), stride=2, padding=((1, 0), (2, 1))),
