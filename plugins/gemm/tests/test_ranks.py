@@ -161,8 +161,9 @@ def _unfold_builds_and_launches(handle, monkeypatch, problem):
 def test_two_d_keeps_its_kernels_launches_and_workspace(handle, monkeypatch, direction):
     """2-D builds im2col.cl, and for backward-data col2im.cl, with one define each (forward
     builds no col2im: a program load less) and launches the unfold over the sizes it always
-    had (OH * ceil(OW / TW), Cg*R*S, images * G; H * ceil(W / TW), Cg, images * G), beside one
-    GEMM; 3-D builds unfold_nd.cl, one program for both kernels, and launches as many kernels;
+    had on rows as wide as this problem's (OH * ceil(OW / TW), Cg*R*S, images * G; H * ceil(W
+    / TW), Cg, images * G; im2col takes TW / OW rows a work-item only where OW < TW), beside
+    one GEMM; 3-D builds unfold_nd.cl, one program for both kernels, and launches as many kernels;
     the 2-D workspace is the formula's figure."""
     square = Problem.conv2d((2, 4, 9, 70), (4, 4, 3, 3), padding=1, direction=direction)
     cube = Problem.conv3d((2, 4, 3, 9, 70), (4, 4, 3, 3, 3), padding=1, direction=direction)
