@@ -5,8 +5,10 @@ import json
 from importlib import resources
 from pathlib import Path
 
+import convsolve
 import numpy as np
 import pytest
+from convsolve import Problem
 from convsolve.cli import main
 from convsolve.db import find_db, perf_db
 from convsolve.db import transfer as db_transfer
@@ -14,6 +16,9 @@ from convsolve.db.find_db import FindDb, Record
 from convsolve.db.perf_db import PerfDb, Trial
 from convsolve.db.store import db_lines
 from convsolve.errors import DatabaseError
+from convsolve.solvers import registry as plugins
+from convsolve.solvers.calls import config_refusal
+from convsolve.testing import fake_handle
 
 KEY = "fwd-n1-c3-h8-w8-k4-y3-x3-p0.0-q0.0-u1-v1-l1-j1-g1-float32-NCHW"
 
@@ -136,6 +141,32 @@ def test_shipped_system_db_parses():
     parsed = list(db_lines(lines, str(path), {"find": find_db.line_row,
                                               "perf": perf_db.line_row}))
     assert all(kind is not None for _, kind, _ in parsed), parsed
+
+
+def test_shipped_perf_records_still_fit_their_solvers(monkeypatch):
+    """Every perf record the system db ships holds a config its solver (where installed) still
+    accepts for its problem on a device of that name (a fake one of its class): a config space
+    or check that moves on strands no shipped record, which find would otherwise drop with a
+    warning on every use."""
+    monkeypatch.delenv("CONVSOLVE_PLUGINS")                  # every installed plugin, not the
+    monkeypatch.delenv("CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD")  # core tests' naive solvers alone
+    plugins.reset()
+    installed = convsolve.registry().solvers
+    path = Path(str(resources.files("convsolve.db") / "system_db.jsonl"))
+    checked = 0
+    for line in path.read_text().splitlines()[1:]:
+        row = json.loads(line) if line.startswith("{") else {}
+        if row.get("db") != "perf" or row["solver"] not in installed:
+            continue
+        name, units = row["device"].rsplit("/", 1)
+        kind = ("gpu" if not name.startswith("pthread-")
+                else "avx512" if "avx512" in name else "avx2")
+        handle = fake_handle(kind, name=name, max_compute_units=int(units.removesuffix("cu")))
+        problem = Problem.from_key(row["problem"])
+        assert config_refusal(installed[row["solver"]], problem, handle, row["config"]) is None, row
+        checked += 1
+    if not checked:
+        pytest.skip("no plugin of a shipped perf record is installed")
 
 
 def test_an_export_serves_as_a_system_db(tmp_path):
