@@ -133,10 +133,15 @@ def test_newer_format_version_is_refused(tmp_path, capsys):
     assert "newer than this convsolve reads" in capsys.readouterr().err
 
 
+def _shipped_lines():
+    """(path, lines) of the packaged system db."""
+    path = Path(str(resources.files("convsolve.db") / "system_db.jsonl"))
+    return path, path.read_text().splitlines()
+
+
 def test_shipped_system_db_parses():
     """The packaged system db is in the export format: a header and no bad line."""
-    path = Path(str(resources.files("convsolve.db") / "system_db.jsonl"))
-    lines = path.read_text().splitlines()
+    path, lines = _shipped_lines()
     assert json.loads(lines[0]) == {"format": "convsolve-db", "version": 1}
     parsed = list(db_lines(lines, str(path), {"find": find_db.line_row,
                                               "perf": perf_db.line_row}))
@@ -152,18 +157,18 @@ def test_shipped_perf_records_still_fit_their_solvers(monkeypatch):
     monkeypatch.delenv("CONVSOLVE_DISABLE_PLUGIN_AUTOLOAD")  # core tests' naive solvers alone
     plugins.reset()
     installed = convsolve.registry().solvers
-    path = Path(str(resources.files("convsolve.db") / "system_db.jsonl"))
+    path, lines = _shipped_lines()
     checked = 0
-    for line in path.read_text().splitlines()[1:]:
-        row = json.loads(line) if line.startswith("{") else {}
-        if row.get("db") != "perf" or row["solver"] not in installed:
+    for _, _, row in db_lines(lines, str(path), {"perf": perf_db.line_row}):
+        if row["solver"] not in installed:
             continue
         name, units = row["device"].rsplit("/", 1)
         kind = ("gpu" if not name.startswith("pthread-")
                 else "avx512" if "avx512" in name else "avx2")
         handle = fake_handle(kind, name=name, max_compute_units=int(units.removesuffix("cu")))
-        problem = Problem.from_key(row["problem"])
-        assert config_refusal(installed[row["solver"]], problem, handle, row["config"]) is None, row
+        config = json.loads(row["config"])
+        assert config_refusal(installed[row["solver"]], Problem.from_key(row["problem"]),
+                              handle, config) is None, row
         checked += 1
     if not checked:
         pytest.skip("no plugin of a shipped perf record is installed")
