@@ -277,12 +277,14 @@ def run_overhead(suite, layers, directions, batch):
     for direction in directions:  # run()'s cost in a hot loop: a tiny problem, many calls
         tiny = Problem.conv2d((1, 4, 8, 8), (8, 4, 3, 3), padding=1, direction=direction)
         solver = get_solutions(handle, tiny, 1)[0].solver
-        hot[direction.value] = {**overhead.run_overhead(handle, tiny, solver, calls=300),
-                                **overhead.db_hit_us(handle, tiny)}
+        hot[direction.value] = {
+            **overhead.run_overhead(handle, tiny, solver, calls=300, block=overhead.BLOCK),
+            "one_at_a_time": overhead.run_overhead(handle, tiny, solver, calls=300),
+            **overhead.db_hit_us(handle, tiny)}
     keys = list(dict.fromkeys(row["problem"] for row in rows))
     return {"suite": suite["name"], "device": handle.name, "batch": batch, "rows": rows,
             "suite_finds": overhead.suite_finds(keys) if len(keys) > 1 else None,
-            "calls": overhead.CALLS, "hot": hot,
+            "calls": overhead.CALLS, "block": overhead.BLOCK, "hot": hot,
             "date": datetime.datetime.now().isoformat(timespec="seconds")}
 
 

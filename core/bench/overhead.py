@@ -9,7 +9,10 @@ fresh processes, show the first find (which discovers the plugins) apart from th
 per-call overhead of ``run`` and of ``plan.run`` is measured in the bench's own process, as
 their host time minus host time of calling the solver's invoker directly (set arguments +
 enqueue), each timed while a user event holds the queue so the kernel cannot start during the
-call; so is a repeated find and get_solutions on a find-db hit.
+call; so is a repeated find and get_solutions on a find-db hit.  The hot loop on a tiny problem
+times them twice: one call at a time (the queue drained after each, as the per-layer figures)
+and back to back, BLOCK calls a hold, as a framework enqueues a network (the worker threads and
+the host's caches stay as the previous call left them).
 """
 import json
 import os
@@ -36,6 +39,9 @@ from ..problem import Problem
 #: most CALLS, at least MIN_CALLS.
 CALLS = 50
 MIN_CALLS = 5
+#: Calls enqueued back to back while one user event holds the queue, in the hot loop's
+#: back-to-back figures.
+BLOCK = 20
 
 
 def child_env(directory):
@@ -82,25 +88,27 @@ def suite_finds(keys):
                 for state in ("cold", "warm")}
 
 
-def _gated(handle, call):
-    """Host seconds of ``call()`` while the queue is held by a user event, so the kernel it
-    enqueues cannot start (and compete for the CPU) until the timing is done; then drains it."""
+def _gated(handle, call, block=1):
+    """Host seconds per call of ``block`` calls of ``call()`` made back to back while the queue
+    is held by a user event, so the kernels they enqueue cannot start (and compete for the
+    CPU) until the timing is done; then drains it."""
     gate = cl.UserEvent(handle.context)
     cl.enqueue_marker(handle.queue, wait_for=[gate])
     begin = time.perf_counter()
-    call()
+    for _ in range(block):
+        call()
     took = time.perf_counter() - begin
     gate.set_status(cl.command_execution_status.COMPLETE)
     handle.queue.finish()
-    return took
+    return took / block
 
 
-def run_overhead(handle, problem, solver, calls=CALLS, budget_s=1.0):
+def run_overhead(handle, problem, solver, calls=CALLS, budget_s=1.0, block=1):
     """{'run_us', 'plan_us', 'enqueue_us', 'overhead_us', 'plan_overhead_us', 'calls'}: median
     host time per call of run(), of plan.run and of the bare invoker on ``problem``, and the
-    first two less the third; the queue is held while a call is timed and drained after it, and
-    the rounds of calls stop at ``calls`` or, for slow kernels, at about ``budget_s`` (at least
-    MIN_CALLS rounds)."""
+    first two less the third; the queue is held while ``block`` calls are timed and drained
+    after them, and the rounds of calls stop at ``calls`` calls or, for slow kernels, at about
+    ``budget_s`` (at least MIN_CALLS rounds)."""
     flags = cl.mem_flags.READ_WRITE
     bufs = {name: cl.Buffer(handle.context, flags, max(4, getattr(problem, name).nbytes))
             for name in ("x", "w", "y")}
@@ -112,16 +120,16 @@ def run_overhead(handle, problem, solver, calls=CALLS, budget_s=1.0):
     run(handle, problem, solver, **bufs)
     handle.queue.finish()
     once = time.perf_counter() - begin
-    calls = max(MIN_CALLS, min(calls, int(budget_s / (3 * once))))
+    rounds = max(MIN_CALLS, min(calls // block, int(budget_s / (3 * block * once))))
     run_s, plan_s, bare_s = [], [], []
-    for _ in range(calls):
-        run_s.append(_gated(handle, lambda: run(handle, problem, solver, **bufs)))
-        plan_s.append(_gated(handle, lambda: chosen.run(**bufs)))
-        bare_s.append(_gated(handle, lambda: invoker(buffers, scratch)))
+    for _ in range(rounds):
+        run_s.append(_gated(handle, lambda: run(handle, problem, solver, **bufs), block))
+        plan_s.append(_gated(handle, lambda: chosen.run(**bufs), block))
+        bare_s.append(_gated(handle, lambda: invoker(buffers, scratch), block))
     run_us, plan_us, bare_us = (statistics.median(s) * 1e6 for s in (run_s, plan_s, bare_s))
     return {"run_us": run_us, "plan_us": plan_us, "enqueue_us": bare_us,
             "overhead_us": run_us - bare_us, "plan_overhead_us": plan_us - bare_us,
-            "calls": calls, "solver": solver, "problem": problem.key()}
+            "calls": rounds * block, "solver": solver, "problem": problem.key()}
 
 
 def db_hit_us(handle, problem, calls=200):

@@ -115,13 +115,14 @@ def format_overhead(report, markdown=False):
                "run() extra us")
     title = (f"find overhead, suite {report['suite']}, batch {report['batch']}, "
              f"device {report['device']}\n")
-    hot = "; ".join(f"{d}: bare enqueue {_fmt(h['enqueue_us'], 1)} us, run() +"
-                    f"{_fmt(h['overhead_us'], 1)} us, plan.run +"
-                    f"{_fmt(h.get('plan_overhead_us'), 1)} us, find-db hit: find "
+    hot = "; ".join(f"{d}: {_run_costs(h)}{_one_at_a_time(h)}, find-db hit: find "
                     f"{_fmt(h.get('find_us'), 1)} us, get_solutions "
                     f"{_fmt(h.get('get_solutions_us'), 1)} us "
                     f"({h['solver'] if 'solver' in h else h['problem']})"
                     for d, h in report.get("hot", {}).items())
+    block = report.get("block")
+    how = (f"back to back, {block} calls a hold of the queue; in parentheses one call at a "
+           "time" if block else "one call at a time")
     return "\n".join([title, table(rows, headers, markdown, _LEFT), (
         "\ncold: a fresh process with empty kernel cache, find-db and PoCL cache (find compiles "
         "and benchmarks); warm: a second fresh process on the same caches (find-db hit, then "
@@ -131,9 +132,22 @@ def format_overhead(report, markdown=False):
         "down to 5, where the kernel is slow), each call timed while a user event holds the "
         "queue (the previous call's kernel has just run, so on large layers the host caches "
         "are cold)"),
-        ("\nrun() and plan.run in a hot loop (300 calls on a tiny problem), find and "
+        (f"\nrun() and plan.run in a hot loop (300 calls on a tiny problem, {how}), find and "
          f"get_solutions repeated on a find-db hit (200 calls): {hot or '-'}"),
         *_suite_finds(report.get("suite_finds"))])
+
+
+def _run_costs(timed):
+    """'bare enqueue E us, run() +R us, plan.run +P us' of a run_overhead result."""
+    return (f"bare enqueue {_fmt(timed['enqueue_us'], 1)} us, run() +"
+            f"{_fmt(timed['overhead_us'], 1)} us, plan.run +"
+            f"{_fmt(timed.get('plan_overhead_us'), 1)} us")
+
+
+def _one_at_a_time(hot):
+    """' (one at a time: ...)' of a hot-loop entry timed both ways, else ''."""
+    single = hot.get("one_at_a_time")
+    return f" (one at a time: {_run_costs(single)})" if single else ""
 
 
 def _suite_finds(finds):

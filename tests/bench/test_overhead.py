@@ -16,7 +16,12 @@ def test_overhead(isolated, capsys, bench_main):
     assert row["cold"]["find_ms"] > 0 and row["warm"]["find_ms"] > 0
     assert row["run"]["run_us"] > 0 and row["run"]["enqueue_us"] > 0
     assert row["run"]["plan_us"] > 0 and hot["plan_us"] > 0
+    assert hot["calls"] >= overhead.BLOCK and hot["calls"] % overhead.BLOCK == 0
+    assert hot["one_at_a_time"]["plan_us"] > 0 and report["block"] == overhead.BLOCK
     assert hot["find_us"] > 0 and hot["get_solutions_us"] > 0
+    text = format_overhead(report)
+    assert f"back to back, {overhead.BLOCK} calls a hold of the queue" in text
+    assert "(one at a time: bare enqueue" in text
 
 
 def test_finds_in_one_process_are_each_timed(isolated):
