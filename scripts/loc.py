@@ -191,6 +191,10 @@ ROOT = Path(__file__).resolve().parents[1]
 #: benchmark.py's _confirmed and its two callers, +25) and benchmark.py split out of find.py, which
 #: had passed the 400-line module budget (its imports, +12), raised the engine's from 2,070 to
 #: 2,110 (2026-12-07).
+#: `bench --overhead`'s hot loop timed back to back, BLOCK calls a hold of the queue, beside one
+#: call at a time (issue 27: the drained queue of each lone call doubled the figures it reported;
+#: overhead.run_overhead's block, the second timing and the report's line, +12) raised the
+#: bench's from 1,490 to 1,505 (2026-12-08).
 #: Raising one is a decision a commit states and explains.
 WINGS = ("device", "solvers", "db", "heuristics", "engine", "testing", "cli", "bench", "scale",
          "torch")
@@ -204,7 +208,7 @@ BUDGETS = {
     "core/engine": {"python": 2110, "opencl": 0},
     "core/testing": {"python": 792, "opencl": 0},
     "core/cli": {"python": 1325, "opencl": 0},
-    "core/bench": {"python": 1490, "opencl": 60},
+    "core/bench": {"python": 1505, "opencl": 60},
     "core/scale": {"python": 415, "opencl": 0},
     "core/torch": {"python": 200, "opencl": 0},
     "plugins/direct": {"python": 1200, "opencl": 1520},

@@ -10,9 +10,7 @@ per-call overhead of ``run`` and of ``plan.run`` is measured in the bench's own 
 their host time minus host time of calling the solver's invoker directly (set arguments +
 enqueue), each timed while a user event holds the queue so the kernel cannot start during the
 call; so is a repeated find and get_solutions on a find-db hit.  The hot loop on a tiny problem
-times them twice: one call at a time (the queue drained after each, as the per-layer figures)
-and back to back, BLOCK calls a hold, as a framework enqueues a network (the worker threads and
-the host's caches stay as the previous call left them).
+times calls one at a time (the queue drained after each) and BLOCK a hold, as frameworks enqueue.
 """
 import json
 import os
@@ -39,8 +37,7 @@ from ..problem import Problem
 #: most CALLS, at least MIN_CALLS.
 CALLS = 50
 MIN_CALLS = 5
-#: Calls enqueued back to back while one user event holds the queue, in the hot loop's
-#: back-to-back figures.
+#: Calls enqueued back to back while one user event holds the queue (the hot loop's figures).
 BLOCK = 20
 
 

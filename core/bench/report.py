@@ -115,11 +115,7 @@ def format_overhead(report, markdown=False):
                "run() extra us")
     title = (f"find overhead, suite {report['suite']}, batch {report['batch']}, "
              f"device {report['device']}\n")
-    hot = "; ".join(f"{d}: {_run_costs(h)}{_one_at_a_time(h)}, find-db hit: find "
-                    f"{_fmt(h.get('find_us'), 1)} us, get_solutions "
-                    f"{_fmt(h.get('get_solutions_us'), 1)} us "
-                    f"({h['solver'] if 'solver' in h else h['problem']})"
-                    for d, h in report.get("hot", {}).items())
+    hot = "; ".join(_hot_line(d, h) for d, h in report.get("hot", {}).items())
     block = report.get("block")
     how = (f"back to back, {block} calls a hold of the queue; in parentheses one call at a "
            "time" if block else "one call at a time")
@@ -137,17 +133,22 @@ def format_overhead(report, markdown=False):
         *_suite_finds(report.get("suite_finds"))])
 
 
+def _hot_line(direction, hot):
+    """One direction's hot-loop figures: run() and plan.run (in parentheses one call at a time,
+    where timed so too), then the find-db hits."""
+    single = hot.get("one_at_a_time")
+    return (f"{direction}: {_run_costs(hot)}"
+            + (f" (one at a time: {_run_costs(single)})" if single else "")
+            + f", find-db hit: find {_fmt(hot.get('find_us'), 1)} us, get_solutions "
+            f"{_fmt(hot.get('get_solutions_us'), 1)} us "
+            f"({hot['solver'] if 'solver' in hot else hot['problem']})")
+
+
 def _run_costs(timed):
     """'bare enqueue E us, run() +R us, plan.run +P us' of a run_overhead result."""
     return (f"bare enqueue {_fmt(timed['enqueue_us'], 1)} us, run() +"
             f"{_fmt(timed['overhead_us'], 1)} us, plan.run +"
             f"{_fmt(timed.get('plan_overhead_us'), 1)} us")
-
-
-def _one_at_a_time(hot):
-    """' (one at a time: ...)' of a hot-loop entry timed both ways, else ''."""
-    single = hot.get("one_at_a_time")
-    return f" (one at a time: {_run_costs(single)})" if single else ""
 
 
 def _suite_finds(finds):
