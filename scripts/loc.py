@@ -192,7 +192,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: had passed the 400-line module budget (its imports, +12), raised the engine's from 2,070 to
 #: 2,110 (2026-12-07).
 #: `bench --overhead`'s hot loop timed back to back, BLOCK calls a hold of the queue, beside one
-#: call at a time (issue 27: the drained queue of each lone call doubled the figures it reported;
+#: call at a time (issue 27: the drained queue of each lone call made its figures 1.4-2.4x;
 #: overhead.run_overhead's block, the second timing and the report's line, +12) raised the
 #: bench's from 1,490 to 1,505 (2026-12-08).
 #: Raising one is a decision a commit states and explains.
